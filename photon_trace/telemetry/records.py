@@ -1,0 +1,66 @@
+"""The loaded form of a trace: what analysis, the dashboard and exporters consume.
+
+Names (phase, op, stream, kind, event) are the lower-case enum names from
+``tracer.py`` so a trace reads without the enums. Times are host monotonic ns.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class HostSpan(NamedTuple):
+    phase: str     # plan | launch | commit | finalize | stage | mask_build | mask_upload | stream_out
+    step: int
+    slot: int
+    t0: int
+    t1: int
+    thread: str    # host thread name, one timeline lane each
+
+
+class DeviceSpan(NamedTuple):
+    stream: str    # compute | copy
+    op: str        # prefill | forward | sample | masked_sample | copy_back | mask_upload | stage
+    step: int
+    slot: int
+    t0: int
+    t1: int
+    enqueued: int  # host time the op was issued: a gap whose next op was enqueued late is host-bound
+
+
+class HostWait(NamedTuple):
+    reason: str    # e.g. "commit: copy-back", "mask upload: drain (sync)"
+    expected: bool
+    t0: int
+    t1: int
+    site: str      # file:line of the first frame outside the device layer
+    step: int
+
+
+class StepRecord(NamedTuple):
+    step: int
+    kind: str      # decode | prefill | mixed
+    slot: int
+    rows: int
+    zombie_rows: int
+    constrained_rows: int
+    tokens: int    # tokens appended at this step's commit
+
+
+class RequestRecord(NamedTuple):
+    req_id: int
+    event: str     # arrival | admitted | first_token | finalized | freed | aborted
+    t: int
+    tokens: int
+
+
+@dataclass
+class Trace:
+    """A whole trace. ``header`` holds settings, model, backend, device, host,
+    clock anchors (``clock``: {"wall_ns", "mono_ns", "device_error_ns"}) and version."""
+    header: dict
+    host_spans: list[HostSpan] = field(default_factory=list)
+    device_spans: list[DeviceSpan] = field(default_factory=list)
+    waits: list[HostWait] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    requests: list[RequestRecord] = field(default_factory=list)

@@ -1,0 +1,101 @@
+"""The tracer interface: the only part of telemetry the engine imports.
+
+The engine calls these methods on its hot path, so the base class is a set of
+no-ops and every implementation must keep each call to a tuple append. Device
+timestamps arrive already on the host monotonic clock (the backend maps them),
+and only at commit, when the step's events are known complete: tracing never
+adds a synchronisation.
+"""
+from __future__ import annotations
+
+import time
+from enum import IntEnum
+
+
+class TraceLevel(IntEnum):
+    OFF = 0   # nothing recorded; every call is a no-op
+    ON = 1    # phases, device ops, waits, steps, request events
+    FULL = 2  # also the sub-phases (stage, mask build/upload, stream-out) and per-row detail
+
+
+class Phase(IntEnum):
+    """Host phases of a tick. The first four are recorded at ON, the rest at FULL."""
+    PLAN = 0
+    LAUNCH = 1
+    COMMIT = 2
+    FINALIZE = 3
+    STAGE = 4        # writing a step's inputs into the slot's host staging buffers
+    MASK_BUILD = 5   # filling constrained rows' allowed-token bitmasks
+    MASK_UPLOAD = 6  # enqueueing the mask copy (host side of it)
+    STREAM_OUT = 7   # appending tokens, detokenising, handing results to callers
+
+
+class DeviceOp(IntEnum):
+    PREFILL = 0        # forward over prompt tokens (one chunk)
+    FORWARD = 1        # single-token decode forward
+    SAMPLE = 2         # sampling of unconstrained rows (enqueued at launch)
+    MASKED_SAMPLE = 3  # sampling of constrained rows (enqueued at finalize)
+    COPY_BACK = 4      # sampled tokens device -> host (copy stream)
+    MASK_UPLOAD = 5    # bitmask host -> device (copy stream)
+    STAGE = 6          # staged inputs host -> device (compute stream, before the forward)
+
+
+class Stream(IntEnum):
+    COMPUTE = 0
+    COPY = 1
+
+
+class StepKind(IntEnum):
+    DECODE = 0
+    PREFILL = 1
+    MIXED = 2  # prefill chunks and decode rows in one forward
+
+
+class RequestEvent(IntEnum):
+    ARRIVAL = 0
+    ADMITTED = 1
+    FIRST_TOKEN = 2
+    FINALIZED = 3
+    FREED = 4
+    ABORTED = 5
+
+
+def now_ns() -> int:
+    """The one clock: host monotonic nanoseconds (shared by every process on the host)."""
+    return time.monotonic_ns()
+
+
+class Tracer:
+    """No-op tracer. Subclasses record; the engine never checks which one it has.
+
+    ``level`` lets the engine skip building arguments for FULL-only calls.
+    """
+
+    level: TraceLevel = TraceLevel.OFF
+
+    def begin(self, phase: Phase, step: int, slot: int) -> int:
+        """Open a host span; returns its start time (ns). Pushes an NVTX range where enabled."""
+        return 0
+
+    def end(self, phase: Phase, step: int, slot: int, t0: int) -> None:
+        """Close the span opened by ``begin`` (same phase, step, slot, t0)."""
+
+    def host_wait(self, reason: str, expected: bool, t0: int, t1: int, site: str, step: int) -> None:
+        """A host wait on the device: why, whether the design expects it, and its call site (file:line)."""
+
+    def device_op(self, stream: Stream, op: DeviceOp, step: int, slot: int,
+                  t0: int, t1: int, enqueued: int) -> None:
+        """A completed device op, on the host clock; ``enqueued`` is when the host issued it."""
+
+    def step(self, step: int, kind: StepKind, slot: int, rows: int, zombie_rows: int,
+             constrained_rows: int, tokens: int) -> None:
+        """One record per committed step."""
+
+    def request(self, req_id: int, event: RequestEvent, t: int, tokens: int = 0) -> None:
+        """A request lifecycle event; ``tokens`` carries prompt/output counts where meaningful."""
+
+    def close(self) -> None:
+        """Flush and release resources (off the hot path)."""
+
+
+NULL_TRACER = Tracer()
