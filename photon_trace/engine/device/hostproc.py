@@ -1,0 +1,179 @@
+"""Host side of the host-process device (``cpu`` backend).
+
+Slot staging buffers are shared memory mapped into both processes (the
+stand-in for pinned memory a DMA engine reads). Sending a command is one pipe
+write: this backend's kernel launch. Waiting for an event spins on a shared
+generation counter, checking that the worker is alive, so a dead device is a
+clear error and never a hang.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import weakref
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+from ...telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer
+from . import protocol as P
+from . import shm as _shm
+from .base import Device, DeviceError, DeviceSpec
+from .staging import SlotStaging
+
+_SPIN_NS = 2_000_000        # spin this long before sleeping between polls
+_LIVENESS_NS = 20_000_000   # how often a long wait checks the worker is alive
+_START_TIMEOUT_S = 600.0
+
+
+class HostProcessDevice(Device):
+    backend = "cpu"
+
+    def __init__(self, spec: DeviceSpec, tracer: Tracer = NULL_TRACER) -> None:
+        super().__init__(spec, tracer)
+        self.state = P.SharedState(self.num_slots)
+        maps = [_shm.create(spec.shape.nbytes()) for _ in range(self.num_slots)]
+        self._paths = [self.state.path] + [path for path, _ in maps]
+        self._staging = [SlotStaging(spec.shape, m) for _, m in maps]
+        self._gen = [0] * self.state.num_events
+        # A fresh interpreter rather than fork: no inherited threads, locks or
+        # OpenMP state, and no re-import of the caller's main module.
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "photon_trace.engine.device.worker", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
+        theirs.close()
+        self._conn = Connection(ours.detach())
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _cleanup, self._proc, self._conn, self._paths)
+        self._conn.send((spec, self.state.path, [path for path, _ in maps]))
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while not self.state.ready[0]:
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise DeviceError("the device worker did not start in time")
+            time.sleep(0.005)
+        self.device_name = f"host process (pid {self._proc.pid}, 1 intra-op thread)"
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _send(self, cmd: tuple) -> None:
+        try:
+            self._conn.send(cmd)
+        except (BrokenPipeError, ConnectionResetError, OSError) as e:
+            self._check_alive()
+            raise DeviceError(f"the device worker is unreachable: {e}") from e
+
+    def _record(self, event: int, stream: Stream) -> int:
+        self._gen[event] += 1
+        self._send((int(stream), P.RECORD, event, self._gen[event]))
+        return self._gen[event]
+
+    def _stream_wait(self, stream: Stream, event: int, gen: int) -> None:
+        self._send((int(stream), P.WAIT, event, gen))
+
+    def _check_alive(self) -> None:
+        if self.state.error[0]:
+            msg = "unknown error"
+            if self._conn.poll(1.0):
+                kind, msg = self._conn.recv()
+            raise DeviceError(f"the device worker failed:\n{msg}")
+        if self._proc.poll() is not None:
+            raise DeviceError(f"the device worker died (exit code {self._proc.returncode})")
+
+    def _wait_event(self, event: int, gen: int) -> None:
+        ev_gen = self.state.ev_gen
+        if ev_gen[event] >= gen:
+            return
+        start = last_check = time.monotonic_ns()
+        while ev_gen[event] < gen:
+            now = time.monotonic_ns()
+            if now - last_check > _LIVENESS_NS:
+                self._check_alive()
+                last_check = now
+            if now - start > _SPIN_NS:
+                time.sleep(50e-6)
+
+    # -- the operations -------------------------------------------------------------------
+    def staging(self, slot: int) -> SlotStaging:
+        return self._staging[slot]
+
+    def forward(self, slot: int, T: int, B: int, P_: int, max_q: int, prefill: bool) -> None:
+        self._begin_step(slot)
+        op = DeviceOp.PREFILL if prefill else DeviceOp.FORWARD
+        self._issue(slot, DeviceOp.STAGE, Stream.COMPUTE)
+        self._issue(slot, op, Stream.COMPUTE)
+        self._send((int(Stream.COMPUTE), P.STAGE_FORWARD, slot, T, B, P_, max_q, int(op)))
+
+    def sample(self, slot: int, lo: int, hi: int, masked: bool, all_greedy: bool) -> None:
+        op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
+        self._issue(slot, op, Stream.COMPUTE)
+        self._send((int(Stream.COMPUTE), P.SAMPLE, slot, lo, hi, masked, all_greedy, int(op)))
+
+    def upload_mask(self, slot: int, lo: int, hi: int) -> None:
+        self._issue(slot, DeviceOp.MASK_UPLOAD, Stream.COPY)
+        self._send((int(Stream.COPY), P.UPLOAD_MASK, slot, lo, hi))
+        ev = self.state.slot_event(slot, P.EV_MASK)
+        self._stream_wait(Stream.COMPUTE, ev, self._record(ev, Stream.COPY))
+
+    def upload_mask_sync(self, slot: int, mask: np.ndarray, lo: int, hi: int, step: int) -> None:
+        # The bug, faithfully: an ordinary copy from pageable memory is ordered
+        # behind everything on the compute stream and the host blocks until it
+        # is done, i.e. until the device has drained.
+        self._issue(slot, DeviceOp.MASK_UPLOAD, Stream.COMPUTE)
+        self._send((int(Stream.COMPUTE), P.UPLOAD_MASK_INLINE, slot, lo, hi, mask[lo:hi].tobytes()))
+        ev = self.state.global_event(P.EV_DRAIN)
+        gen = self._record(ev, Stream.COMPUTE)
+        self._traced_wait(lambda: self._wait_event(ev, gen),
+                          "mask upload: pageable copy waits for the device to drain", False, step)
+
+    def copy_back(self, slot: int, B: int) -> None:
+        sampled = self.state.slot_event(slot, P.EV_SAMPLED)
+        self._stream_wait(Stream.COPY, sampled, self._record(sampled, Stream.COMPUTE))
+        self._issue(slot, DeviceOp.COPY_BACK, Stream.COPY)
+        self._send((int(Stream.COPY), P.COPY_BACK, slot, B))
+        copied = self.state.slot_event(slot, P.EV_COPIED)
+        self._record(copied, Stream.COPY)
+
+    def wait_copied(self, slot: int, step: int) -> None:
+        ev = self.state.slot_event(slot, P.EV_COPIED)
+        gen = self._gen[ev]
+        self._traced_wait(lambda: self._wait_event(ev, gen), "commit: copy-back", True, step)
+
+    def read_token_sync(self, row: int, step: int) -> int:
+        self._send((int(Stream.COMPUTE), P.READ_TABLE, row))
+        ev = self.state.global_event(P.EV_READ)
+        gen = self._record(ev, Stream.COMPUTE)
+        self._traced_wait(lambda: self._wait_event(ev, gen), "host read of a device value", False, step)
+        return int(self.state.scalar[0])
+
+    def completed_ops(self, slot: int) -> list[tuple[Stream, DeviceOp, int, int, int]]:
+        times = self.state.op_times[slot]
+        return [(stream, op, int(times[op, 0]), int(times[op, 1]), enq)
+                for op, (stream, enq) in self._issued[slot].items()]
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._staging = []
+            self._finalizer()
+
+
+def _cleanup(proc: subprocess.Popen, conn: Connection, paths: list[str]) -> None:
+    try:
+        conn.send((P.CONTROL, P.STOP))
+    except (BrokenPipeError, OSError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+    conn.close()
+    for path in paths:
+        _shm.unlink(path)

@@ -1,0 +1,93 @@
+"""The device side of a step: the named operations both backends execute.
+
+On CUDA these run on the host thread and enqueue kernels on a stream; on the
+host-process device the worker runs them in stream order. Everything here is
+allocated once in ``__init__``; the ops only slice and copy into it.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..batch import ForwardBatch
+from ..sampling import sample
+from .staging import SlotShape
+
+_TORCH_DTYPES = {"int64": torch.int64, "int32": torch.int32, "float32": torch.float32, "bool": torch.bool}
+
+
+class SlotBuffers:
+    """Device-side working set of one slot: inputs, logits, sampled tokens, mask."""
+
+    def __init__(self, shape: SlotShape, vocab_size: int, device: torch.device) -> None:
+        for name, dt, fshape in shape.fields():
+            if name == "out_tokens":
+                continue  # host-only landing zone
+            setattr(self, name, torch.zeros(fshape, dtype=_TORCH_DTYPES[dt.name], device=device))
+        self.logits = torch.zeros(shape.max_rows, vocab_size, dtype=torch.float32, device=device)
+        self.sampled = torch.zeros(shape.max_rows, dtype=torch.int64, device=device)
+        self.bit_shifts = torch.arange(32, dtype=torch.int32, device=device)
+
+
+class DeviceProgram:
+    """Model, KV pool, token table and the slots' device buffers, plus the ops on them."""
+
+    def __init__(self, model, kv, shape: SlotShape, num_slots: int, table_rows: int,
+                 device: torch.device) -> None:
+        self.model, self.kv, self.shape = model, kv, shape
+        self.vocab_size = model.config.vocab_size
+        # Row ``table_rows`` is scratch: rows that must not publish a token (a
+        # non-final prefill chunk, padding) write there.
+        self.table = torch.zeros(table_rows + 1, dtype=torch.int64, device=device)
+        self.slots = [SlotBuffers(shape, self.vocab_size, device) for _ in range(num_slots)]
+
+    # -- compute stream ----------------------------------------------------------------
+    def stage(self, slot: int, host: dict[str, torch.Tensor], T: int, B: int, P: int) -> None:
+        """Host staging -> device inputs (non-blocking from pinned memory on CUDA)."""
+        d = self.slots[slot]
+        for name in ("tokens", "token_row", "from_table", "positions", "slot_mapping"):
+            getattr(d, name)[:T].copy_(host[name][:T], non_blocking=True)
+        d.page_table[:B, :P].copy_(host["page_table"][:B, :P], non_blocking=True)
+        d.query_start[:B + 1].copy_(host["query_start"][:B + 1], non_blocking=True)
+        for name in ("context_lens", "logits_index", "row_ids", "temperature", "top_k",
+                     "top_p", "seed", "sample_pos"):
+            getattr(d, name)[:B].copy_(host[name][:B], non_blocking=True)
+
+    def forward_batch(self, slot: int, T: int, B: int, P: int, max_q: int) -> ForwardBatch:
+        d = self.slots[slot]
+        # Decode rows read their input from the token table: the token sampled
+        # last step never had to visit the host.
+        tokens = torch.where(d.from_table[:T], self.table[d.token_row[:T]], d.tokens[:T])
+        return ForwardBatch(
+            token_ids=tokens, positions=d.positions[:T], slot_mapping=d.slot_mapping[:T],
+            page_table=d.page_table[:B, :P], context_lens=d.context_lens[:B],
+            query_start=d.query_start[:B + 1], logits_index=d.logits_index[:B], max_query_len=max_q)
+
+    def forward(self, slot: int, T: int, B: int, P: int, max_q: int) -> None:
+        d = self.slots[slot]
+        self.model.forward(self.forward_batch(slot, T, B, P, max_q), self.kv, out_logits=d.logits[:B])
+
+    def sample(self, slot: int, lo: int, hi: int, masked: bool, all_greedy: bool) -> None:
+        """Sample rows [lo, hi) and publish their tokens into the token table."""
+        d = self.slots[slot]
+        logits = d.logits[lo:hi]
+        if masked:
+            logits = self.apply_mask(logits, d.mask[lo:hi], d.bit_shifts)
+        tok = sample(logits, d.temperature[lo:hi], d.top_k[lo:hi], d.top_p[lo:hi],
+                     d.seed[lo:hi], d.sample_pos[lo:hi], all_greedy)
+        d.sampled[lo:hi].copy_(tok)
+        self.table.index_copy_(0, d.row_ids[lo:hi], tok)
+
+    def apply_mask(self, logits: torch.Tensor, mask: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
+        """Disallowed tokens -> -inf. mask: (B, W) int32 bitmask, bit i of word w = token 32w+i."""
+        bits = ((mask[:, :, None] >> shifts) & 1).reshape(mask.shape[0], -1)[:, :logits.shape[1]]
+        return logits.masked_fill(bits == 0, float("-inf"))
+
+    def read_table(self, row: int) -> torch.Tensor:
+        return self.table[row:row + 1]
+
+    # -- copy stream -------------------------------------------------------------------
+    def upload_mask(self, slot: int, host_mask: torch.Tensor, lo: int, hi: int) -> None:
+        self.slots[slot].mask[lo:hi].copy_(host_mask[lo:hi], non_blocking=True)
+
+    def copy_back(self, slot: int, host_out: torch.Tensor, B: int) -> None:
+        host_out[:B].copy_(self.slots[slot].sampled[:B], non_blocking=True)

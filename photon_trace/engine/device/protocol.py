@@ -1,0 +1,61 @@
+"""Commands between the host and the host-process device, and its shared state.
+
+A command is a small tuple ``(stream, opcode, *args)`` sent over a pipe: the
+pipe write is this backend's kernel launch. Events and op timings live in
+shared memory so that reading them costs the host no message round trip.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import shm as _shm
+
+# opcodes
+STAGE_FORWARD = 1   # slot, T, B, P, max_q, op
+SAMPLE = 2          # slot, lo, hi, masked, all_greedy, op
+UPLOAD_MASK = 3     # slot, lo, hi
+UPLOAD_MASK_INLINE = 4  # slot, lo, hi, mask bytes (the pageable-copy bug)
+COPY_BACK = 5       # slot, B
+RECORD = 6          # event, generation
+WAIT = 7            # event, generation: the stream waits until the event reaches it
+READ_TABLE = 8      # row: copy one token-table entry into the shared scalar
+STOP = 9
+
+CONTROL = -1        # not a stream: executed as soon as it arrives
+
+# events per slot, then the global ones
+EV_SAMPLED, EV_COPIED, EV_MASK = 0, 1, 2
+EVENTS_PER_SLOT = 3
+EV_DRAIN, EV_READ = 0, 1  # offsets after the slots' events
+N_OPS = 8                 # DeviceOp values fit below this
+
+
+class SharedState:
+    """Event generations/timestamps, op timings, an error flag and a scalar mailbox."""
+
+    def __init__(self, num_slots: int, path: str | None = None) -> None:
+        self.num_events = num_slots * EVENTS_PER_SLOT + 2
+        self.num_slots = num_slots
+        n = 8 * (2 * self.num_events + num_slots * N_OPS * 2 + 4)
+        if path is None:
+            self.path, self._map = _shm.create(n)
+        else:
+            self.path, self._map = path, _shm.attach(path)
+        buf = np.frombuffer(self._map, dtype=np.int64, count=n // 8)
+        e = self.num_events
+        self.ev_gen = buf[:e]
+        self.ev_time = buf[e:2 * e]
+        self.op_times = buf[2 * e:2 * e + num_slots * N_OPS * 2].reshape(num_slots, N_OPS, 2)
+        tail = buf[2 * e + num_slots * N_OPS * 2:]
+        self.error = tail[0:1]   # non-zero once the worker failed
+        self.scalar = tail[1:2]  # READ_TABLE result
+        self.ready = tail[2:3]   # worker finished start-up
+
+    def slot_event(self, slot: int, kind: int) -> int:
+        return slot * EVENTS_PER_SLOT + kind
+
+    def global_event(self, offset: int) -> int:
+        return self.num_slots * EVENTS_PER_SLOT + offset
+
+    def unlink(self) -> None:
+        _shm.unlink(self.path)

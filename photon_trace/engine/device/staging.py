@@ -1,0 +1,72 @@
+"""The layout of one slot's host staging area, shared by both device backends.
+
+A slot's staging area is one contiguous block of host memory (pinned on CUDA,
+shared memory on the host-process device) holding every array the host writes
+for a step and the landing zone of its copy-back. Both sides build numpy views
+over the same block from this one layout, so there is no serialisation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class SlotShape:
+    """Capacities of a slot; fixed at start-up (no device allocation in the loop)."""
+    max_rows: int      # rows (sequences) in one step
+    max_tokens: int    # flat tokens in one step (prefill chunks + decode rows)
+    max_pages: int     # page-table width: pages per row at the longest context
+    mask_words: int    # int32 words of a constraint bitmask row
+
+    def fields(self) -> list[tuple[str, np.dtype, tuple[int, ...]]]:
+        R, T, P, W = self.max_rows, self.max_tokens, self.max_pages, self.mask_words
+        i64, i32, f32 = np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.float32)
+        return [
+            # per flat token
+            ("tokens", i64, (T,)),         # prompt tokens; ignored where from_table
+            ("token_row", i64, (T,)),      # device token-table row the token is read from
+            ("from_table", np.dtype(np.bool_), (T,)),  # True: the input is the row's last sampled token
+            ("positions", i64, (T,)),
+            ("slot_mapping", i64, (T,)),
+            # per row
+            ("page_table", i32, (R, P)),
+            ("context_lens", i32, (R,)),
+            ("query_start", i32, (R + 1,)),
+            ("logits_index", i64, (R,)),
+            ("row_ids", i64, (R,)),        # token-table row the sampled token goes to (scratch row: discarded)
+            ("temperature", f32, (R,)),
+            ("top_k", i64, (R,)),
+            ("top_p", f32, (R,)),
+            ("seed", i64, (R,)),
+            ("sample_pos", i64, (R,)),     # index of the token being sampled: the seeded RNG's counter
+            ("mask", i32, (R, W)),         # allowed-token bitmask of constrained rows
+            # device -> host
+            ("out_tokens", i64, (R,)),     # copy-back landing zone
+        ]
+
+    def nbytes(self) -> int:
+        total = 0
+        for _, dt, shape in self.fields():
+            total = _align(total) + dt.itemsize * int(np.prod(shape))
+        return _align(total)
+
+
+def _align(n: int, to: int = 64) -> int:
+    return (n + to - 1) // to * to
+
+
+class SlotStaging:
+    """Numpy views of one slot's staging block (attribute per field)."""
+
+    def __init__(self, shape: SlotShape, buffer) -> None:
+        self.shape = shape
+        base = np.frombuffer(buffer, dtype=np.uint8, count=shape.nbytes())
+        offset = 0
+        for name, dt, fshape in shape.fields():
+            offset = _align(offset)
+            n = dt.itemsize * int(np.prod(fshape))
+            setattr(self, name, base[offset:offset + n].view(dt).reshape(fshape))
+            offset += n
+        self.names = [name for name, _, _ in shape.fields()]

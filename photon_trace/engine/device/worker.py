@@ -1,0 +1,130 @@
+"""The host-process device: a worker process that plays the GPU.
+
+It owns the "device memory" (weights, KV pages, token table, slot buffers) and
+executes each stream's commands in order with one intra-op thread, so on a
+2-core machine the device and the scheduler each get a core. Streams are
+in-order queues; a WAIT blocks its stream until the event has been recorded,
+and the worker always runs the oldest runnable command, as a GPU's stream
+scheduler would.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from collections import deque
+import sys
+from multiprocessing.connection import Connection
+
+import numpy as np
+import torch
+
+from ...telemetry.tracer import DeviceOp
+from . import protocol as P
+from . import shm as _shm
+from .program import DeviceProgram
+from .staging import SlotStaging
+
+
+def build_program(spec, device: torch.device) -> DeviceProgram:
+    """Load the model and allocate everything the device side keeps (both backends)."""
+    from ..kv_cache import KVPool
+    from ..loader import load_model
+
+    loaded = load_model(spec.model, dtype=spec.dtype, device=device, seed=spec.seed)
+    kv = KVPool(loaded.config, spec.num_pages, spec.page_size, dtype=loaded.model.dtype, device=device)
+    return DeviceProgram(loaded.model, kv, spec.shape, 2, spec.table_rows, device)
+
+
+def worker_main(conn: Connection) -> None:
+    torch.set_num_threads(1)
+    spec, state_path, staging_paths = conn.recv()
+    state = P.SharedState(2, path=state_path)
+    try:
+        host = []
+        for path in staging_paths:
+            st = SlotStaging(spec.shape, _shm.attach(path))
+            host.append({name: torch.from_numpy(getattr(st, name)) for name in st.names})
+        with torch.inference_mode():
+            program = build_program(spec, torch.device("cpu"))
+            state.ready[0] = 1
+            _run(conn, program, state, host)
+    except BaseException:  # report anything, including a model error, then die
+        state.error[0] = 1
+        try:
+            conn.send(("error", traceback.format_exc()))
+        except (BrokenPipeError, OSError):
+            pass
+        sys.exit(1)
+
+
+def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict]) -> None:
+    streams = (deque(), deque())  # compute, copy: (arrival index, command)
+    arrived = 0
+    ev_gen, ev_time, op_times = state.ev_gen, state.ev_time, state.op_times
+
+    def runnable(cmd) -> bool:
+        return cmd[1] != P.WAIT or ev_gen[cmd[2]] >= cmd[3]
+
+    def take(cmd) -> bool:
+        nonlocal arrived
+        if cmd[0] == P.CONTROL:
+            return cmd[1] != P.STOP
+        streams[cmd[0]].append((arrived, cmd))
+        arrived += 1
+        return True
+
+    while True:
+        # Take in what has arrived; block for more only when nothing queued can run.
+        while conn.poll():
+            if not take(conn.recv()):
+                return
+        heads = [q[0] for q in streams if q and runnable(q[0][1])]
+        if not heads:
+            if not take(conn.recv()):
+                return
+            continue
+        _, cmd = min(heads)
+        streams[cmd[0]].popleft()
+        op = cmd[1]
+        if op == P.STAGE_FORWARD:
+            _, _, slot, T, B, Pw, max_q, fop = cmd
+            t0 = time.monotonic_ns()
+            program.stage(slot, host[slot], T, B, Pw)
+            t1 = time.monotonic_ns()
+            program.forward(slot, T, B, Pw, max_q)
+            t2 = time.monotonic_ns()
+            op_times[slot, DeviceOp.STAGE] = (t0, t1)
+            op_times[slot, fop] = (t1, t2)
+        elif op == P.SAMPLE:
+            _, _, slot, lo, hi, masked, all_greedy, sop = cmd
+            t0 = time.monotonic_ns()
+            program.sample(slot, lo, hi, masked, all_greedy)
+            op_times[slot, sop] = (t0, time.monotonic_ns())
+        elif op == P.UPLOAD_MASK:
+            _, _, slot, lo, hi = cmd
+            t0 = time.monotonic_ns()
+            program.upload_mask(slot, host[slot]["mask"], lo, hi)
+            op_times[slot, DeviceOp.MASK_UPLOAD] = (t0, time.monotonic_ns())
+        elif op == P.UPLOAD_MASK_INLINE:
+            _, _, slot, lo, hi, data = cmd
+            t0 = time.monotonic_ns()
+            words = program.shape.mask_words
+            mask = torch.from_numpy(np.frombuffer(data, dtype=np.int32).reshape(hi - lo, words))
+            program.slots[slot].mask[lo:hi].copy_(mask)
+            op_times[slot, DeviceOp.MASK_UPLOAD] = (t0, time.monotonic_ns())
+        elif op == P.COPY_BACK:
+            _, _, slot, B = cmd
+            t0 = time.monotonic_ns()
+            program.copy_back(slot, host[slot]["out_tokens"], B)
+            op_times[slot, DeviceOp.COPY_BACK] = (t0, time.monotonic_ns())
+        elif op == P.RECORD:
+            # timestamp before generation: a reader that sees the generation sees the time
+            ev_time[cmd[2]] = time.monotonic_ns()
+            ev_gen[cmd[2]] = cmd[3]
+        elif op == P.READ_TABLE:
+            state.scalar[0] = int(program.read_table(cmd[2]))
+        # WAIT: satisfied, nothing to do
+
+
+if __name__ == "__main__":
+    worker_main(Connection(int(sys.argv[1])))

@@ -1,0 +1,233 @@
+"""The engine: requests in, tokens out, one pipelined tick at a time.
+
+Each tick launches step t+1, commits step t, then finalizes step t+1:
+"forward now, sample later". Depth 1 runs the same three phases on one step
+in series (launch, finalize, commit): the blocking loop, everything else equal.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence as Seq
+
+import numpy as np
+
+from ..telemetry.tracer import NULL_TRACER, Phase, RequestEvent, StepKind, Tracer, now_ns
+from .constraint import bitmask_words
+from .device import make_device
+from .device.base import DeviceSpec
+from .device.staging import SlotShape
+from .engine_config import EngineConfig
+from .kv_cache import PageAllocator
+from .outputs import RequestDelta, RequestOutput
+from .params import SamplingParams
+from .requests import RequestBook
+from .scheduler import Scheduler, StepPlan
+from .sequence import FinishReason, Sequence
+from .stage import all_greedy, fill_masks, stage_plan
+
+
+class Engine:
+    def __init__(self, config: EngineConfig | None = None, tracer: Tracer = NULL_TRACER, **overrides) -> None:
+        from .host_model import load_host_side
+
+        config = config or EngineConfig(**overrides)
+        self.config, self.tracer = config, tracer
+        self.model_config, self.tokenizer = load_host_side(config.model)
+        if config.max_context > self.model_config.max_position:
+            raise ValueError(f"max_context {config.max_context} exceeds the model's "
+                             f"{self.model_config.max_position} positions")
+        shape = SlotShape(config.max_rows, config.max_step_tokens, config.max_pages_per_row,
+                          bitmask_words(self.model_config.vocab_size))
+        spec = DeviceSpec(config.model, config.resolved_dtype(), config.num_pages, config.page_size,
+                          shape, config.max_seqs, config.seed, config.cuda_graphs)
+        self.device = make_device(config.resolved_backend(), spec, tracer)
+        self.scheduler = Scheduler(PageAllocator(config.num_pages), config.page_size, config.max_rows,
+                                   config.max_step_tokens, config.max_seqs, config.max_pages_per_row)
+        self.requests = RequestBook(self.tokenizer, self.model_config, tracer)
+        self._scratch_row = config.max_seqs
+        self._inflight: StepPlan | None = None
+        self._slot_busy = [False, False]
+        self._pageable_mask = np.zeros((config.max_rows, shape.mask_words), dtype=np.int32)
+        self._rng = random.Random(config.seed)
+        self.fault_hooks: dict[str, object] = {}  # tests inject host delays / device reads here
+        self.steps = self.tokens = self.zombie_rows = 0
+
+    # -- requests --------------------------------------------------------------------------
+    def add_request(self, prompt: str | list[int], params: SamplingParams | None = None,
+                    response_format=None) -> int:
+        """Queue a request; invalid prompts, params or formats raise ValueError and change nothing."""
+        params = params or SamplingParams()
+        seed = params.seed if params.seed is not None else self._rng.randrange(2**62)
+        seq = self.requests.create(prompt, params, seed, response_format)
+        self.scheduler.add(seq)   # raises if it can never fit; nothing recorded yet
+        self.requests.register(seq)
+        return seq.req_id
+
+    def abort(self, req_id: int) -> bool:
+        seq = self.requests.get(req_id)
+        if seq is None or seq.finalized:
+            return False
+        self.requests.finish(seq, FinishReason.ABORT)
+        if self.scheduler.abort_waiting(seq):
+            seq.freed = True
+        elif seq.inflight_refs == 0:
+            self.scheduler.release(seq)   # zombies are freed by their last commit instead
+        return True
+
+    @property
+    def idle(self) -> bool:
+        return self.scheduler.idle and self._inflight is None
+
+    # -- the tick ----------------------------------------------------------------------------
+    def step(self) -> list[RequestDelta]:
+        """One scheduler tick; returns what the commit produced."""
+        new = self._launch()                    # step t+1: plan, stage, forward, free rows' sampling
+        if self.config.depth == 1:
+            if new is not None:
+                self._finalize(new)             # blocking: the same phases on one step, in series
+                self._commit(new)
+        else:
+            if self._inflight is not None:
+                self._commit(self._inflight)    # step t: overlaps step t+1's forward on the device
+            if new is not None:
+                self._finalize(new)             # constrained rows sample from the state commit(t) made
+            self._inflight = new
+        return self.requests.take_deltas()
+
+    def _launch(self) -> StepPlan | None:
+        tr = self.tracer
+        t0 = tr.begin(Phase.PLAN, self.scheduler._step, -1)
+        if "plan" in self.fault_hooks:
+            self.fault_hooks["plan"]()
+        plan = self.scheduler.plan()
+        tr.end(Phase.PLAN, self.scheduler._step - (plan is not None), -1, t0)
+        if plan is None:
+            return None
+        plan.slot = slot = plan.index % self.device.num_slots
+        assert not self._slot_busy[slot], "a slot is reused before its commit finished"
+        self._slot_busy[slot] = True
+        t0 = tr.begin(Phase.LAUNCH, plan.index, slot)
+        self.requests.note_admitted(plan)
+        ts = tr.begin(Phase.STAGE, plan.index, slot) if tr.level > 1 else 0
+        stage_plan(self.device.staging(slot), plan, self.config.page_size, self._scratch_row)
+        if tr.level > 1:
+            tr.end(Phase.STAGE, plan.index, slot, ts)
+        B = plan.num_rows
+        self.device.forward(slot, plan.num_tokens, B, plan.max_pages, plan.max_query_len,
+                            prefill=plan.kind != StepKind.DECODE)
+        if plan.split:
+            self.device.sample(slot, 0, plan.split, False, all_greedy(plan, 0, plan.split))
+        if plan.split == B:
+            self.device.copy_back(slot, B)      # nothing constrained: the step is complete on the device
+        tr.end(Phase.LAUNCH, plan.index, slot, t0)
+        return plan
+
+    def _finalize(self, plan: StepPlan) -> None:
+        lo, hi, slot = plan.split, plan.num_rows, plan.slot
+        if lo == hi:
+            return
+        tr = self.tracer
+        t0 = tr.begin(Phase.FINALIZE, plan.index, slot)
+        sync = self.config.mask_upload == "sync"
+        masks = self._pageable_mask if sync else self.device.staging(slot).mask
+        tm = tr.begin(Phase.MASK_BUILD, plan.index, slot) if tr.level > 1 else 0
+        fill_masks(masks, plan)
+        if tr.level > 1:
+            tr.end(Phase.MASK_BUILD, plan.index, slot, tm)
+            tm = tr.begin(Phase.MASK_UPLOAD, plan.index, slot)
+        if sync:
+            self.device.upload_mask_sync(slot, masks, lo, hi, plan.index)
+        else:
+            self.device.upload_mask(slot, lo, hi)
+        if tr.level > 1:
+            tr.end(Phase.MASK_UPLOAD, plan.index, slot, tm)
+        self.device.sample(slot, lo, hi, True, all_greedy(plan, lo, hi))
+        self.device.copy_back(slot, hi)
+        tr.end(Phase.FINALIZE, plan.index, slot, t0)
+
+    def _commit(self, plan: StepPlan) -> None:
+        tr, slot = self.tracer, plan.slot
+        t0 = tr.begin(Phase.COMMIT, plan.index, slot)
+        self.device.wait_copied(slot, plan.index)
+        if "commit" in self.fault_hooks:
+            self.fault_hooks["commit"](self, plan)
+        tokens = self.device.staging(slot).out_tokens[:plan.num_rows].tolist()
+        ts = tr.begin(Phase.STREAM_OUT, plan.index, slot) if tr.level > 1 else 0
+        zombies = emitted = 0
+        for row, token in zip(plan.rows, tokens):
+            seq = row.seq
+            seq.inflight_refs -= 1
+            if seq.finalized:
+                zombies += 1                    # launched before its sequence stopped: no-op
+            elif row.samples:
+                self.requests.accept(seq, token)
+                emitted += 1
+            if seq.finalized and seq.inflight_refs == 0 and not seq.freed:
+                self.scheduler.release(seq)     # free late: no launched step references it now
+                self.requests.note_freed(seq)
+        if tr.level > 1:
+            tr.end(Phase.STREAM_OUT, plan.index, slot, ts)
+        self._slot_busy[slot] = False
+        self.steps += 1
+        self.tokens += emitted
+        self.zombie_rows += zombies
+        if tr.level:
+            for stream, op, d0, d1, enq in self.device.completed_ops(slot):
+                tr.device_op(stream, op, plan.index, slot, d0, d1, enq)
+            tr.step(plan.index, plan.kind, slot, plan.num_rows, zombies,
+                    plan.num_rows - plan.split, emitted)
+        tr.end(Phase.COMMIT, plan.index, slot, t0)
+
+    # -- conveniences --------------------------------------------------------------------------
+    def run_until_idle(self) -> None:
+        while not self.idle:
+            self.step()
+
+    def generate(self, prompts: Seq[str | list[int]], params: SamplingParams | Seq[SamplingParams] | None = None,
+                 response_format=None) -> list[RequestOutput]:
+        if params is None or isinstance(params, SamplingParams):
+            params = [params or SamplingParams()] * len(prompts)
+        ids = [self.add_request(p, sp, response_format) for p, sp in zip(prompts, params)]
+        pending = set(ids)
+        while pending:
+            for d in self.step():
+                if d.finished:
+                    pending.discard(d.req_id)
+        return [self.requests.output(i, forget=True) for i in ids]
+
+    def stream(self, prompt: str | list[int], params: SamplingParams | None = None,
+               response_format=None) -> Iterator[RequestDelta]:
+        """Yield this request's deltas as the engine produces them (drives the engine itself)."""
+        rid = self.add_request(prompt, params, response_format)
+        while True:
+            for d in self.step():
+                if d.req_id == rid:
+                    yield d
+                    if d.finished:
+                        return
+
+    def check_invariants(self) -> None:
+        """Assertions the tests run after every tick."""
+        for seq in self.scheduler.running:
+            assert 0 <= seq.inflight_refs <= 2, seq.inflight_refs
+            assert not seq.freed
+        if self.idle:
+            assert self.scheduler.allocator.all_free(), "KV pages leaked"
+            assert len(self.scheduler.free_rows) == self.scheduler.num_rows_total, "row ids leaked"
+            assert not any(self._slot_busy), "a slot is still held"
+            assert self.scheduler._reserved == 0, "page reservations leaked"
+
+    def close(self) -> None:
+        if self._inflight is not None:
+            try:
+                self._commit(self._inflight)
+            finally:
+                self._inflight = None
+        self.device.close()
+        self.tracer.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,143 @@
+"""The request book: creating sequences, accepting committed tokens, finishing
+them, and what callers get back (deltas, outputs, metrics)."""
+from __future__ import annotations
+
+from ..telemetry.tracer import RequestEvent, Tracer, now_ns
+from .outputs import RequestDelta, RequestMetrics, RequestOutput
+from .params import SamplingParams
+from .scheduler import StepPlan
+from .sequence import FinishReason, Sequence
+
+
+class RequestBook:
+    def __init__(self, tokenizer, model_config, tracer: Tracer) -> None:
+        self.tokenizer = tokenizer
+        self.model_config = model_config
+        self.tracer = tracer
+        self.eos = frozenset(getattr(tokenizer, "eos_token_ids", ()) or model_config.eos_token_ids)
+        self._seqs: dict[int, Sequence] = {}
+        self._deltas: dict[int, list[int]] = {}
+        self._done: list[int] = []
+        self._next_id = 0
+        self._compiler = None
+
+    def create(self, prompt, params: SamplingParams, seed: int, response_format) -> Sequence:
+        ids = self.tokenizer.encode(prompt, add_bos=True) if isinstance(prompt, str) else [int(t) for t in prompt]
+        if not ids:
+            raise ValueError("the prompt is empty")
+        vocab = self.model_config.vocab_size
+        if any(t < 0 or t >= vocab for t in ids):
+            raise ValueError(f"prompt token ids must be in [0, {vocab})")
+        constraint = self._constraint(response_format)
+        return Sequence(req_id=self._next_id, prompt=ids, params=params, seed=seed,
+                        constraint=constraint, arrival_ns=now_ns())
+
+    def _constraint(self, response_format):
+        if response_format is None:
+            return None
+        from .constraints import ConstraintCompiler
+
+        if self._compiler is None:
+            self._compiler = ConstraintCompiler(self.tokenizer, self.model_config.vocab_size)
+        return self._compiler.make(response_format)  # raises ConstraintError (a ValueError)
+
+    def register(self, seq: Sequence) -> None:
+        self._next_id += 1
+        self._seqs[seq.req_id] = seq
+        self.tracer.request(seq.req_id, RequestEvent.ARRIVAL, seq.arrival_ns, len(seq.prompt))
+
+    def get(self, req_id: int) -> Sequence | None:
+        return self._seqs.get(req_id)
+
+    def note_admitted(self, plan: StepPlan) -> None:
+        for r in plan.rows:
+            if r.seq.admitted_ns == 0:
+                r.seq.admitted_ns = now_ns()
+                self.tracer.request(r.seq.req_id, RequestEvent.ADMITTED, r.seq.admitted_ns)
+
+    def note_freed(self, seq: Sequence) -> None:
+        self.tracer.request(seq.req_id, RequestEvent.FREED, now_ns())
+
+    def accept(self, seq: Sequence, token: int) -> None:
+        """A committed token of a live sequence: append it and check every stop condition."""
+        seq.output.append(token)
+        self._deltas.setdefault(seq.req_id, []).append(token)
+        if len(seq.output) == 1:
+            seq.first_token_ns = now_ns()
+            self.tracer.request(seq.req_id, RequestEvent.FIRST_TOKEN, seq.first_token_ns)
+        p = seq.params
+        reason = None
+        if seq.constraint is not None and seq.constraint.advance(token):
+            reason = FinishReason.CONSTRAINT
+        elif token in self.eos and not p.ignore_eos:
+            reason = FinishReason.EOS
+        elif token in p.stop_token_ids:
+            reason = FinishReason.STOP
+        elif p.stop and self._hit_stop_string(seq):
+            reason = FinishReason.STOP
+        if reason is None and len(seq.output) >= p.max_tokens:
+            reason = FinishReason.LENGTH
+        if reason is not None:
+            self.finish(seq, reason)
+
+    def _hit_stop_string(self, seq: Sequence) -> bool:
+        # only the tail can complete a stop string: decode a window, not the whole output
+        longest = max(len(s) for s in seq.params.stop)
+        tail = self.tokenizer.decode(seq.output[-(longest + 8):])
+        return any(s in tail for s in seq.params.stop)
+
+    def finish(self, seq: Sequence, reason: FinishReason) -> None:
+        seq.finalized = True
+        seq.finish_reason = reason
+        seq.finished_ns = now_ns()
+        self._deltas.setdefault(seq.req_id, [])
+        self._done.append(seq.req_id)
+        event = RequestEvent.ABORTED if reason is FinishReason.ABORT else RequestEvent.FINALIZED
+        self.tracer.request(seq.req_id, event, seq.finished_ns, len(seq.output))
+
+    def take_deltas(self) -> list[RequestDelta]:
+        if not self._deltas:
+            return []
+        done = set(self._done)
+        out = []
+        for rid, toks in self._deltas.items():
+            seq = self._seqs[rid]
+            fin = rid in done
+            out.append(RequestDelta(rid, toks, fin, seq.finish_reason.value if fin else None))
+        self._deltas.clear()
+        self._done.clear()
+        return out
+
+    def text(self, seq: Sequence) -> str:
+        text = self.tokenizer.decode(seq.output)
+        if seq.finish_reason is FinishReason.STOP and seq.params.stop:
+            cut = min((text.find(s) for s in seq.params.stop if s in text), default=-1)
+            if cut >= 0:
+                text = text[:cut]
+        return text
+
+    def output(self, req_id: int, forget: bool = False) -> RequestOutput:
+        seq = self._seqs[req_id]
+        if forget and seq.finalized:
+            del self._seqs[req_id]
+        return RequestOutput(
+            req_id=req_id, prompt_token_ids=seq.prompt, token_ids=list(seq.output),
+            text=self.text(seq), finish_reason=seq.finish_reason.value if seq.finish_reason else None,
+            metrics=metrics(seq) if seq.finalized else None,
+            result=seq.constraint.result() if seq.constraint is not None else None)
+
+    def forget(self, req_id: int) -> None:
+        seq = self._seqs.get(req_id)
+        if seq is not None and seq.finalized:
+            del self._seqs[req_id]
+
+
+def metrics(seq: Sequence) -> RequestMetrics:
+    ns = 1e-9
+    first = seq.first_token_ns or seq.finished_ns
+    n = len(seq.output)
+    return RequestMetrics(
+        queue_s=max(0, (seq.admitted_ns or seq.finished_ns) - seq.arrival_ns) * ns,
+        ttft_s=max(0, first - seq.arrival_ns) * ns,
+        tpot_s=(seq.finished_ns - first) * ns / (n - 1) if n > 1 else 0.0,
+        e2e_s=(seq.finished_ns - seq.arrival_ns) * ns)

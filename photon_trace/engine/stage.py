@@ -1,0 +1,75 @@
+"""Write a planned step into its slot's host staging buffers.
+
+Everything here is known on the host before the previous step's tokens are:
+a decode row's input token is not staged at all (``from_table``: the device
+reads it from the token table), only its row, position and pages.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .device.staging import SlotStaging
+from .scheduler import StepPlan
+
+
+def stage_plan(st: SlotStaging, plan: StepPlan, page_size: int, scratch_row: int) -> None:
+    B, T = plan.num_rows, plan.num_tokens
+    positions: list[int] = []
+    mapping: list[int] = []
+    q = 0
+    ctx, qstart, last, row_ids, temp, top_k, top_p, seed = ([] for _ in range(8))
+    st.page_table[:B, :plan.max_pages] = 0
+    for b, r in enumerate(plan.rows):
+        seq, s, n = r.seq, r.start, r.num_tokens
+        pages = seq.pages
+        if r.prefill:
+            st.tokens[q:q + n] = seq.prompt[s:s + n]
+            st.from_table[q:q + n] = False
+            pos = range(s, s + n)
+        else:
+            st.from_table[q] = True
+            st.token_row[q] = seq.row
+            pos = (s,)
+        positions.extend(pos)
+        mapping.extend(pages[p // page_size] * page_size + p % page_size for p in pos)
+        st.page_table[b, :len(pages)] = pages
+        q += n
+        ctx.append(s + n)
+        qstart.append(q)
+        last.append(q - 1)
+        p = seq.params
+        row_ids.append(seq.row if r.samples else scratch_row)
+        # a row that does not sample (a non-final prefill chunk) is sampled greedily into scratch
+        temp.append(p.temperature if r.samples else 0.0)
+        top_k.append(p.top_k)
+        top_p.append(p.top_p)
+        seed.append(seq.seed)
+    st.positions[:T] = positions
+    st.slot_mapping[:T] = mapping
+    st.context_lens[:B] = ctx
+    st.query_start[0] = 0
+    st.query_start[1:B + 1] = qstart
+    st.logits_index[:B] = last
+    st.row_ids[:B] = row_ids
+    st.temperature[:B] = temp
+    st.top_k[:B] = top_k
+    st.top_p[:B] = top_p
+    st.seed[:B] = seed
+    # the sampling counter is the position of the token being drawn: batch-independent
+    st.sample_pos[:B] = ctx
+
+
+def all_greedy(plan: StepPlan, lo: int, hi: int) -> bool:
+    return all(not r.samples or r.seq.params.greedy for r in plan.rows[lo:hi])
+
+
+def fill_masks(masks: np.ndarray, plan: StepPlan) -> None:
+    """Allowed-token bitmasks of the constrained rows [split, B), from the state commit just made current."""
+    for b in range(plan.split, plan.num_rows):
+        seq = plan.rows[b].seq
+        m = masks[b]
+        if seq.finalized:
+            m[:] = -1  # a zombie's draw is discarded; allow everything so the math stays finite
+        else:
+            m[:] = 0
+            seq.constraint.fill_mask(m)
