@@ -24,8 +24,8 @@ from . import shm as _shm
 from .base import Device, DeviceError, DeviceSpec
 from .staging import SlotStaging
 
-_SPIN_NS = 2_000_000        # spin this long before sleeping between polls
-_LIVENESS_NS = 20_000_000   # how often a long wait checks the worker is alive
+_SPIN_NS = 50_000           # spin this long before sleeping on a wake-up message
+_LIVENESS_S = 0.1           # how often a long wait checks the worker is alive
 _START_TIMEOUT_S = 600.0
 
 
@@ -80,24 +80,47 @@ class HostProcessDevice(Device):
     def _check_alive(self) -> None:
         if self.state.error[0]:
             msg = "unknown error"
-            if self._conn.poll(1.0):
-                kind, msg = self._conn.recv()
+            try:
+                while self._conn.poll(1.0):
+                    reply = self._conn.recv()
+                    if reply[0] == "error":
+                        msg = reply[1]
+                        break
+            except (EOFError, OSError):
+                pass
             raise DeviceError(f"the device worker failed:\n{msg}")
         if self._proc.poll() is not None:
             raise DeviceError(f"the device worker died (exit code {self._proc.returncode})")
 
     def _wait_event(self, event: int, gen: int) -> None:
+        """Spin briefly (short waits are common), then sleep until the worker wakes us.
+
+        Sleeping rather than spinning leaves the host's core to the rest of the
+        machine, like a blocking-sync CUDA event; the wake-up is one socket message.
+        """
         ev_gen = self.state.ev_gen
-        if ev_gen[event] >= gen:
-            return
-        start = last_check = time.monotonic_ns()
+        spin_until = time.monotonic_ns() + _SPIN_NS
         while ev_gen[event] < gen:
-            now = time.monotonic_ns()
-            if now - last_check > _LIVENESS_NS:
-                self._check_alive()
-                last_check = now
-            if now - start > _SPIN_NS:
-                time.sleep(50e-6)
+            if time.monotonic_ns() > spin_until:
+                break
+        else:
+            return
+        waiter = self.state.waiter
+        waiter[1] = gen
+        waiter[0] = event
+        try:
+            while ev_gen[event] < gen:  # re-checked after publishing the waiter: no lost wake-up
+                try:
+                    reply = self._conn.recv() if self._conn.poll(_LIVENESS_S) else None
+                except (EOFError, OSError) as e:
+                    self._check_alive()
+                    raise DeviceError(f"the device worker is unreachable: {e}") from e
+                if reply is None:
+                    self._check_alive()
+                elif reply[0] == "error":
+                    raise DeviceError(f"the device worker failed:\n{reply[1]}")
+        finally:
+            waiter[0] = -1
 
     # -- the operations -------------------------------------------------------------------
     def staging(self, slot: int) -> SlotStaging:

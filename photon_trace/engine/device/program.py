@@ -91,3 +91,13 @@ class DeviceProgram:
 
     def copy_back(self, slot: int, host_out: torch.Tensor, B: int) -> None:
         host_out[:B].copy_(self.slots[slot].sampled[:B], non_blocking=True)
+
+
+def build_program(spec, device: torch.device) -> DeviceProgram:
+    """Load the model and allocate everything the device side keeps (both backends)."""
+    from ..kv_cache import KVPool
+    from ..loader import load_model
+
+    loaded = load_model(spec.model, dtype=spec.dtype, device=device, seed=spec.seed)
+    kv = KVPool(loaded.config, spec.num_pages, spec.page_size, dtype=loaded.model.dtype, device=device)
+    return DeviceProgram(loaded.model, kv, spec.shape, 2, spec.table_rows, device)

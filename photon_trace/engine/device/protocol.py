@@ -21,6 +21,7 @@ WAIT = 7            # event, generation: the stream waits until the event reache
 READ_TABLE = 8      # row: copy one token-table entry into the shared scalar
 STOP = 9
 
+WAKE = ("wake",)  # worker -> host: the event the host sleeps on was recorded
 CONTROL = -1        # not a stream: executed as soon as it arrives
 
 # events per slot, then the global ones
@@ -36,7 +37,7 @@ class SharedState:
     def __init__(self, num_slots: int, path: str | None = None) -> None:
         self.num_events = num_slots * EVENTS_PER_SLOT + 2
         self.num_slots = num_slots
-        n = 8 * (2 * self.num_events + num_slots * N_OPS * 2 + 4)
+        n = 8 * (2 * self.num_events + num_slots * N_OPS * 2 + 6)
         if path is None:
             self.path, self._map = _shm.create(n)
         else:
@@ -50,6 +51,9 @@ class SharedState:
         self.error = tail[0:1]   # non-zero once the worker failed
         self.scalar = tail[1:2]  # READ_TABLE result
         self.ready = tail[2:3]   # worker finished start-up
+        self.waiter = tail[3:5]  # (event, generation) the host sleeps on; event -1: none
+        if path is None:
+            self.waiter[0] = -1
 
     def slot_event(self, slot: int, kind: int) -> int:
         return slot * EVENTS_PER_SLOT + kind

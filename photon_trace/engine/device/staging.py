@@ -63,10 +63,35 @@ class SlotStaging:
     def __init__(self, shape: SlotShape, buffer) -> None:
         self.shape = shape
         base = np.frombuffer(buffer, dtype=np.uint8, count=shape.nbytes())
-        offset = 0
-        for name, dt, fshape in shape.fields():
-            offset = _align(offset)
-            n = dt.itemsize * int(np.prod(fshape))
+        self.layout = layout(shape)
+        for name, (offset, n, dt, fshape) in self.layout.items():
             setattr(self, name, base[offset:offset + n].view(dt).reshape(fshape))
-            offset += n
-        self.names = [name for name, _, _ in shape.fields()]
+        self.names = list(self.layout)
+
+    def pad_rows(self, T: int, B: int, rows: int, pages: int) -> None:
+        """Make rows [B, rows) harmless padding (for a CUDA-graph batch bucket): one token each,
+        reading and writing only the scratch page 0, never sampled."""
+        n = rows - B
+        self.page_table[:rows, pages:] = 0
+        if n <= 0:
+            return
+        self.page_table[B:rows] = 0
+        self.tokens[T:T + n] = 0
+        self.from_table[T:T + n] = False
+        self.positions[T:T + n] = 0
+        self.slot_mapping[T:T + n] = 0
+        self.context_lens[B:rows] = 1
+        self.query_start[B + 1:rows + 1] = np.arange(T + 1, T + n + 1)
+        self.logits_index[B:rows] = np.arange(T, T + n)
+        self.temperature[B:rows] = 0.0
+
+
+def layout(shape: SlotShape) -> dict[str, tuple[int, int, np.dtype, tuple[int, ...]]]:
+    """name -> (byte offset, byte size, dtype, shape) inside a slot's staging block."""
+    out, offset = {}, 0
+    for name, dt, fshape in shape.fields():
+        offset = _align(offset)
+        n = dt.itemsize * int(np.prod(fshape))
+        out[name] = (offset, n, dt, fshape)
+        offset += n
+    return out

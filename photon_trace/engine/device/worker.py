@@ -21,18 +21,8 @@ import torch
 from ...telemetry.tracer import DeviceOp
 from . import protocol as P
 from . import shm as _shm
-from .program import DeviceProgram
+from .program import DeviceProgram, build_program
 from .staging import SlotStaging
-
-
-def build_program(spec, device: torch.device) -> DeviceProgram:
-    """Load the model and allocate everything the device side keeps (both backends)."""
-    from ..kv_cache import KVPool
-    from ..loader import load_model
-
-    loaded = load_model(spec.model, dtype=spec.dtype, device=device, seed=spec.seed)
-    kv = KVPool(loaded.config, spec.num_pages, spec.page_size, dtype=loaded.model.dtype, device=device)
-    return DeviceProgram(loaded.model, kv, spec.shape, 2, spec.table_rows, device)
 
 
 def worker_main(conn: Connection) -> None:
@@ -60,7 +50,7 @@ def worker_main(conn: Connection) -> None:
 def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict]) -> None:
     streams = (deque(), deque())  # compute, copy: (arrival index, command)
     arrived = 0
-    ev_gen, ev_time, op_times = state.ev_gen, state.ev_time, state.op_times
+    ev_gen, ev_time, op_times, waiter = state.ev_gen, state.ev_time, state.op_times, state.waiter
 
     def runnable(cmd) -> bool:
         return cmd[1] != P.WAIT or ev_gen[cmd[2]] >= cmd[3]
@@ -121,6 +111,8 @@ def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict]) -
             # timestamp before generation: a reader that sees the generation sees the time
             ev_time[cmd[2]] = time.monotonic_ns()
             ev_gen[cmd[2]] = cmd[3]
+            if waiter[0] == cmd[2] and cmd[3] >= waiter[1]:
+                conn.send(P.WAKE)  # the host sleeps on this event: wake it
         elif op == P.READ_TABLE:
             state.scalar[0] = int(program.read_table(cmd[2]))
         # WAIT: satisfied, nothing to do

@@ -1,0 +1,187 @@
+"""The CUDA backend: torch streams and events, pinned staging, CUDA graphs for decode.
+
+Ops are enqueued from the host thread. The compute stream runs both slots'
+forwards and samplings; the copy stream carries copy-backs (each waiting on its
+own step's "sampled" event, never on the whole compute stream) and mask uploads
+(the compute stream waits on the upload's event). Decode forwards are captured
+once per (slot, batch bucket, page bucket) and replayed: a slot's buffers have
+fixed addresses, which is what lets a graph be reused.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ...telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer, now_ns
+from .base import Device, DeviceError, DeviceSpec
+from .program import build_program
+from .staging import SlotStaging, layout
+
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+
+
+def _bucket(n: int, buckets) -> int:
+    for b in buckets:
+        if b >= n:
+            return b
+    return n
+
+
+class CudaDevice(Device):
+    backend = "cuda"
+
+    def __init__(self, spec: DeviceSpec, tracer: Tracer = NULL_TRACER) -> None:
+        super().__init__(spec, tracer)
+        if not torch.cuda.is_available():
+            raise DeviceError("backend 'cuda' asked for, but torch sees no CUDA device")
+        dev = torch.device("cuda")
+        self.device_name = torch.cuda.get_device_name(dev)
+        self.program = build_program(spec, dev)
+        self.compute = torch.cuda.Stream(dev)
+        self.copy = torch.cuda.Stream(dev)
+        # Pinned staging, one block per slot; numpy views for the host's writes,
+        # torch views of the same pinned storage for truly asynchronous copies.
+        lay = layout(spec.shape)
+        self._pinned = [torch.empty(spec.shape.nbytes(), dtype=torch.uint8, pin_memory=True)
+                        for _ in range(self.num_slots)]
+        self._staging = [SlotStaging(spec.shape, p.numpy()) for p in self._pinned]
+        self._host = [{name: p[off:off + n].view(_torch_dtype(dt)).view(shape)
+                       for name, (off, n, dt, shape) in lay.items()} for p in self._pinned]
+        ev = torch.cuda.Event
+        self._sampled = [ev() for _ in range(self.num_slots)]
+        self._copied = [ev() for _ in range(self.num_slots)]
+        self._mask_ready = [ev() for _ in range(self.num_slots)]
+        self._timing = [[(ev(enable_timing=True), ev(enable_timing=True)) for _ in DeviceOp]
+                        for _ in range(self.num_slots)]
+        self._graphs: dict[tuple[int, int, int], torch.cuda.CUDAGraph] = {}
+        self._pool = None
+        self._page_buckets = tuple(sorted({min(2 ** i, spec.shape.max_pages) for i in range(16)}))
+        torch.cuda.synchronize()
+        self._anchor()
+
+    def _anchor(self) -> None:
+        """Place device events on the host clock: an event recorded on an idle device,
+        bracketed by host timestamps; the bracket's half-width is the error bound."""
+        self._anchor_ev = torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        t0 = now_ns()
+        self._anchor_ev.record(self.compute)
+        self._anchor_ev.synchronize()
+        t1 = now_ns()
+        self.anchor_ns = (t0 + t1) // 2
+        self.anchor_error_ns = (t1 - t0) // 2
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _timed(self, slot: int, op: DeviceOp, stream: torch.cuda.Stream, fn) -> None:
+        begin, end = self._timing[slot][op]
+        self._issue(slot, op, Stream.COMPUTE if stream is self.compute else Stream.COPY)
+        begin.record(stream)
+        fn()
+        end.record(stream)
+
+    def _graph_forward(self, slot: int, T: int, B: int, P: int) -> None:
+        rows = _bucket(B, _BATCH_BUCKETS)
+        pages = _bucket(P, self._page_buckets)
+        key = (slot, rows, pages)
+        graph = self._graphs.get(key)
+        if graph is None:
+            # First use of this bucket: warm up and capture (a one-off sync, covered by warm-up runs).
+            # The warm-up writes the same K/V the real forward writes next, so it is harmless.
+            side = torch.cuda.Stream()
+            side.wait_stream(self.compute)
+            with torch.cuda.stream(side):
+                self.program.forward(slot, rows, rows, pages, 1)
+            self.compute.wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self._pool):
+                self.program.forward(slot, rows, rows, pages, 1)
+            self._pool = graph.pool()
+            self._graphs[key] = graph
+        graph.replay()
+
+    # -- the operations ------------------------------------------------------------------------
+    def staging(self, slot: int) -> SlotStaging:
+        return self._staging[slot]
+
+    def forward(self, slot: int, T: int, B: int, P: int, max_q: int, prefill: bool) -> None:
+        self._begin_step(slot)
+        graphed = self.spec.cuda_graphs and not prefill and max_q == 1
+        rows, pages = (_bucket(B, _BATCH_BUCKETS), _bucket(P, self._page_buckets)) if graphed else (B, P)
+        if graphed and rows > self.spec.shape.max_rows:
+            graphed, rows, pages = False, B, P
+        st = self._staging[slot]
+        st.pad_rows(T, B, rows, P)
+        Tn = T + (rows - B)
+        op = DeviceOp.PREFILL if prefill else DeviceOp.FORWARD
+        host = self._host[slot]
+        with torch.cuda.stream(self.compute):
+            self._timed(slot, DeviceOp.STAGE, self.compute,
+                        lambda: self.program.stage(slot, host, Tn, rows, pages))
+            if graphed:
+                self._timed(slot, op, self.compute, lambda: self._graph_forward(slot, Tn, B, P))
+            else:
+                self._timed(slot, op, self.compute, lambda: self.program.forward(slot, T, B, P, max_q))
+
+    def sample(self, slot: int, lo: int, hi: int, masked: bool, all_greedy: bool) -> None:
+        op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
+        with torch.cuda.stream(self.compute):
+            self._timed(slot, op, self.compute, lambda: self.program.sample(slot, lo, hi, masked, all_greedy))
+
+    def upload_mask(self, slot: int, lo: int, hi: int) -> None:
+        host_mask = self._host[slot]["mask"]
+        with torch.cuda.stream(self.copy):
+            self._timed(slot, DeviceOp.MASK_UPLOAD, self.copy,
+                        lambda: self.program.upload_mask(slot, host_mask, lo, hi))
+            self._mask_ready[slot].record(self.copy)
+        self.compute.wait_event(self._mask_ready[slot])
+
+    def upload_mask_sync(self, slot: int, mask: np.ndarray, lo: int, hi: int, step: int) -> None:
+        # The bug, faithfully: a tensor made from ordinary (pageable) numpy memory
+        # and a blocking copy on the compute stream, which torch completes with a
+        # stream synchronize: the host stalls until the device has drained.
+        pageable = torch.from_numpy(mask[lo:hi])
+        dst = self.program.slots[slot].mask[lo:hi]
+
+        def copy() -> None:
+            with torch.cuda.stream(self.compute):
+                self._timed(slot, DeviceOp.MASK_UPLOAD, self.compute, lambda: dst.copy_(pageable))
+
+        self._traced_wait(copy, "mask upload: pageable copy waits for the device to drain", False, step)
+
+    def copy_back(self, slot: int, B: int) -> None:
+        self._sampled[slot].record(self.compute)
+        self.copy.wait_event(self._sampled[slot])  # this step's sampling only, not what follows it
+        host_out = self._host[slot]["out_tokens"]
+        with torch.cuda.stream(self.copy):
+            self._timed(slot, DeviceOp.COPY_BACK, self.copy, lambda: self.program.copy_back(slot, host_out, B))
+            self._copied[slot].record(self.copy)
+
+    def wait_copied(self, slot: int, step: int) -> None:
+        self._traced_wait(self._copied[slot].synchronize, "commit: copy-back", True, step)
+
+    def read_token_sync(self, row: int, step: int) -> int:
+        out = []
+
+        def read() -> None:
+            with torch.cuda.stream(self.compute):
+                out.append(int(self.program.read_table(row).item()))
+
+        self._traced_wait(read, "host read of a device value", False, step)
+        return out[0]
+
+    def completed_ops(self, slot: int) -> list[tuple[Stream, DeviceOp, int, int, int]]:
+        res = []
+        for op, (stream, enq) in self._issued[slot].items():
+            begin, end = self._timing[slot][op]
+            t0 = self.anchor_ns + int(self._anchor_ev.elapsed_time(begin) * 1e6)
+            t1 = self.anchor_ns + int(self._anchor_ev.elapsed_time(end) * 1e6)
+            res.append((stream, op, t0, t1, enq))
+        return res
+
+    def close(self) -> None:
+        torch.cuda.synchronize()
+        self._graphs.clear()
+
+
+def _torch_dtype(dt: np.dtype) -> torch.dtype:
+    return {"int64": torch.int64, "int32": torch.int32, "float32": torch.float32, "bool": torch.bool}[dt.name]

@@ -1,0 +1,100 @@
+"""``analyze``: every analysis of one trace over one window, gathered in a Report."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from photon_trace.telemetry.analysis.bubbles import (
+    MIN_BUBBLE_NS, Bubble, busy_intervals, classify, device_gaps)
+from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose
+from photon_trace.telemetry.analysis.requests import (
+    mean_generated_tokens, run_extent, wasted_step_share, zombie_rows, zombie_tax)
+from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
+from photon_trace.telemetry.analysis.syncs import SyncSite, sync_sites
+from photon_trace.telemetry.analysis.window import steady_state_window, step_starts
+from photon_trace.telemetry.records import Trace
+
+
+@dataclass(slots=True)
+class Report:
+    """The analysis of one trace.
+
+    Window-level (steady state unless a window was given): busy/idle, tokens,
+    steps, bubbles, syncs, the medians and the diagnosis. ``window_ns`` =
+    ``busy_ns + idle_ns``; ``idle_ns`` = ``bubble_ns + dispatch_ns``.
+    Run-level (the whole trace): ``e2e_tokens_per_s``, ``run_period_ms``, ``L``, ``zombie_rows``,
+    ``z`` and ``z_steps`` (see ``requests``).
+    """
+    window: tuple[int, int]
+    window_ns: int
+    busy_ns: int
+    idle_ns: int
+    idle_fraction: float
+    bubble_ns: int          # idle in bubbles (gaps >= the threshold)
+    dispatch_ns: int        # idle in shorter gaps: per-command overhead
+    tokens: int
+    tokens_per_s: float
+    e2e_tokens_per_s: float
+    steps: list[StepStats]
+    bubbles: list[Bubble]
+    syncs: list[SyncSite]
+    L: float
+    zombie_rows: int
+    z: float
+    z_steps: float
+    period_ms: float        # medians over the window's decode steps
+    forward_ms: float
+    sample_ms: float
+    bookkeeping_ms: float
+    mean_period_ms: float   # window / steps: the steady state's period as throughput sees it
+    run_period_ms: float    # the whole run / its steps: the period end-to-end throughput sees
+    diagnosis: list[Diagnosis]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self, *, tables: bool = True) -> dict[str, Any]:
+        """JSON-able form; ``tables=False`` leaves out the per-step and per-bubble rows."""
+        d = asdict(self)  # NamedTuple rows become lists; rebuild them as dicts
+        d["window"] = list(self.window)
+        d["steps"] = [s._asdict() for s in self.steps] if tables else len(self.steps)
+        d["bubbles"] = [b._asdict() for b in self.bubbles] if tables else len(self.bubbles)
+        d["syncs"] = [s._asdict() for s in self.syncs]
+        d["diagnosis"] = [
+            {**x._asdict(), "predicted_speedup": x.predicted_speedup if math.isfinite(x.predicted_speedup) else None}
+            for x in self.diagnosis]
+        return d
+
+
+def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
+            min_gap_ns: int = MIN_BUBBLE_NS, slack_ns: int | None = None) -> Report:
+    """Analyse ``trace`` over ``window`` (default: ``steady_state_window(trace)``)."""
+    if window is None:
+        window = steady_state_window(trace)
+    w0, w1 = window
+    window_ns = max(0, w1 - w0)
+    busy = sum(b - a for a, b in busy_intervals(trace, window))
+    gaps = device_gaps(trace, window)
+    bubbles = classify(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
+    bubble_ns = sum(b.duration_ns for b in bubbles)
+    idle = window_ns - busy
+    steps = step_stats(trace, window, gaps)
+    tokens = sum(s.tokens for s in steps)
+    r0, r1 = run_extent(trace)
+    all_tokens = sum(s.tokens for s in trace.steps)
+    n_run = len(step_starts(trace))
+    return Report(
+        window=(w0, w1), window_ns=window_ns, busy_ns=busy, idle_ns=idle,
+        idle_fraction=idle / window_ns if window_ns else 0.0,
+        bubble_ns=bubble_ns, dispatch_ns=idle - bubble_ns,
+        tokens=tokens, tokens_per_s=tokens * 1e9 / window_ns if window_ns else 0.0,
+        e2e_tokens_per_s=all_tokens * 1e9 / (r1 - r0) if r1 > r0 else 0.0,
+        steps=steps, bubbles=bubbles, syncs=sync_sites(trace, bubbles, window),
+        L=mean_generated_tokens(trace), zombie_rows=zombie_rows(trace),
+        z=zombie_tax(trace), z_steps=wasted_step_share(trace),
+        period_ms=median_ms(steps, "period_ns"), forward_ms=median_ms(steps, "forward_ns"),
+        sample_ms=median_ms(steps, "sample_ns"), bookkeeping_ms=median_ms(steps, "bookkeeping_ns"),
+        mean_period_ms=window_ns / len(steps) / 1e6 if steps else 0.0,
+        run_period_ms=(r1 - r0) / n_run / 1e6 if n_run else 0.0,
+        diagnosis=diagnose(bubbles, window_ns),
+        settings=dict(trace.header.get("settings", {})),
+    )

@@ -1,0 +1,264 @@
+"""The CI gate: does a trace keep the device busy and free of accidental syncs?
+
+``run_check`` analyses a trace's steady state and applies these gates:
+
+* ``idle_fraction``: the compute stream's idle fraction is at most ``max_idle_fraction``;
+* ``accidental_syncs``: no unexpected host wait anywhere in the trace (warm-up and
+  drain included: a sync there is still a bug waiting to move into the loop);
+* with a baseline, ``idle_regression``: the mean idle per step grew by no more
+  than ``tolerance`` of the baseline's median period, and ``period_regression``:
+  the median period grew by no more than ``tolerance`` (both relative to the
+  baseline's period, so one knob says "this much slower is a regression").
+
+Exit codes: 0 every gate passed, 1 a gate failed, 2 bad input (unreadable,
+foreign or corrupt trace or baseline, or one with nothing to analyse).
+A Markdown summary and JUnit XML (one testcase per gate) are written when asked.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple, Union
+
+from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
+from photon_trace.telemetry.analysis.window import compute_extent
+from photon_trace.telemetry.records import Trace
+
+EXIT_PASS = 0
+EXIT_FAIL = 1
+EXIT_BAD_INPUT = 2
+
+DEFAULT_MAX_IDLE_FRACTION = 0.05
+DEFAULT_TOLERANCE = 0.10
+
+TraceLike = Union[Trace, str, os.PathLike]
+
+
+class BadInput(Exception):
+    """The trace or baseline cannot be checked."""
+
+
+class Gate(NamedTuple):
+    name: str
+    passed: bool
+    message: str
+    value: float
+    limit: float
+
+
+@dataclass
+class CheckResult:
+    exit_code: int
+    gates: list[Gate] = field(default_factory=list)
+    report: Report | None = None
+    baseline: Report | None = None
+    source: str = "<trace>"
+    error: str | None = None        # why the input was bad (exit code 2)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == EXIT_PASS
+
+    @property
+    def failures(self) -> list[Gate]:
+        return [g for g in self.gates if not g.passed]
+
+    def summary(self) -> str:
+        """One line for the console."""
+        if self.error:
+            return f"photon-trace check: BAD INPUT: {self.error}"
+        if self.passed:
+            return f"photon-trace check: PASS ({len(self.gates)} gates) on {self.source}"
+        return "photon-trace check: FAIL: " + "; ".join(g.message for g in self.failures)
+
+
+def _load(x: TraceLike, what: str) -> tuple[Trace, str]:
+    if isinstance(x, Trace):
+        return x, f"<{what}>"
+    try:
+        from photon_trace.telemetry.tracefile import TraceFormatError, load_trace
+    except ImportError as e:  # pragma: no cover - the loader ships with telemetry
+        raise BadInput(f"cannot load trace files: {e}") from None
+    try:
+        return load_trace(x), str(x)
+    except (TraceFormatError, OSError) as e:
+        raise BadInput(f"{what}: {e}") from None
+
+
+def _validate(trace: Trace, name: str) -> None:
+    for kind in ("host_spans", "device_spans", "waits"):
+        bad = next((r for r in getattr(trace, kind) if r.t1 < r.t0), None)
+        if bad is not None:
+            raise BadInput(f"{name}: corrupt trace: a {kind[:-1].replace('_', ' ')} ends before it starts ({bad})")
+    if not any(d.stream == "compute" for d in trace.device_spans):
+        raise BadInput(f"{name}: no compute-stream ops to analyse")
+    if not trace.steps:
+        raise BadInput(f"{name}: no step records to analyse")
+
+
+def _analyse(x: TraceLike | Report, what: str) -> tuple[Report, Trace | None, str]:
+    if isinstance(x, Report):
+        return x, None, f"<{what} report>"
+    trace, name = _load(x, what)
+    _validate(trace, name)
+    try:
+        report = analyze(trace)
+    except Exception as e:  # a structurally valid trace that still cannot be analysed
+        raise BadInput(f"{name}: cannot analyse: {type(e).__name__}: {e}") from None
+    if not report.steps:
+        raise BadInput(f"{name}: no complete steps in the steady-state window")
+    return report, trace, name
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def _gates(report: Report, trace: Trace | None, baseline: Report | None,
+           max_idle_fraction: float, tolerance: float) -> list[Gate]:
+    gates = []
+    top = report.diagnosis[0] if report.diagnosis else None
+    why = f" (largest: {top.cause} at {top.site_or_phase}, {_ms(top.idle_ns)})" if top else ""
+    ok = report.idle_fraction <= max_idle_fraction
+    gates.append(Gate("idle_fraction", ok,
+                      f"steady-state idle fraction {report.idle_fraction:.2%} "
+                      f"{'within' if ok else 'is over'} the limit {max_idle_fraction:.2%}" + ("" if ok else why),
+                      report.idle_fraction, max_idle_fraction))
+
+    # Syncs anywhere in the run, each with the idle it cost over the whole run.
+    sites = (sync_sites(trace, find_bubbles(trace, compute_extent(trace))) if trace is not None
+             else report.syncs)
+    count = sum(s.count for s in sites)
+    if count:
+        listed = ", ".join(f"{s.site} ({s.reason}) x{s.count}, {_ms(s.idle_ns)} idle" for s in sites)
+        msg = f"{count} accidental sync{'s' if count > 1 else ''}: {listed}"
+    else:
+        msg = "no accidental syncs"
+    gates.append(Gate("accidental_syncs", count == 0, msg, count, 0))
+
+    if baseline is not None:
+        base_period = baseline.period_ms * 1e6
+        cur_idle = report.idle_ns / len(report.steps)
+        base_idle = baseline.idle_ns / len(baseline.steps) if baseline.steps else 0.0
+        grew = cur_idle - base_idle
+        limit = tolerance * base_period
+        ok = grew <= limit
+        gates.append(Gate("idle_regression", ok,
+                          f"idle per step {_ms(cur_idle)} vs baseline {_ms(base_idle)}: "
+                          f"{'+' if grew >= 0 else ''}{_ms(grew)} "
+                          f"({'within' if ok else 'over'} {tolerance:.0%} of the baseline period, {_ms(limit)})",
+                          grew, limit))
+        ratio = report.period_ms / baseline.period_ms if baseline.period_ms else float("inf")
+        ok = ratio <= 1 + tolerance
+        gates.append(Gate("period_regression", ok,
+                          f"median period {report.period_ms:.3f} ms vs baseline {baseline.period_ms:.3f} ms "
+                          f"({ratio - 1:+.1%}, {'within' if ok else 'over'} the tolerance {tolerance:.0%})",
+                          ratio - 1, tolerance))
+    return gates
+
+
+def _notes(trace: Trace | None) -> list[str]:
+    if trace is None:
+        return []
+    h = trace.header
+    notes = []
+    dropped = {k: v for k, v in (h.get("dropped") or {}).items() if v}
+    if dropped:
+        notes.append(f"the recorder dropped records ({dropped}): idle may be overstated")
+    if h.get("truncated") or h.get("incomplete"):
+        notes.append("the trace file is incomplete (the run crashed or was still writing)")
+    return notes
+
+
+def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = None, *,
+              max_idle_fraction: float = DEFAULT_MAX_IDLE_FRACTION, tolerance: float = DEFAULT_TOLERANCE,
+              out_md: str | os.PathLike | None = None, out_junit: str | os.PathLike | None = None) -> CheckResult:
+    """Check a trace (a ``Trace`` or a trace file) against the gates; see the module docstring."""
+    try:
+        report, trace, source = _analyse(trace_or_path, "trace")
+        base = _analyse(baseline, "baseline")[0] if baseline is not None else None
+    except BadInput as e:
+        result = CheckResult(EXIT_BAD_INPUT, source=str(trace_or_path) if not isinstance(trace_or_path, Trace)
+                             else "<trace>", error=str(e))
+    else:
+        gates = _gates(report, trace, base, max_idle_fraction, tolerance)
+        code = EXIT_PASS if all(g.passed for g in gates) else EXIT_FAIL
+        result = CheckResult(code, gates, report, base, source, notes=_notes(trace))
+    if out_md is not None:
+        Path(out_md).write_text(render_markdown(result), encoding="utf-8")
+    if out_junit is not None:
+        Path(out_junit).write_text(render_junit(result), encoding="utf-8")
+    return result
+
+
+def render_markdown(result: CheckResult) -> str:
+    """The summary a CI job shows: verdict, gates, key numbers, what to fix first."""
+    verdict = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_BAD_INPUT: "BAD INPUT"}[result.exit_code]
+    out = [f"# photon-trace check: {verdict}", "", f"Trace: `{result.source}`", ""]
+    if result.error:
+        return "\n".join(out + [f"**Error:** {result.error}", ""])
+    out += ["| gate | result | detail |", "|---|---|---|"]
+    out += [f"| {g.name} | {'pass' if g.passed else '**FAIL**'} | {g.message} |" for g in result.gates]
+    r = result.report
+    assert r is not None
+    out += ["", "## Steady state", "",
+            f"- window: {len(r.steps)} steps, {_ms(r.window_ns)}; idle {r.idle_fraction:.2%} "
+            f"(bubbles {_ms(r.bubble_ns)}, dispatch gaps {_ms(r.dispatch_ns)})",
+            f"- median per step: period {r.period_ms:.3f} ms, forward {r.forward_ms:.3f} ms, "
+            f"sample {r.sample_ms:.3f} ms, bookkeeping {r.bookkeeping_ms:.3f} ms",
+            f"- tokens/s: {r.tokens_per_s:,.1f} steady, {r.e2e_tokens_per_s:,.1f} end to end; "
+            f"L {r.L:.1f}, z {r.z:.4f}"]
+    if r.diagnosis:
+        out += ["", "## Diagnosis (what to fix first)", "",
+                "| cause | site / phase | idle | share | predicted speedup |", "|---|---|---|---|---|"]
+        out += [f"| {d.cause} | `{d.site_or_phase}` | {_ms(d.idle_ns)} | {d.share:.1%} | "
+                f"{d.predicted_speedup:.3f}x |" for d in r.diagnosis[:10]]
+    if result.notes:
+        out += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
+    return "\n".join(out) + "\n"
+
+
+def render_junit(result: CheckResult) -> str:
+    """JUnit XML: one testcase per gate (one erroring "load" case for bad input)."""
+    suites = ET.Element("testsuites")
+    failures = len(result.failures)
+    errors = 1 if result.error else 0
+    suite = ET.SubElement(suites, "testsuite", name="photon-trace check",
+                          tests=str(max(len(result.gates), errors)), failures=str(failures), errors=str(errors))
+    if result.error:
+        case = ET.SubElement(suite, "testcase", classname="photon_trace.check", name="load")
+        ET.SubElement(case, "error", message=result.error).text = result.error
+    for g in result.gates:
+        case = ET.SubElement(suite, "testcase", classname="photon_trace.check", name=g.name)
+        if not g.passed:
+            ET.SubElement(case, "failure", message=g.message).text = f"value {g.value:.6g}, limit {g.limit:.6g}"
+        else:
+            ET.SubElement(case, "system-out").text = g.message
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``photon-trace check TRACE [--baseline B] ...``; returns the exit code."""
+    p = argparse.ArgumentParser(prog="photon-trace check", description=__doc__.split("\n\n")[0])
+    p.add_argument("trace", help="trace file to check")
+    p.add_argument("--baseline", help="trace file to compare against")
+    p.add_argument("--max-idle-fraction", type=float, default=DEFAULT_MAX_IDLE_FRACTION)
+    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                   help="allowed regression, as a fraction of the baseline's period")
+    p.add_argument("--md", help="write a Markdown summary here")
+    p.add_argument("--junit", help="write JUnit XML here")
+    a = p.parse_args(argv)
+    result = run_check(a.trace, a.baseline, max_idle_fraction=a.max_idle_fraction, tolerance=a.tolerance,
+                       out_md=a.md, out_junit=a.junit)
+    print(result.summary(), file=sys.stdout if result.passed else sys.stderr)
+    return result.exit_code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Shared helpers for engine tests: small engines on the tiny preset, a workload driver."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from photon_trace.engine.engine import Engine
+from photon_trace.engine.params import SamplingParams
+
+TINY = dict(model="tiny", backend="cpu", max_rows=16, max_step_tokens=64, max_seqs=32,
+            kv_tokens=2048, page_size=8, max_context=256)
+
+
+def tiny_engine(depth: int, **overrides) -> Engine:
+    return Engine(**{**TINY, "depth": depth, **overrides})
+
+
+@dataclass
+class Req:
+    arrival: int                  # tick at which it is added
+    prompt: list[int]
+    params: SamplingParams
+    abort_at: int | None = None   # tick at which it is aborted (if still running)
+    response_format: object = None
+
+
+@dataclass
+class Run:
+    tokens: dict[int, list[int]] = field(default_factory=dict)
+    reasons: dict[int, str | None] = field(default_factory=dict)
+    zombie_rows: int = 0
+    steps: int = 0
+
+
+def drive(engine: Engine, reqs: list[Req], max_ticks: int = 5000, check=True) -> Run:
+    """Feed requests at their arrival ticks, abort at their abort ticks, tick until idle.
+
+    Checks the engine's invariants after every tick, and that a finished
+    request never gains another token.
+    """
+    run = Run()
+    ids: dict[int, int] = {}
+    finished: set[int] = set()
+    z0, s0 = engine.zombie_rows, engine.steps
+    tick = 0
+    last_arrival = max((r.arrival for r in reqs), default=0)
+    while tick <= last_arrival or not engine.idle:
+        for i, r in enumerate(reqs):
+            if r.arrival == tick:
+                ids[i] = engine.add_request(r.prompt, r.params, r.response_format)
+                run.tokens[i] = []
+            if r.abort_at == tick and i in ids:
+                engine.abort(ids[i])
+        by_id = {v: k for k, v in ids.items()}
+        for d in engine.step():
+            i = by_id[d.req_id]
+            assert i not in finished, "a finished request gained a token"
+            run.tokens[i].extend(d.token_ids)
+            if d.finished:
+                finished.add(i)
+                run.reasons[i] = d.finish_reason
+        if check:
+            engine.check_invariants()
+        tick += 1
+        assert tick < max_ticks, "workload did not finish"
+    for i in ids.values():
+        engine.requests.forget(i)
+    run.zombie_rows = engine.zombie_rows - z0
+    run.steps = engine.steps - s0
+    return run

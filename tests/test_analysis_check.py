@@ -1,0 +1,106 @@
+"""The CI gate on hand-built traces: verdicts, exit codes, Markdown and JUnit output."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from photon_trace.telemetry.analysis import analyze
+from photon_trace.telemetry.analysis.testing import (
+    MASK_SYNC_SITE, MS, US, TraceBuilder, blocking_trace, host_delay_trace, item_sync_trace, pipelined_trace,
+    sync_bug_trace)
+from photon_trace.telemetry.check import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, main, run_check
+from photon_trace.telemetry.records import DeviceSpan
+from photon_trace.telemetry.tracefile import write_trace
+
+
+def failed(result) -> set[str]:
+    return {g.name for g in result.failures}
+
+
+def test_a_clean_pipelined_run_passes():
+    r = run_check(pipelined_trace(streams=4, tokens=40, constrained=True))
+    assert r.exit_code == EXIT_PASS and r.passed and [g.name for g in r.gates] == ["idle_fraction", "accidental_syncs"]
+
+
+@pytest.mark.parametrize("trace, gates", [
+    (sync_bug_trace(tokens=40), {"idle_fraction", "accidental_syncs"}),
+    (item_sync_trace(tokens=40), {"idle_fraction", "accidental_syncs"}),
+    (host_delay_trace(tokens=40), {"idle_fraction"}),
+    (blocking_trace(tokens=40), {"idle_fraction"}),
+], ids=["mask-upload-sync", "item-in-commit", "delay-in-plan", "blocking"])
+def test_faulty_runs_fail_the_right_gates(trace, gates):
+    r = run_check(trace)
+    assert r.exit_code == EXIT_FAIL and failed(r) == gates
+
+
+def test_a_sync_outside_the_steady_state_still_fails():
+    tr = pipelined_trace(tokens=40)
+    tr.waits.append(tr.waits[0]._replace(expected=False, reason="warm-up read", site="w.py:3"))
+    r = run_check(tr)
+    assert failed(r) == {"accidental_syncs"} and "w.py:3 (warm-up read) x1" in r.gates[1].message
+
+
+def test_idle_limit_is_a_parameter():
+    tr = sync_bug_trace(tokens=40)
+    frac = analyze(tr).idle_fraction
+    assert "idle_fraction" not in failed(run_check(tr, max_idle_fraction=frac + 0.01))
+    assert "idle_fraction" in failed(run_check(tr, max_idle_fraction=frac - 0.01))
+
+
+def test_baseline_regressions_in_idle_and_period_fail_beyond_the_tolerance():
+    base = pipelined_trace(tokens=40)
+    slower = pipelined_trace(tokens=40, forward_ns=2 * MS + 300 * US)      # +14% period, no idle
+    r = run_check(slower, base, max_idle_fraction=1.0)
+    assert failed(r) == {"period_regression"}
+    assert run_check(slower, base, tolerance=0.2).passed
+    idler = host_delay_trace(tokens=40, delay_ns=2 * MS + 100 * US)      # plan outgrows the forward
+    r = run_check(idler, analyze(base), max_idle_fraction=1.0)          # a baseline may be a Report
+    assert {"idle_regression", "period_regression"} <= failed(r)
+    assert run_check(base, base).passed
+
+
+def test_markdown_and_junit_summaries(tmp_path):
+    md, xml = tmp_path / "check.md", tmp_path / "check.xml"
+    r = run_check(sync_bug_trace(tokens=40), out_md=md, out_junit=xml)
+    text = md.read_text()
+    assert text.startswith("# photon-trace check: FAIL")
+    assert "| accidental_syncs | **FAIL** |" in text and MASK_SYNC_SITE in text
+    suite = ET.parse(xml).getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "2", "0")
+    assert {c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None} == failed(r)
+
+
+def test_trace_files_are_loaded_and_checked(tmp_path):
+    path = write_trace(pipelined_trace(tokens=40), tmp_path / "clean.trace.jsonl")
+    bad = write_trace(item_sync_trace(tokens=40), tmp_path / "item.trace.jsonl")
+    assert run_check(path).exit_code == EXIT_PASS
+    assert run_check(bad, baseline=path).exit_code == EXIT_FAIL
+    assert main([str(path)]) == EXIT_PASS
+    assert main([str(bad), "--baseline", str(path), "--md", str(tmp_path / "s.md")]) == EXIT_FAIL
+    assert (tmp_path / "s.md").exists()
+
+
+def test_unreadable_or_foreign_files_are_bad_input(tmp_path):
+    foreign = tmp_path / "perfetto.json"
+    foreign.write_text('{"traceEvents": []}\n')
+    xml = tmp_path / "bad.xml"
+    for path in (tmp_path / "missing.jsonl", foreign):
+        r = run_check(path, out_junit=xml, out_md=tmp_path / "bad.md")
+        assert r.exit_code == EXIT_BAD_INPUT and r.error and r.gates == []
+        assert ET.parse(xml).getroot().find("testsuite").get("errors") == "1"
+        assert "BAD INPUT" in (tmp_path / "bad.md").read_text()
+    good = write_trace(pipelined_trace(tokens=40), tmp_path / "ok.trace.jsonl")
+    assert run_check(good, baseline=foreign).exit_code == EXIT_BAD_INPUT
+    assert main([str(foreign)]) == EXIT_BAD_INPUT
+
+
+def test_corrupt_or_empty_traces_are_bad_input():
+    backwards = pipelined_trace(tokens=20)
+    d = backwards.device_spans[5]
+    backwards.device_spans[5] = DeviceSpan(d.stream, d.op, d.step, d.slot, d.t1, d.t0, d.enqueued)
+    no_steps = pipelined_trace(tokens=20)
+    no_steps.steps.clear()
+    for tr in (backwards, TraceBuilder().build(), no_steps):
+        r = run_check(tr)
+        assert r.exit_code == EXIT_BAD_INPUT, r.summary()

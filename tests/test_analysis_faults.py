@@ -1,0 +1,57 @@
+"""Injected faults in modelled runs: each found, attributed to its cause and site, and costed.
+
+The cost of a fault is what it adds to the period of the same run without it;
+the analysis must attribute that much idle (within 20%) to the fault's cause.
+"""
+from __future__ import annotations
+
+import pytest
+
+from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, COPY_WAIT, HOST_BOUND, analyze
+from photon_trace.telemetry.analysis.testing import (
+    ITEM_SITE, MASK_SYNC_SITE, MS, copy_wait_trace, host_delay_trace, item_sync_trace, pipelined_trace,
+    sync_bug_trace)
+
+
+def injected_cost_per_step(faulty, clean) -> float:
+    return faulty.mean_period_ms - clean.mean_period_ms
+
+
+def attributed_per_step(rep, cause, detail) -> float:
+    return sum(d.idle_ns for d in rep.diagnosis if (d.cause, d.site_or_phase) == (cause, detail)) / len(rep.steps) / MS
+
+
+@pytest.mark.parametrize("streams", [1, 8])
+def test_clean_pipelined_run_has_no_syncs_and_no_bubbles(streams):
+    rep = analyze(pipelined_trace(streams=streams, tokens=40, constrained=streams == 8))
+    assert rep.syncs == [] and rep.bubbles == [] and rep.idle_fraction == 0.0
+
+
+@pytest.mark.parametrize("name, faulty, clean, cause, detail", [
+    ("mask upload sync", sync_bug_trace(tokens=40), pipelined_trace(tokens=40, constrained=True),
+     ACCIDENTAL_SYNC, MASK_SYNC_SITE),
+    (".item() in commit", item_sync_trace(tokens=40), pipelined_trace(tokens=40), ACCIDENTAL_SYNC, ITEM_SITE),
+    ("delay in plan", host_delay_trace(tokens=40), pipelined_trace(tokens=40), HOST_BOUND, "plan"),
+    ("slow mask upload", copy_wait_trace(tokens=40), pipelined_trace(tokens=40, constrained=True),
+     COPY_WAIT, "mask_upload"),
+])
+def test_fault_is_attributed_to_its_cause_and_costed(name, faulty, clean, cause, detail):
+    rep, base = analyze(faulty), analyze(clean)
+    top = rep.diagnosis[0]
+    assert (top.cause, top.site_or_phase) == (cause, detail)
+    assert top.share > 0.95
+    injected = injected_cost_per_step(rep, base)
+    assert injected > 0.1
+    assert attributed_per_step(rep, cause, detail) == pytest.approx(injected, rel=0.2)
+
+
+@pytest.mark.parametrize("faulty, site, reason", [
+    (sync_bug_trace(tokens=40), MASK_SYNC_SITE, "mask upload: drain (sync)"),
+    (item_sync_trace(tokens=40), ITEM_SITE, "host read of a device value (.item())"),
+])
+def test_sync_sites_report_each_call_site_with_its_count_and_cost(faulty, site, reason):
+    rep = analyze(faulty)
+    (s,) = rep.syncs
+    assert (s.site, s.reason, s.count) == (site, reason, len(rep.steps))
+    assert s.idle_ns == sum(b.duration_ns for b in rep.bubbles if b.cause == ACCIDENTAL_SYNC)
+    assert s.wait_ns > 0

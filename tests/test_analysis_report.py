@@ -1,0 +1,116 @@
+"""Per-step costs, idle fraction, syncs by site, L and z, the diagnosis, and the summary."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from photon_trace.telemetry.analysis import (
+    ACCIDENTAL_SYNC, COMMIT_WAIT, HOST_BOUND, Bubble, Diagnosis, analyze, diagnose, sync_sites)
+from photon_trace.telemetry.analysis.testing import (
+    COMMIT_SITE, MS, US, LoopCosts, TraceBuilder, blocking_trace, pipelined_trace)
+
+C = LoopCosts()
+
+
+def three_steps() -> TraceBuilder:
+    """Steps 1-3 on a 1000 µs grid; step 2's forward starts 300 µs late (a host-bound bubble)."""
+    b = TraceBuilder()
+    for s, t in ((1, 0), (2, 1000), (3, 2000)):
+        fwd_start = t + (300 if s == 2 else 0)
+        b.compute("forward", s, fwd_start * US, (t + 700) * US, enqueued=(fwd_start - 5) * US)
+        b.compute("sample", s, (t + 700) * US, (t + 1000) * US, enqueued=(fwd_start - 5) * US)
+        b.copy("copy_back", s, (t + 1000) * US, (t + 1030) * US)
+        b.host("plan", s, (t - 400) * US, (t - 300) * US)
+        b.host("commit", s, (t + 900) * US, (t + 1300) * US)
+        b.wait("commit: copy-back", (t + 900) * US, (t + 1032) * US, expected=True, site=COMMIT_SITE, step=s)
+        b.step(s, rows=2)
+    return b
+
+
+def test_step_stats_measure_forward_sample_period_bookkeeping_and_idle():
+    rep = analyze(three_steps().build(), (0, 2000 * US))
+    assert [(s.step, s.forward_ns, s.sample_ns, s.period_ns, s.bookkeeping_ns, s.idle_ns, s.copy_ns)
+            for s in rep.steps] == [
+        # the gap before forward(2) lies in step 1's period: a period runs from first op to first op
+        (1, 700 * US, 300 * US, 1300 * US, (100 + 400 - 132) * US, 300 * US, 30 * US),
+        (2, 400 * US, 300 * US, 700 * US, (100 + 400 - 132) * US, 0, 30 * US)]
+    assert rep.period_ms == 1.0 and rep.sample_ms == 0.3 and rep.forward_ms == pytest.approx(0.55)
+
+
+def test_idle_fraction_is_idle_over_the_window():
+    rep = analyze(three_steps().build(), (0, 2000 * US))
+    assert (rep.busy_ns, rep.idle_ns, rep.window_ns) == (1700 * US, 300 * US, 2000 * US)
+    assert rep.idle_fraction == pytest.approx(0.15)
+    assert rep.tokens == 4 and rep.tokens_per_s == pytest.approx(4 / 2e-3)
+
+
+def test_blocking_idle_is_the_serial_host_work_and_pipelining_hides_it():
+    blk, pipe = analyze(blocking_trace(tokens=40)), analyze(pipelined_trace(tokens=40))
+    busy = C.forward_ns + C.sample_ns
+    serial = C.dispatch_ns + C.copy_ns + C.wake_ns + C.commit_ns + C.plan_ns + C.launch_ns
+    assert blk.period_ms * MS == busy + serial and blk.mean_period_ms * MS == busy + serial
+    assert all(s.idle_ns == serial for s in blk.steps)
+    assert blk.idle_fraction == pytest.approx(serial / (busy + serial))
+    assert blk.bookkeeping_ms * MS == C.plan_ns + C.launch_ns + C.commit_ns + C.finalize_ns
+    assert [(b.cause, b.detail) for b in blk.bubbles] == [(COMMIT_WAIT, COMMIT_SITE)] * len(blk.steps)
+    assert pipe.period_ms * MS == busy and pipe.idle_ns == 0 and pipe.bubbles == []
+
+
+def test_syncs_are_grouped_by_site_with_count_wait_and_idle_cost():
+    tr = TraceBuilder()
+    for t0, t1, site in ((0, 10, "a.py:1"), (100, 130, "b.py:2"), (200, 220, "a.py:1"), (300, 300, "a.py:1")):
+        tr.wait("sync", t0 * US, t1 * US, expected=False, site=site, step=1)
+    tr.wait("commit: copy-back", 0, 50 * US, expected=True, site=COMMIT_SITE, step=1)
+    bubbles = [Bubble(0, 70 * US, 70 * US, 2, ACCIDENTAL_SYNC, "b.py:2"),
+               Bubble(0, 40 * US, 40 * US, 3, ACCIDENTAL_SYNC, "a.py:1"),
+               Bubble(0, 90 * US, 90 * US, 4, HOST_BOUND, "plan")]
+    rows = sync_sites(tr.build(), bubbles)
+    assert [(s.site, s.count, s.wait_ns, s.idle_ns) for s in rows] == [
+        ("b.py:2", 1, 30 * US, 70 * US), ("a.py:1", 3, 30 * US, 40 * US)]
+    assert sync_sites(tr.build(), bubbles, window=(150 * US, 250 * US))[0][:3] == ("a.py:1", "sync", 1)
+
+
+def test_diagnosis_ranks_causes_by_idle_and_predicts_the_period_without_each():
+    bubbles = [Bubble(0, 0, 100, 1, HOST_BOUND, "plan"), Bubble(0, 0, 300, 2, ACCIDENTAL_SYNC, "x.py:9"),
+               Bubble(0, 0, 200, 3, HOST_BOUND, "plan"), Bubble(0, 0, 100, 4, COMMIT_WAIT, "e.py:1")]
+    assert diagnose(bubbles, 2000) == [
+        Diagnosis(ACCIDENTAL_SYNC, "x.py:9", 300, 300 / 700, 2000 / 1700),
+        Diagnosis(HOST_BOUND, "plan", 300, 300 / 700, 2000 / 1700),
+        Diagnosis(COMMIT_WAIT, "e.py:1", 100, 100 / 700, 2000 / 1900)]
+    assert diagnose([], 2000) == []
+
+
+def test_blocking_diagnosis_predicts_the_pipelined_period():
+    blk = analyze(blocking_trace(tokens=40))
+    (top,) = blk.diagnosis
+    assert top.cause == COMMIT_WAIT and top.share == 1.0
+    assert top.predicted_speedup == pytest.approx(blk.period_ms / ((C.forward_ns + C.sample_ns) / MS))
+
+
+def test_L_is_the_mean_output_length_of_finished_requests():
+    rep = analyze(pipelined_trace(streams=3, tokens=[10, 20, 30]))
+    assert rep.L == 20.0
+    b = TraceBuilder().request(1, "finalized", 0, 0).request(2, "finalized", 0, 0).step(1, rows=3)
+    assert analyze(b.build()).L == 1.5  # no counts on the events: committed tokens per request
+
+
+def test_z_is_the_zombie_share_of_row_steps():
+    rep = analyze(pipelined_trace(tokens=40))
+    assert rep.zombie_rows == 1 and rep.z == pytest.approx(1 / 41)
+    assert analyze(blocking_trace(tokens=40)).z == 0.0
+    batch = analyze(pipelined_trace(streams=4, tokens=[10, 10, 20, 20]))
+    assert batch.zombie_rows == 4 and batch.z == pytest.approx(4 / (60 + 4))
+    # only the last step (two zombies, nothing live) was wasted outright
+    assert 0 < batch.z_steps < batch.z
+
+
+def test_to_dict_is_json_and_keeps_the_api_names():
+    rep = analyze(pipelined_trace(tokens=20))
+    d = json.loads(json.dumps(rep.to_dict()))
+    for name in ("window", "busy_ns", "idle_ns", "idle_fraction", "tokens", "tokens_per_s", "steps", "bubbles",
+                 "syncs", "L", "zombie_rows", "z", "period_ms", "forward_ms", "sample_ms", "bookkeeping_ms",
+                 "diagnosis"):
+        assert name in d
+    assert d["steps"][0]["period_ns"] == rep.steps[0].period_ns
+    assert json.loads(json.dumps(rep.to_dict(tables=False)))["steps"] == len(rep.steps)
