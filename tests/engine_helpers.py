@@ -27,6 +27,7 @@ class Req:
 class Run:
     tokens: dict[int, list[int]] = field(default_factory=dict)
     reasons: dict[int, str | None] = field(default_factory=dict)
+    outputs: dict[int, object] = field(default_factory=dict)  # RequestOutput by request index
     zombie_rows: int = 0
     steps: int = 0
 
@@ -62,8 +63,8 @@ def drive(engine: Engine, reqs: list[Req], max_ticks: int = 5000, check=True) ->
             engine.check_invariants()
         tick += 1
         assert tick < max_ticks, "workload did not finish"
-    for i in ids.values():
-        engine.requests.forget(i)
+    for i, rid in ids.items():
+        run.outputs[i] = engine.requests.output(rid, forget=True)
     run.zombie_rows = engine.zombie_rows - z0
     run.steps = engine.steps - s0
     return run

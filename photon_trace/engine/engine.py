@@ -96,11 +96,12 @@ class Engine:
 
     def _launch(self) -> StepPlan | None:
         tr = self.tracer
-        t0 = tr.begin(Phase.PLAN, self.scheduler._step, -1)
+        index = self.scheduler.next_step
+        t0 = tr.begin(Phase.PLAN, index, -1)
         if "plan" in self.fault_hooks:
             self.fault_hooks["plan"]()
         plan = self.scheduler.plan()
-        tr.end(Phase.PLAN, self.scheduler._step - (plan is not None), -1, t0)
+        tr.end(Phase.PLAN, index, -1, t0)
         if plan is None:
             return None
         plan.slot = slot = plan.index % self.device.num_slots

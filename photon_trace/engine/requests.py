@@ -67,8 +67,8 @@ class RequestBook:
             self.tracer.request(seq.req_id, RequestEvent.FIRST_TOKEN, seq.first_token_ns)
         p = seq.params
         reason = None
-        if seq.constraint is not None and seq.constraint.advance(token):
-            reason = FinishReason.CONSTRAINT
+        if seq.constraint is not None and self._advance(seq, token):
+            reason = seq.finish_reason or FinishReason.CONSTRAINT
         elif token in self.eos and not p.ignore_eos:
             reason = FinishReason.EOS
         elif token in p.stop_token_ids:
@@ -79,6 +79,14 @@ class RequestBook:
             reason = FinishReason.LENGTH
         if reason is not None:
             self.finish(seq, reason)
+
+    @staticmethod
+    def _advance(seq: Sequence, token: int) -> bool:
+        try:
+            return seq.constraint.advance(token)
+        except RuntimeError:  # ConstraintViolation: end this request, keep the engine serving
+            seq.finish_reason = FinishReason.ERROR
+            return True
 
     def _hit_stop_string(self, seq: Sequence) -> bool:
         # only the tail can complete a stop string: decode a window, not the whole output

@@ -96,6 +96,11 @@ class Scheduler:
         self.running.remove(seq)
 
     @property
+    def next_step(self) -> int:
+        """Index the next planned step will get."""
+        return self._step
+
+    @property
     def idle(self) -> bool:
         return not self.waiting and not self.running
 

@@ -14,6 +14,7 @@ class FinishReason(str, Enum):
     LENGTH = "length"      # max_tokens reached
     CONSTRAINT = "constraint"  # the constraint reached its accepting end
     ABORT = "abort"
+    ERROR = "error"        # the constraint rejected a committed token: a masking bug, contained to the request
 
 
 @dataclass(slots=True, eq=False)

@@ -1,0 +1,79 @@
+"""One way to get a model: ``load_model(name_or_path, dtype, device)``.
+
+Arguments are plain strings (or torch dtypes/devices), so a picklable
+:class:`ModelSpec` can carry them to the device worker process, which loads the
+same model there.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from photon_trace.engine.checkpoint import CheckpointError, load_checkpoint
+from photon_trace.engine.config import ModelConfig
+from photon_trace.engine.model import DecoderModel
+from photon_trace.engine.presets import PRESETS, build_preset
+from photon_trace.engine.tokenizer import ByteTokenizer, Tokenizer
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+          "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; one of {', '.join(DTYPES)}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedModel:
+    model: DecoderModel
+    tokenizer: Tokenizer
+    config: ModelConfig
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """Picklable description of a model to load (in this process or a worker)."""
+    name_or_path: str
+    dtype: str = "float32"
+    device: str = "cpu"
+    seed: int = 0
+
+    def load(self) -> LoadedModel:
+        return load_model(self.name_or_path, self.dtype, self.device, self.seed)
+
+
+def load_model(name_or_path: str, dtype: str | torch.dtype = "float32",
+               device: str | torch.device = "cpu", seed: int = 0) -> LoadedModel:
+    """A preset (``tiny``, ``small``, ``1.5b``; weights from ``seed``) or a Hugging Face folder.
+
+    Raises :class:`CheckpointError` for a folder that cannot be loaded and
+    ValueError for a name that is neither a preset nor a folder.
+    """
+    torch_dtype = resolve_dtype(dtype)
+    if name_or_path in PRESETS:
+        model = build_preset(name_or_path, torch_dtype, device, seed)
+        return LoadedModel(model, ByteTokenizer(), model.config, name_or_path)
+    path = Path(name_or_path).expanduser()
+    if not path.exists():
+        raise ValueError(f"{name_or_path!r} is neither a preset ({', '.join(PRESETS)}) nor a model folder")
+    if not path.is_dir():
+        raise CheckpointError(f"not a model folder: {path}")
+    model, tokenizer, config = load_checkpoint(path, torch_dtype, device)
+    return LoadedModel(model, tokenizer, config, path.name)
+
+
+def check_prompt_length(num_prompt_tokens: int, max_context: int) -> None:
+    """Raise ValueError unless the prompt leaves room for at least one generated token."""
+    if num_prompt_tokens < 1:
+        raise ValueError("empty prompt: at least one token is needed")
+    if num_prompt_tokens >= max_context:
+        raise ValueError(f"prompt of {num_prompt_tokens} tokens does not fit the model's context of "
+                         f"{max_context} tokens (at most {max_context - 1} leave room to generate)")

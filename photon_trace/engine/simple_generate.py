@@ -1,0 +1,165 @@
+"""A plain, blocking batch generate over the paged model.
+
+The reference the pipelined engine is checked against, and what the CLI runs
+until that engine lands: prefill every prompt in one forward, then decode the
+live rows one token per forward, reading each step's tokens back on the host.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from photon_trace.engine.batch import ForwardBatch
+from photon_trace.engine.kv_cache import KVPool, PageAllocator, pages_needed
+from photon_trace.engine.loader import check_prompt_length
+from photon_trace.engine.model import DecoderModel
+from photon_trace.engine.tokenizer import Tokenizer
+
+# One row of a forward: (new token ids, position of the first of them, the row's pages).
+RowInput = tuple[Sequence[int], int, Sequence[int]]
+
+
+class KVPoolExhausted(RuntimeError):
+    """The pool has fewer free pages than a request needs."""
+
+
+def make_forward_batch(rows: Sequence[RowInput], page_size: int, pages_per_row: int | None = None,
+                       device: torch.device | str = "cpu") -> ForwardBatch:
+    """A ForwardBatch from host lists; each row's logits are those of its last new token."""
+    width = pages_per_row if pages_per_row is not None else max(len(p) for _, _, p in rows)
+    token_ids, positions, slots, page_table, context_lens, query_start, logits_index = [], [], [], [], [], [0], []
+    for tokens, start, pages in rows:
+        for offset, token in enumerate(tokens):
+            pos = start + offset
+            token_ids.append(token)
+            positions.append(pos)
+            slots.append(pages[pos // page_size] * page_size + pos % page_size)
+        page_table.append([*pages, *[0] * (width - len(pages))])
+        context_lens.append(start + len(tokens))
+        query_start.append(query_start[-1] + len(tokens))
+        logits_index.append(query_start[-1] - 1)
+
+    def as_tensor(values: list, dtype: torch.dtype) -> torch.Tensor:
+        return torch.tensor(values, dtype=dtype, device=device)
+
+    return ForwardBatch(
+        token_ids=as_tensor(token_ids, torch.int64),
+        positions=as_tensor(positions, torch.int64),
+        slot_mapping=as_tensor(slots, torch.int64),
+        page_table=as_tensor(page_table, torch.int32),
+        context_lens=as_tensor(context_lens, torch.int32),
+        query_start=as_tensor(query_start, torch.int32),
+        logits_index=as_tensor(logits_index, torch.int64),
+        max_query_len=max(len(t) for t, _, _ in rows),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    temperature: float = 0.0  # 0 means greedy
+    top_k: int = 0            # 0 means no top-k cut
+    top_p: float = 1.0        # 1 means no nucleus cut
+    seed: int = 0             # seeds the sampling generator (ignored when greedy)
+
+
+def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> torch.Tensor:
+    """(B, V) logits -> (B,) token ids."""
+    if params.temperature <= 0:
+        return logits.argmax(dim=-1)
+    logits = logits.float() / params.temperature
+    if params.top_k > 0:
+        kth = logits.topk(min(params.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        drop = cumulative - sorted_logits.softmax(dim=-1) > params.top_p  # keep the token that crosses p
+        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
+    probs = logits.softmax(dim=-1)
+    # Exponential race: argmax(p / E) with E ~ Exp(1) samples from p without a host sync.
+    noise = torch.empty_like(probs).exponential_(generator=generator)
+    return (probs / noise).argmax(dim=-1)
+
+
+@dataclass(slots=True)
+class GenerateResult:
+    texts: list[str]
+    token_ids: list[list[int]]      # generated tokens of each prompt (EOS included when hit)
+    finish_reasons: list[str]       # "eos" or "length"
+    prefill_seconds: float
+    seconds: float                  # prefill + decode
+
+    @property
+    def num_generated(self) -> int:
+        return sum(len(t) for t in self.token_ids)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.num_generated / self.seconds if self.seconds > 0 else 0.0
+
+
+@torch.inference_mode()
+def generate(model: DecoderModel, tokenizer: Tokenizer, prompts: Sequence[str] | Sequence[Sequence[int]],
+             max_new_tokens: int = 32, sampling: SamplingParams = SamplingParams(), page_size: int = 16,
+             kv: KVPool | None = None, allocator: PageAllocator | None = None,
+             stop_on_eos: bool = True) -> GenerateResult:
+    """Generate up to ``max_new_tokens`` per prompt (strings are encoded with BOS).
+
+    Pages for each sequence's whole length are taken up front and all returned
+    at the end, whatever happens; a pool too small raises KVPoolExhausted.
+    """
+    config = model.config
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+    if kv is not None:
+        page_size = kv.page_size
+    seqs = [tokenizer.encode(p, add_bos=True) if isinstance(p, str) else list(p) for p in prompts]
+    for seq in seqs:
+        check_prompt_length(len(seq), config.max_position)
+    budgets = [min(max_new_tokens, config.max_position - len(s)) for s in seqs]
+    need = [pages_needed(len(s) + n, page_size) for s, n in zip(seqs, budgets)]
+    if kv is None:
+        kv = KVPool(config, max(2, sum(need) + 1), page_size, model.dtype, model.device)
+    allocator = allocator if allocator is not None else kv.allocator()
+    eos = set(config.eos_token_ids) | set(tokenizer.eos_token_ids) if stop_on_eos else set()
+    generator = None
+    if sampling.temperature > 0:
+        generator = torch.Generator(device=model.device).manual_seed(sampling.seed)
+
+    page_lists: list[list[int]] = []
+    try:
+        for n in need:
+            pages = allocator.alloc(n)
+            if pages is None:
+                raise KVPoolExhausted(f"KV pool has {allocator.num_free} free pages, "
+                                      f"{sum(need)} needed for {len(seqs)} sequences")
+            page_lists.append(pages)
+        outputs: list[list[int]] = [[] for _ in seqs]
+        reasons = ["length"] * len(seqs)
+        start = time.perf_counter()
+        rows: list[RowInput] = [(s, 0, p) for s, p in zip(seqs, page_lists)]
+        live = list(range(len(seqs)))
+        prefill_seconds = 0.0
+        while live:
+            batch = make_forward_batch(rows, page_size, device=model.device)
+            tokens = sample(model(batch, kv), sampling, generator).tolist()
+            if not prefill_seconds:
+                prefill_seconds = time.perf_counter() - start
+            still = []
+            for i, token in zip(live, tokens):
+                outputs[i].append(token)
+                if token in eos:
+                    reasons[i] = "eos"
+                elif len(outputs[i]) < budgets[i]:
+                    still.append(i)
+            live = still
+            rows = [([outputs[i][-1]], len(seqs[i]) + len(outputs[i]) - 1, page_lists[i]) for i in live]
+        seconds = time.perf_counter() - start
+    finally:
+        for pages in page_lists:
+            allocator.free(pages)
+    texts = [tokenizer.decode(out) for out in outputs]
+    return GenerateResult(texts, outputs, reasons, prefill_seconds, seconds)

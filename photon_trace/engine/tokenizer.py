@@ -1,0 +1,171 @@
+"""Tokenizers: the protocol the engine uses, a byte-level one with fixed ids, and
+a wrapper over a Hugging Face ``tokenizer.json``.
+
+``token_bytes`` exposes each token's raw bytes so grammar engines can build
+token masks; special tokens have no bytes.
+"""
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+# ByteTokenizer ids. Fixed: the constraint engine relies on them.
+NUM_BYTES = 256
+PAD_ID = 256
+BOS_ID = 257
+EOS_ID = 258
+COORD_BASE = 259          # 1024 coordinate bins: COORD_BASE + i, i in [0, 1024)
+NUM_COORD_BINS = 1024
+SIZE_BASE = COORD_BASE + NUM_COORD_BINS  # 1283; 1024 size bins
+NUM_SIZE_BINS = 1024
+BYTE_VOCAB_SIZE = SIZE_BASE + NUM_SIZE_BINS  # 2307
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    vocab_size: int
+    eos_token_ids: tuple[int, ...]
+    bos_token_id: int | None
+
+    def encode(self, text: str, add_bos: bool = False) -> list[int]: ...
+    def decode(self, ids: Iterable[int]) -> str: ...
+    def decode_bytes(self, ids: Iterable[int]) -> bytes: ...
+    def token_bytes(self, token_id: int) -> bytes: ...
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as tokens 0..255, then specials and the spatial bins (module constants).
+
+    Ids at or past ``vocab_size`` (a model's vocab may be padded larger) and all
+    special/bin tokens decode to nothing.
+    """
+
+    NUM_BYTES = NUM_BYTES
+    PAD_ID = PAD_ID
+    BOS_ID = BOS_ID
+    EOS_ID = EOS_ID
+    COORD_BASE = COORD_BASE
+    NUM_COORD_BINS = NUM_COORD_BINS
+    SIZE_BASE = SIZE_BASE
+    NUM_SIZE_BINS = NUM_SIZE_BINS
+
+    def __init__(self) -> None:
+        self.vocab_size = BYTE_VOCAB_SIZE
+        self.eos_token_ids: tuple[int, ...] = (EOS_ID,)
+        self.bos_token_id: int | None = BOS_ID
+        self.pad_token_id = PAD_ID
+
+    def encode(self, text: str, add_bos: bool = False) -> list[int]:
+        ids = list(text.encode("utf-8"))
+        return [BOS_ID, *ids] if add_bos else ids
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return bytes((token_id,)) if 0 <= token_id < NUM_BYTES else b""
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        return bytes(i for i in ids if 0 <= i < NUM_BYTES)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    def token_name(self, token_id: int) -> str:
+        """A readable name for any id (for logs and traces, not for text)."""
+        if 0 <= token_id < NUM_BYTES:
+            return repr(bytes((token_id,)))[2:-1]
+        if token_id == PAD_ID:
+            return "<pad>"
+        if token_id == BOS_ID:
+            return "<bos>"
+        if token_id == EOS_ID:
+            return "<eos>"
+        if COORD_BASE <= token_id < SIZE_BASE:
+            return f"<coord_{token_id - COORD_BASE}>"
+        if SIZE_BASE <= token_id < BYTE_VOCAB_SIZE:
+            return f"<size_{token_id - SIZE_BASE}>"
+        return f"<unused_{token_id}>"
+
+
+class IncrementalDetokenizer:
+    """Streams text from tokens, holding back a UTF-8 sequence until it is complete."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, ids: Iterable[int]) -> str:
+        """Text completed by these tokens (may be empty)."""
+        data = b"".join(self._tokenizer.token_bytes(i) for i in ids)
+        return self._decoder.decode(data)
+
+    def flush(self) -> str:
+        """Whatever is held back, incomplete sequences as replacement characters."""
+        return self._decoder.decode(b"", final=True)
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """The printable stand-in character of each byte in byte-level BPE vocabularies.
+
+    Printable Latin-1 bytes stand for themselves; the others (control bytes,
+    space, DEL, NBSP, soft hyphen) are shifted to code points from 256 up in
+    byte order, so every byte has a visible, unambiguous character.
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table: dict[str, int] = {chr(b): b for b in printable}
+    shifted = 0
+    for b in range(256):
+        if b not in printable:
+            table[chr(256 + shifted)] = b
+            shifted += 1
+    return table
+
+
+class HFTokenizer:
+    """A Hugging Face ``tokenizer.json`` through the ``tokenizers`` library."""
+
+    def __init__(self, path: str | Path, eos_token_ids: Iterable[int] = (), bos_token_id: int | None = None) -> None:
+        from tokenizers import Tokenizer as _Tokenizer
+
+        path = Path(path)
+        self._tok = _Tokenizer.from_file(str(path))
+        spec = json.loads(path.read_text(encoding="utf-8"))
+        self.vocab_size: int = self._tok.get_vocab_size(with_added_tokens=True)
+        self.eos_token_ids: tuple[int, ...] = tuple(eos_token_ids)
+        self.bos_token_id = bos_token_id
+        self._special = {t["id"] for t in spec.get("added_tokens", []) if t.get("special")}
+        self._byte_level = "ByteLevel" in json.dumps(spec.get("decoder") or {})
+        self._bytes: list[bytes] | None = None
+
+    def encode(self, text: str, add_bos: bool = False) -> list[int]:
+        ids = self._tok.encode(text, add_special_tokens=False).ids
+        if add_bos and self.bos_token_id is not None:
+            ids = [self.bos_token_id, *ids]
+        return ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self._tok.decode([i for i in ids if 0 <= i < self.vocab_size], skip_special_tokens=True)
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        return b"".join(self.token_bytes(i) for i in ids)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        if self._bytes is None:
+            self._bytes = self._build_byte_table()
+        return self._bytes[token_id] if 0 <= token_id < len(self._bytes) else b""
+
+    def _build_byte_table(self) -> list[bytes]:
+        alphabet = _byte_level_alphabet() if self._byte_level else None
+        table: list[bytes] = []
+        for i in range(self.vocab_size):
+            piece = self._tok.id_to_token(i)
+            if piece is None or i in self._special:
+                table.append(b"")
+            elif alphabet is not None and all(c in alphabet for c in piece):
+                table.append(bytes(alphabet[c] for c in piece))
+            elif len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+                table.append(bytes((int(piece[3:5], 16),)))  # SentencePiece byte fallback
+            else:
+                table.append(piece.replace("\u2581", " ").encode("utf-8"))  # SentencePiece "▁" is a space
+        return table
