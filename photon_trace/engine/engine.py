@@ -51,6 +51,23 @@ class Engine:
         self._rng = random.Random(config.seed)
         self.fault_hooks: dict[str, object] = {}  # tests inject host delays / device reads here
         self.steps = self.tokens = self.zombie_rows = 0
+        self._describe()
+
+    def set_tracer(self, tracer: Tracer) -> None:
+        """Swap the tracer between runs (benchmarks); call only when idle."""
+        assert self.idle, "swap tracers only when no step is in flight"
+        self.tracer = self.device.tracer = self.requests.tracer = tracer
+        self._describe()
+
+    def _describe(self) -> None:
+        """Put what a trace reader needs to know about this run into the trace header."""
+        from dataclasses import asdict
+
+        self.tracer.describe(
+            settings=asdict(self.config), model=self.config.model, backend=self.device.backend,
+            device={"name": self.device.device_name},
+            clock={"device_error_ns": getattr(self.device, "anchor_error_ns", 0)},
+            model_config={"params": self.model_config.param_count, "vocab": self.model_config.vocab_size})
 
     # -- requests --------------------------------------------------------------------------
     def add_request(self, prompt: str | list[int], params: SamplingParams | None = None,

@@ -94,6 +94,11 @@ class Tracer:
     def request(self, req_id: int, event: RequestEvent, t: int, tokens: int = 0) -> None:
         """A request lifecycle event; ``tokens`` carries prompt/output counts where meaningful."""
 
+    def describe(self, **header: object) -> None:
+        """Merge run metadata into the trace header (off the hot path, once at start-up):
+        ``settings`` (dict), ``model``, ``backend``, ``device`` (dict with ``name``),
+        ``clock={"device_error_ns": ...}``. JSON-native values only."""
+
     def close(self) -> None:
         """Flush and release resources (off the hot path)."""
 

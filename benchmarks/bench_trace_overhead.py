@@ -1,0 +1,236 @@
+"""What tracing costs: the same pipelined workload with tracing off, on, full, on + OTLP
+export, and under torch.profiler, interleaved round by round in one process.
+
+Prints tokens/s per mode and the ratio to "off" (median of each round's paired ratio);
+never fails on speed. "on"/"full" record into the ring buffers and write a trace file
+on the flusher thread; "on+otlp" also exports sampled spans over OTLP/HTTP to a
+loopback receiver running in a separate process; "torch.profiler" runs untraced
+inside ``torch.profiler.profile`` (CPU activities). One engine serves every mode (its
+tracer is swapped between runs) so the device worker, memory and caches are shared.
+
+A second table estimates the same overhead without A/B timing noise: the hot-path
+cost of each tracer call (microbenchmarked, minus the no-op tracer's) times the calls
+per step seen in the run's trace, against the run's median step period; and the
+flusher thread's measured time (conversion, file writing, OTLP span building) per
+second of run. On a shared or busy machine trust this table over the first.
+
+    python benchmarks/bench_trace_overhead.py --model small --streams 8 32 --rounds 5
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+import warnings
+from pathlib import Path
+
+from photon_trace.engine.engine import Engine
+from photon_trace.engine.params import SamplingParams
+from photon_trace.telemetry.recorder import RecordingTracer
+from photon_trace.telemetry.tracefile import TraceFileWriter, load_trace
+from photon_trace.telemetry.tracer import (NULL_TRACER, DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer,
+                                           TraceLevel)
+
+MODES = ("off", "on", "full", "on+otlp", "torch.profiler")
+
+_RECEIVER = """
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+s = ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"""
+
+
+def start_receiver() -> tuple[subprocess.Popen, str]:
+    """An OTLP/HTTP sink that accepts and discards, in its own process (not our GIL)."""
+    proc = subprocess.Popen([sys.executable, "-c", _RECEIVER], stdout=subprocess.PIPE, text=True)
+    port = int(proc.stdout.readline())
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def set_tracer(engine: Engine, tracer: Tracer) -> None:
+    engine.set_tracer(tracer)
+
+
+def make_tracer(mode: str, engine: Engine, out_dir: Path, run: int):
+    if mode in ("off", "torch.profiler"):
+        return NULL_TRACER, None
+    from photon_trace.telemetry.otel import OtelSink
+
+    level = TraceLevel.FULL if mode == "full" else TraceLevel.ON
+    sinks: list = [TraceFileWriter(out_dir / f"{mode.replace('+', '_')}-{run}.trace.jsonl")]
+    otel = None
+    if mode == "on+otlp":
+        otel = OtelSink(shutdown_timeout_s=10.0)
+        sinks.append(otel)
+    tracer = RecordingTracer(level, sinks=sinks)
+    tracer.describe(settings=dataclasses.asdict(engine.config), model=engine.config.model,
+                    backend=engine.device.backend, device={"name": engine.device.device_name})
+    return tracer, otel
+
+
+def call_costs(level: TraceLevel) -> dict[str, float]:
+    """ns per call on the hot path, over the no-op tracer's cost for calls the engine always makes."""
+    rec = RecordingTracer(level, flush_interval_s=None, nvtx=False)
+    null = NULL_TRACER
+    calls = {
+        "span": lambda t: t.end(Phase.LAUNCH, 5, 1, t.begin(Phase.LAUNCH, 5, 1)),
+        "device_op": lambda t: t.device_op(Stream.COMPUTE, DeviceOp.FORWARD, 5, 1, 10, 20, 5),
+        "wait": lambda t: t.host_wait("commit: copy-back", True, 10, 20, "engine/engine.py:1", 5),
+        "step": lambda t: t.step(5, StepKind.DECODE, 1, 8, 0, 0, 8),
+        "request": lambda t: t.request(3, RequestEvent.FIRST_TOKEN, 10, 1),
+    }
+    out = {}
+    for name, call in calls.items():
+        best = {}
+        for key, tr in (("rec", rec), ("null", null)):
+            best[key] = min(timeit.repeat(lambda: call(tr), number=20_000, repeat=5)) / 20_000 * 1e9
+        # With tracing off the engine still calls begin/end of the main phases; the rest it skips.
+        out[name] = best["rec"] - (best["null"] if name == "span" else 0.0)
+        rec.flush()
+    rec.close()
+    return out
+
+
+def trace_stats(path: Path) -> dict[str, float]:
+    """Records per step and the median step period (commit to commit) of a run's trace."""
+    t = load_trace(path)
+    steps = max(len(t.steps), 1)
+    commits = sorted(h.t0 for h in t.host_spans if h.phase == "commit")
+    gaps = [b - a for a, b in zip(commits, commits[1:])]
+    steady = gaps[len(gaps) // 5: len(gaps) - len(gaps) // 10] or gaps or [0]
+    return {"span": len(t.host_spans) / steps, "device_op": len(t.device_spans) / steps,
+            "wait": len(t.waits) / steps, "step": 1.0, "request": len(t.requests) / steps,
+            "period_ns": statistics.median(steady)}
+
+
+def workload(streams: int, tokens: int, prompt_len: int, salt: int):
+    prompts = [[(7 * i + 3 * salt + j) % 250 + 1 for j in range(prompt_len)] for i in range(streams)]
+    params = [SamplingParams(max_tokens=tokens, ignore_eos=True, temperature=0.0) for _ in range(streams)]
+    return prompts, params
+
+
+def run_once(engine: Engine, mode: str, streams: int, args, out_dir: Path, run: int) -> tuple[float, dict]:
+    tracer, otel = make_tracer(mode, engine, out_dir, run)
+    set_tracer(engine, tracer)
+    prompts, params = workload(streams, args.tokens, args.prompt_len, run)
+    if mode == "torch.profiler":
+        import torch.profiler as tp
+        prof = tp.profile(activities=[tp.ProfilerActivity.CPU])
+        prof.__enter__()
+    t0 = time.perf_counter()
+    outs = engine.generate(prompts, params)
+    dt = time.perf_counter() - t0
+    if mode == "torch.profiler":
+        prof.__exit__(None, None, None)
+    set_tracer(engine, NULL_TRACER)
+    tracer.close()  # final flush and exporter shutdown: after the timed part, as at server shutdown
+    info = {}
+    if isinstance(tracer, RecordingTracer):
+        info["dropped"] = sum(tracer.dropped.values())
+        info["flush_ms_per_s"] = tracer.flush_ns / 1e6 / dt
+        info["trace"] = tracer._sinks[0].path if tracer._sinks else None
+    if otel is not None:
+        info["step_spans"] = otel.steps_exported
+        info["export_ms_per_s"] = otel.export_ns / 1e6 / dt
+    return sum(len(o.token_ids) for o in outs) / dt, info
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="small")
+    ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--streams", type=int, nargs="+", default=[8, 32])
+    ap.add_argument("--tokens", type=int, default=110)
+    ap.add_argument("--prompt-len", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    args = ap.parse_args()
+
+    receiver, endpoint = start_receiver()
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+    warnings.simplefilter("ignore", UserWarning)
+    top = max(args.streams)
+    engine = Engine(model=args.model, backend=args.backend, depth=2, max_rows=top, max_seqs=top * 2,
+                    kv_tokens=top * 512, max_context=1024)
+    out_dir = Path(tempfile.mkdtemp(prefix="photon-bench-"))
+    print(f"model={args.model} backend={args.backend} device={engine.device.device_name!r} "
+          f"tokens/stream={args.tokens} rounds={args.rounds} cpus={os.cpu_count()} "
+          f"python={platform.python_version()}")
+    print(f"{'streams':>7} {'mode':>15} {'tok/s':>9} {'vs off':>8} {'range':>15}  notes")
+    try:
+        engine.generate(*workload(4, 8, args.prompt_len, 0))  # warm-up
+        if "on+otlp" in args.modes:  # a server pays the OTel import (~0.2 s) once, not per run
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            OTLPSpanExporter().shutdown()
+        costs = {lvl: call_costs(lvl) for lvl in (TraceLevel.ON, TraceLevel.FULL)}
+        estimates = []
+        run = 0
+        for s in args.streams:
+            tps: dict[str, list[float]] = {m: [] for m in args.modes}
+            infos: dict[str, list[dict]] = {m: [] for m in args.modes}
+            for r in range(args.rounds):
+                order = args.modes[r % len(args.modes):] + args.modes[:r % len(args.modes)]
+                for mode in order:  # rotated each round so no mode always follows another
+                    run += 1
+                    value, info = run_once(engine, mode, s, args, out_dir, run)
+                    tps[mode].append(value)
+                    infos[mode].append(info)
+            for mode in args.modes:
+                med = statistics.median(tps[mode])
+                if "off" in tps:
+                    ratios = [a / b for a, b in zip(tps[mode], tps["off"])]
+                    ratio = f"{statistics.median(ratios):>7.3f}x"
+                    spread = f"{min(ratios):.3f}..{max(ratios):.3f}"
+                else:
+                    ratio, spread = "", ""
+                notes = []
+                if infos[mode] and "dropped" in infos[mode][0]:
+                    notes.append(f"dropped={sum(i['dropped'] for i in infos[mode])}")
+                if infos[mode] and "step_spans" in infos[mode][0]:
+                    notes.append(f"step_spans/run={statistics.median(i['step_spans'] for i in infos[mode]):.0f}")
+                print(f"{s:>7} {mode:>15} {med:>9.1f} {ratio:>8} {spread:>15}  {' '.join(notes)}")
+                if infos[mode] and infos[mode][0].get("trace"):
+                    level = TraceLevel.FULL if mode == "full" else TraceLevel.ON
+                    st = trace_stats(infos[mode][-1]["trace"])
+                    hot = sum(st[k] * costs[level][k] for k in costs[level])
+                    flush = statistics.median(i["flush_ms_per_s"] for i in infos[mode])
+                    export = statistics.median(i.get("export_ms_per_s", 0.0) for i in infos[mode])
+                    estimates.append((s, mode, st, hot, flush, export))
+        print()
+        print("estimated from costs (noise-free): hot path = calls/step x ns/call over the no-op tracer")
+        print("flusher = conversion, file, OTel span building; export = OTLP encoding + HTTP (its own thread)")
+        print(f"{'streams':>7} {'mode':>15} {'period ms':>9} {'calls/step':>10} {'hot us/step':>11} "
+              f"{'hot %':>6} {'flusher ms/s':>12} {'flusher %':>9} {'export ms/s':>11}")
+        for s, mode, st, hot, flush, export in estimates:
+            calls = st["span"] + st["device_op"] + st["wait"] + st["step"] + st["request"]
+            pct = 100 * hot / st["period_ns"] if st["period_ns"] else float("nan")
+            print(f"{s:>7} {mode:>15} {st['period_ns'] / 1e6:>9.2f} {calls:>10.1f} {hot / 1e3:>11.2f} "
+                  f"{pct:>5.2f}% {flush:>12.2f} {flush / 10:>8.2f}% {export:>11.2f}")
+        print("ns/call:", "  ".join(f"{lvl.name.lower()}: " + ", ".join(f"{k}={v:.0f}" for k, v in c.items())
+                                     for lvl, c in costs.items()))
+    finally:
+        engine.close()
+        receiver.terminate()
+        receiver.wait()
+
+
+if __name__ == "__main__":
+    main()

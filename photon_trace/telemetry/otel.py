@@ -1,0 +1,375 @@
+"""OpenTelemetry export: sampled per-step spans and one span per request, over OTLP/HTTP.
+
+``OtelSink`` is a recorder sink: it runs on the recorder's flusher thread and
+hands finished spans to a ``BatchSpanProcessor`` whose own thread does the
+export, so the engine never waits on the network. The default exporter is the
+standard ``OTLPSpanExporter`` (HTTP/protobuf), configured by the standard
+variables: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (spans go to ``<endpoint>/v1/traces``)
+or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_EXPORTER_OTLP_HEADERS``,
+``OTEL_EXPORTER_OTLP_TIMEOUT``, ``OTEL_EXPORTER_OTLP_COMPRESSION``, and the
+batch processor's ``OTEL_BSP_*``; ``OTEL_SERVICE_NAME`` and
+``OTEL_RESOURCE_ATTRIBUTES`` apply to the resource. When no collector listens
+the exporter's retries fail on its own thread, the processor's bounded queue
+drops what does not fit, and ``close`` gives up after ``shutdown_timeout_s``.
+
+Spans (monotonic times mapped to wall clock through the header's anchor):
+
+* ``step`` — one trace per sampled step, from the step's first to last record.
+  Sampled: every ``every_n_steps``-th step, every step with a bubble (a gap on
+  the compute stream before or between its ops) over ``bubble_threshold_ns``,
+  and every step with an unexpected host wait (``photon_trace.sampled_because``).
+  Children: one span per host phase (``plan``, ``launch``, ``commit``,
+  ``finalize``; the FULL sub-phases are children of the phase around them), one
+  ``host_wait`` span per wait (child of the phase it happened in), and one
+  ``device.<op>`` span per device op.
+* ``{operation} {model}`` — one per request, arrival to finalized (or aborted),
+  with the ``gen_ai.*`` attributes, ``admitted``/``first_token`` events, and
+  links to the sampled step spans that ran while it was active.
+
+``opentelemetry`` is imported only when the sink opens; the engine never needs it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+from .records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
+from .sinks import Chunk
+
+log = logging.getLogger(__name__)
+
+ATTR = "photon_trace."
+MAIN_PHASES = ("plan", "launch", "commit", "finalize")
+COMPUTE_OPS = frozenset({"stage", "prefill", "forward", "sample", "masked_sample"})
+
+
+@dataclass
+class _StepBuf:
+    host: list[HostSpan] = field(default_factory=list)
+    device: list[DeviceSpan] = field(default_factory=list)
+    waits: list[HostWait] = field(default_factory=list)
+    record: StepRecord | None = None
+    committed: bool = False
+
+
+@dataclass
+class _ReqBuf:
+    events: dict[str, tuple[int, int]] = field(default_factory=dict)
+    end: int | None = None
+
+
+class _OnceShutdownExporter:
+    """Wraps the real exporter so ``close`` can abort its retries before the processor's shutdown."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self._down = False
+        self.export_ns = 0  # time spent encoding and sending, on the processor's thread
+
+    def export(self, spans):
+        t0 = time.perf_counter_ns()
+        try:
+            return self.inner.export(spans)
+        finally:
+            self.export_ns += time.perf_counter_ns() - t0
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        if not self._down:
+            self._down = True
+            self.inner.shutdown()
+
+
+class OtelSink:
+    """Recorder sink exporting sampled step spans and request spans over OTLP.
+
+    ``exporter``: any SDK ``SpanExporter`` (default: OTLP/HTTP from the environment).
+    ``model``: ``gen_ai.request.model`` (default: the header's ``model``).
+    ``operation``: ``gen_ai.operation.name`` ("text_completion", "chat", ...).
+    ``max_pending_steps``: a step whose commit never arrives is exported anyway
+    once this many newer steps are pending.
+    """
+
+    def __init__(self, *, every_n_steps: int = 100, bubble_threshold_ns: int = 1_000_000,
+                 operation: str = "text_completion", model: str | None = None, exporter=None,
+                 service_name: str | None = None, shutdown_timeout_s: float = 5.0,
+                 max_pending_steps: int = 64, max_queue_size: int | None = None) -> None:
+        if every_n_steps < 1:
+            raise ValueError("every_n_steps must be >= 1")
+        self.every_n_steps = every_n_steps
+        self.bubble_threshold_ns = bubble_threshold_ns
+        self.operation = operation
+        self.model = model
+        self.service_name = service_name
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.max_pending_steps = max_pending_steps
+        self._exporter_arg = exporter
+        self._max_queue_size = max_queue_size
+        self._steps: dict[int, _StepBuf] = defaultdict(_StepBuf)
+        self._reqs: dict[int, _ReqBuf] = defaultdict(_ReqBuf)
+        self._done_reqs: list[int] = []
+        self._emitted: deque = deque(maxlen=8192)  # (t0, t1, span context) of exported step spans
+        self._exported_until = 0     # end time of the latest exported step
+        self._last_compute_end: int | None = None
+        self.steps_seen = 0
+        self.steps_exported = 0
+        self.requests_exported = 0
+        self._provider = None
+
+    @property
+    def export_ns(self) -> int:
+        """Time the exporter spent encoding and sending spans (on the batch processor's thread)."""
+        exporter = getattr(self, "_exporter", None)
+        return exporter.export_ns if exporter is not None else 0
+
+    # -- sink protocol -----------------------------------------------------------------
+    def open(self, header: dict) -> None:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        self._header = header
+        clock = header.get("clock") or {}
+        self._offset = int(clock.get("wall_ns", 0)) - int(clock.get("mono_ns", 0))
+        if self.model is None:
+            model = header.get("model")
+            self.model = (model.get("name") if isinstance(model, dict) else model) or "unknown"
+        attrs = {"service.name": self.service_name or os.environ.get("OTEL_SERVICE_NAME") or "photon_trace",
+                 "service.version": str(header.get("photon_trace_version", "")),
+                 "host.name": str((header.get("host") or {}).get("hostname", "")),
+                 ATTR + "backend": str(header.get("backend")),
+                 ATTR + "device": str((header.get("device") or {}).get("name")
+                                      if isinstance(header.get("device"), dict) else header.get("device")),
+                 ATTR + "trace_level": str(header.get("trace_level"))}
+        if self.service_name is None and os.environ.get("OTEL_SERVICE_NAME"):
+            attrs.pop("service.name")
+        self._provider = TracerProvider(resource=Resource.create(attrs), shutdown_on_exit=False)
+        exporter = self._exporter_arg
+        if exporter is None:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            exporter = OTLPSpanExporter()
+        self._exporter = _OnceShutdownExporter(exporter)
+        kw = {} if self._max_queue_size is None else {"max_queue_size": self._max_queue_size}
+        self._provider.add_span_processor(BatchSpanProcessor(self._exporter, **kw))
+        self._tracer = self._provider.get_tracer("photon_trace.telemetry")
+
+    def write(self, chunk: Chunk) -> None:
+        if chunk.header_update and "clock" in chunk.header_update:
+            c = {**self._header.get("clock", {}), **chunk.header_update["clock"]}
+            self._offset = int(c.get("wall_ns", 0)) - int(c.get("mono_ns", 0))
+        for s in chunk.host_spans:
+            b = self._steps[s.step]
+            b.host.append(s)
+            if s.phase == "commit":
+                b.committed = True
+        for d in chunk.device_spans:
+            self._steps[d.step].device.append(d)
+        for w in chunk.waits:
+            self._steps[w.step].waits.append(w)
+        for r in chunk.steps:
+            self._steps[r.step].record = r
+        for q in chunk.requests:
+            self._request_event(q)
+        self._emit_steps(final=False)
+        self._emit_requests(final=False)
+
+    def close(self) -> None:
+        if self._provider is None:
+            return
+        self._emit_steps(final=True)
+        self._emit_requests(final=True)
+        provider, self._provider = self._provider, None
+        done = threading.Event()
+
+        def shut() -> None:
+            try:
+                provider.force_flush()   # exports what is queued (blocks while the exporter retries)
+                provider.shutdown()
+            finally:
+                done.set()
+
+        # Bounded: a collector that is down or never answers must not hold the engine's close.
+        threading.Thread(target=shut, name="photon-otel-shutdown", daemon=True).start()
+        if not done.wait(self.shutdown_timeout_s):
+            self._exporter.shutdown()    # aborts the exporter's retries; queued spans are dropped
+            if not done.wait(1.0):
+                log.warning("photon_trace: OTLP export still blocked after %.1f s; giving up",
+                            self.shutdown_timeout_s + 1.0)
+            else:
+                log.warning("photon_trace: OTLP export did not finish within %.1f s (no collector?); "
+                            "spans dropped", self.shutdown_timeout_s)
+
+    # -- steps -------------------------------------------------------------------------
+    def _emit_steps(self, final: bool) -> None:
+        ready = sorted(i for i, b in self._steps.items() if b.record is not None and b.committed)
+        if final:
+            ready = sorted(self._steps)
+        elif len(self._steps) > self.max_pending_steps:
+            extra = sorted(self._steps)[:len(self._steps) - self.max_pending_steps]
+            ready = sorted(set(ready) | set(extra))
+        for i in ready:
+            self._emit_step(i, self._steps.pop(i))
+
+    def _wall(self, t: int) -> int:
+        return t + self._offset
+
+    def _emit_step(self, index: int, b: _StepBuf) -> None:
+        from opentelemetry import trace
+        from opentelemetry.context import Context
+
+        plans = [s for s in b.host if s.phase == "plan"]
+        if b.record is None and not b.device and len(plans) == len(b.host):
+            return  # only idle ticks' plans (nothing launched) carry this index
+        if len(plans) > 1:  # idle ticks planned nothing under this index before it launched
+            last = max(plans, key=lambda s: s.t0)
+            b.host = [s for s in b.host if s.phase != "plan" or s is last]
+        self.steps_seen += 1
+        compute = sorted((d for d in b.device if d.op in COMPUTE_OPS), key=lambda d: d.t0)
+        bubble = 0
+        prev_end = self._last_compute_end
+        for d in compute:
+            if prev_end is not None:
+                bubble = max(bubble, d.t0 - prev_end)
+            prev_end = d.t1 if prev_end is None else max(prev_end, d.t1)
+        if compute:
+            self._last_compute_end = prev_end
+        unexpected = [w for w in b.waits if not w.expected]
+        reasons = []
+        if index % self.every_n_steps == 0:
+            reasons.append("periodic")
+        if bubble > self.bubble_threshold_ns:
+            reasons.append("bubble")
+        if unexpected:
+            reasons.append("unexpected_wait")
+        times = [s.t0 for s in b.host] + [d.t0 for d in b.device] + [w.t0 for w in b.waits]
+        ends = [s.t1 for s in b.host] + [d.t1 for d in b.device] + [w.t1 for w in b.waits]
+        if times:
+            self._exported_until = max(self._exported_until, max(ends))
+        if not reasons or not times:
+            return
+        t0, t1 = min(times), max(ends)
+        attrs = {ATTR + "step": index, ATTR + "sampled_because": ",".join(reasons),
+                 ATTR + "bubble_ns": int(bubble), ATTR + "unexpected_waits": len(unexpected)}
+        r = b.record
+        if r is not None:
+            attrs.update({ATTR + "step.kind": r.kind, ATTR + "slot": r.slot, ATTR + "rows": r.rows,
+                          ATTR + "zombie_rows": r.zombie_rows, ATTR + "constrained_rows": r.constrained_rows,
+                          ATTR + "tokens": r.tokens})
+        root = self._tracer.start_span("step", context=Context(), start_time=self._wall(t0), attributes=attrs)
+        root_ctx = trace.set_span_in_context(root)
+        phases: list[tuple[HostSpan, object]] = []
+        for s in sorted(b.host, key=lambda s: (s.phase not in MAIN_PHASES, s.t0)):
+            parent_ctx = root_ctx
+            if s.phase not in MAIN_PHASES:
+                around = _around(phases, s.t0, s.t1, s.thread)
+                parent_ctx = trace.set_span_in_context(around) if around is not None else root_ctx
+            span = self._tracer.start_span(s.phase, context=parent_ctx, start_time=self._wall(s.t0),
+                                           attributes={ATTR + "step": s.step, ATTR + "slot": s.slot,
+                                                       "thread.name": s.thread})
+            phases.append((s, span))
+        for w in b.waits:
+            around = _around(phases, w.t0, w.t1, None)
+            file, _, line = w.site.rpartition(":")
+            attrs = {ATTR + "step": w.step, ATTR + "wait.reason": w.reason,
+                     ATTR + "wait.expected": w.expected, ATTR + "wait.site": w.site,
+                     "code.file.path": file or w.site}
+            if line.isdigit():
+                attrs["code.line.number"] = int(line)
+            span = self._tracer.start_span(
+                "host_wait", start_time=self._wall(w.t0), attributes=attrs,
+                context=trace.set_span_in_context(around) if around is not None else root_ctx)
+            span.end(end_time=self._wall(w.t1))
+        for d in sorted(b.device, key=lambda d: d.t0):
+            span = self._tracer.start_span(
+                f"device.{d.op}", context=root_ctx, start_time=self._wall(d.t0),
+                attributes={ATTR + "step": d.step, ATTR + "slot": d.slot, ATTR + "stream": d.stream,
+                            ATTR + "op": d.op, ATTR + "enqueued_ns": d.enqueued,
+                            ATTR + "queue_delay_ns": d.t0 - d.enqueued})
+            span.end(end_time=self._wall(d.t1))
+        for s, span in reversed(phases):
+            span.end(end_time=self._wall(s.t1))
+        root.end(end_time=self._wall(t1))
+        self._emitted.append((t0, t1, root.get_span_context()))
+        self.steps_exported += 1
+
+    # -- requests ----------------------------------------------------------------------
+    def _request_event(self, q: RequestRecord) -> None:
+        b = self._reqs[q.req_id]
+        b.events.setdefault(q.event, (q.t, q.tokens))
+        if q.event in ("finalized", "aborted") and b.end is None:
+            b.end = q.t
+            self._done_reqs.append(q.req_id)
+
+    def _emit_requests(self, final: bool) -> None:
+        keep = []
+        for req_id in self._done_reqs:
+            b = self._reqs[req_id]
+            # Wait until the steps that ran up to its end are exported, so links can point at them.
+            if final or b.end <= self._exported_until:
+                self._emit_request(req_id, self._reqs.pop(req_id))
+            else:
+                keep.append(req_id)
+        self._done_reqs = keep
+        if final:
+            self._reqs.clear()
+
+    def _emit_request(self, req_id: int, b: _ReqBuf) -> None:
+        from opentelemetry import trace
+        from opentelemetry.context import Context
+
+        e = b.events
+        start = e.get("arrival") or e.get("admitted")
+        if start is None or b.end is None:
+            return
+        active_from = (e.get("admitted") or start)[0]
+        links = [trace.Link(ctx) for t0, t1, ctx in self._emitted if t1 >= active_from and t0 <= b.end]
+        attrs = {"gen_ai.operation.name": self.operation, "gen_ai.request.model": self.model,
+                 "gen_ai.system": "photon_trace", ATTR + "request_id": req_id,
+                 ATTR + "linked_steps": len(links)}
+        prompt = (e.get("arrival") or e.get("admitted"))[1]
+        attrs["gen_ai.usage.input_tokens"] = prompt
+        end_event = e.get("finalized") or e.get("aborted")
+        attrs["gen_ai.usage.output_tokens"] = end_event[1]
+        if "aborted" in e and "finalized" not in e:
+            attrs["gen_ai.response.finish_reasons"] = ["aborted"]
+        if "first_token" in e:
+            attrs["gen_ai.server.time_to_first_token"] = (e["first_token"][0] - start[0]) / 1e9
+        span = self._tracer.start_span(f"{self.operation} {self.model}", context=Context(),
+                                       kind=trace.SpanKind.INTERNAL, start_time=self._wall(start[0]),
+                                       attributes=attrs, links=links)
+        for name in ("admitted", "first_token"):
+            if name in e and e[name][0] <= b.end:
+                span.add_event(name, timestamp=self._wall(e[name][0]))
+        span.end(end_time=self._wall(b.end))
+        self.requests_exported += 1
+        # Step spans older than every request still open can no longer be linked.
+        oldest = min((r.events.get("admitted", r.events.get("arrival", (b.end, 0)))[0]
+                      for r in self._reqs.values() if r.events), default=b.end)
+        while self._emitted and self._emitted[0][1] < oldest:
+            self._emitted.popleft()
+
+
+def _around(phases, t0: int, t1: int, thread: str | None):
+    """The innermost host span in ``phases`` enclosing [t0, t1] (on ``thread`` if given)."""
+    best = None
+    for s, span in phases:
+        if s.t0 <= t0 and t1 <= s.t1 and (thread is None or s.thread == thread):
+            if best is None or s.t1 - s.t0 < best[0].t1 - best[0].t0:
+                best = (s, span)
+    return best[1] if best is not None else None
+
+
+def export_trace(trace: Trace, sink: OtelSink | None = None, **kwargs) -> OtelSink:
+    """Export a whole loaded trace through an ``OtelSink`` (built from ``kwargs`` if not given)."""
+    sink = sink or OtelSink(**kwargs)
+    sink.open(trace.header)
+    sink.write(Chunk(1, list(trace.host_spans), list(trace.device_spans), list(trace.waits),
+                     list(trace.steps), list(trace.requests)))
+    sink.close()
+    return sink

@@ -1,0 +1,143 @@
+"""What a recorder hands its consumers: chunks of converted records, and the sink protocol.
+
+A ``RecordingTracer`` drains its ring buffers every flush interval into a
+``Chunk`` (records.py types) and hands it to each attached sink, on its
+background flusher thread: sinks never run on the engine's hot path. This
+module holds the two in-memory sinks; the trace file writer is in
+``tracefile.py`` and the OpenTelemetry exporter in ``otel.py``.
+"""
+from __future__ import annotations
+
+import copy
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
+
+RECORD_KINDS = ("host_spans", "device_spans", "waits", "steps", "requests")
+"""The record lists of a ``Trace`` (and of a ``Chunk``), in file order."""
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Records drained in one flush, in recording order (a host span is recorded when it ends)."""
+    seq: int
+    host_spans: list[HostSpan] = field(default_factory=list)
+    device_spans: list[DeviceSpan] = field(default_factory=list)
+    waits: list[HostWait] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    requests: list[RequestRecord] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)  # kind -> records lost to ring wrap-around
+    header_update: dict | None = None  # header fields set by describe() since the sinks were opened
+
+    def __len__(self) -> int:
+        return sum(len(getattr(self, k)) for k in RECORD_KINDS)
+
+
+class Sink(Protocol):
+    """A consumer of drained records. All three calls come from the flusher thread
+    (or from whoever calls ``flush``/``close``), never from the engine's hot path."""
+
+    def open(self, header: dict) -> None: ...
+    def write(self, chunk: Chunk) -> None: ...
+    def close(self) -> None: ...
+
+
+def merge_header(header: dict, update: dict) -> None:
+    """Merge ``update`` into ``header`` in place, one level deep for dict values (e.g. ``clock``)."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(header.get(key), dict):
+            header[key].update(copy.deepcopy(value))
+        else:
+            header[key] = copy.deepcopy(value)
+
+
+def add_dropped(header: dict, dropped: dict[str, int]) -> None:
+    """Accumulate ring-buffer drop counts into ``header["dropped"]``."""
+    if any(dropped.values()):
+        total = header.setdefault("dropped", {})
+        for kind, n in dropped.items():
+            if n:
+                total[kind] = total.get(kind, 0) + n
+
+
+def extend_trace(trace: Trace, chunk: Chunk) -> None:
+    """Append a chunk's records (and header changes, drop counts) to ``trace``."""
+    for kind in RECORD_KINDS:
+        getattr(trace, kind).extend(getattr(chunk, kind))
+    if chunk.header_update:
+        merge_header(trace.header, chunk.header_update)
+    add_dropped(trace.header, chunk.dropped)
+
+
+class MemorySink:
+    """Keeps every record in memory; ``trace()`` returns what has been flushed so far.
+
+    For tests, benchmarks and short runs: memory grows with the run."""
+
+    def __init__(self) -> None:
+        self._trace = Trace(header={})
+        self._lock = threading.Lock()
+
+    def open(self, header: dict) -> None:
+        with self._lock:
+            self._trace.header = copy.deepcopy(header)
+
+    def write(self, chunk: Chunk) -> None:
+        with self._lock:
+            extend_trace(self._trace, chunk)
+
+    def close(self) -> None:
+        pass
+
+    def trace(self) -> Trace:
+        """A copy (new lists, same immutable records) safe to use while recording continues."""
+        with self._lock:
+            t = self._trace
+            return Trace(copy.deepcopy(t.header), *(list(getattr(t, k)) for k in RECORD_KINDS))
+
+
+class LiveBuffer:
+    """The last ``max_chunks`` chunks, for a server's live endpoint.
+
+    ``recent(cursor)`` returns the records of every chunk after ``cursor`` as a
+    ``Trace`` and the cursor to pass next time; start with cursor 0. When the
+    reader fell behind and chunks were evicted, ``header["live"]["missed_chunks"]``
+    says how many it missed.
+    """
+
+    def __init__(self, max_chunks: int = 240) -> None:
+        self._chunks: deque[Chunk] = deque(maxlen=max_chunks)
+        self._header: dict = {}
+        self._last_seq = 0
+        self._lock = threading.Lock()
+
+    def open(self, header: dict) -> None:
+        with self._lock:
+            self._header = copy.deepcopy(header)
+
+    def write(self, chunk: Chunk) -> None:
+        with self._lock:
+            if chunk.header_update:
+                merge_header(self._header, chunk.header_update)
+            add_dropped(self._header, chunk.dropped)
+            self._chunks.append(chunk)
+            self._last_seq = chunk.seq
+
+    def close(self) -> None:
+        pass
+
+    def recent(self, cursor: int = 0) -> tuple[Trace, int]:
+        with self._lock:
+            chunks = [c for c in self._chunks if c.seq > cursor]
+            header = copy.deepcopy(self._header)
+            last = self._last_seq
+        first_held = chunks[0].seq if chunks else last + 1
+        header["live"] = {"cursor": cursor, "missed_chunks": max(0, first_held - cursor - 1)}
+        out = Trace(header)
+        for c in chunks:
+            for kind in RECORD_KINDS:
+                getattr(out, kind).extend(getattr(c, kind))
+        return out, max(last, cursor)

@@ -1,0 +1,336 @@
+"""The trace file: versioned JSON lines, written while the engine runs.
+
+Layout (one JSON object per line, UTF-8; gzip-compressed when the name ends in ``.gz``)::
+
+    {"format": "photon_trace", "version": 1, "settings": {...}, "model": ..., "backend": ...,
+     "device": {...}, "host": {...}, "clock": {"wall_ns", "mono_ns", "device_error_ns", ...},
+     "photon_trace_version": "...", "trace_level": "on", "created_wall_ns": ...}   <- header
+    {"chunk": 1, "host_spans": [[phase, step, slot, t0, t1, thread], ...], "device_spans": [...],
+     "waits": [...], "steps": [...], "requests": [...], "dropped": {"host_spans": 3}}
+    {"meta": {...}}        <- header fields set after the header was written (merged on load)
+    ...
+    {"end": {"records": {"host_spans": n, ...}}}   <- only on a clean close
+
+Rows are the fields of the records.py NamedTuples, in order. The writer appends
+one chunk line per flush (every ~0.5 s) and flushes the file each time, so a
+crash loses at most the last flush interval; gzip output is sync-flushed per
+chunk so a crashed run's file is readable up to its last chunk.
+
+Loading policy: a file that is not ours (empty, binary, a Chrome/Perfetto JSON,
+another JSON-lines file), a newer format version, a corrupt line before the last
+one, or a row of the wrong shape raises ``TraceFormatError`` naming the file,
+the line and what was expected. A partial LAST line (the writer was killed
+mid-write) and a missing end line (crashed or still running) are tolerated:
+the records before it load, a ``TraceTruncatedWarning`` is issued for the
+partial line, and the header says ``"truncated": true`` / ``"incomplete": true``.
+``load_trace(path, strict=True)`` turns a partial last line into an error.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import platform
+import socket
+import time
+import warnings
+import zlib
+from pathlib import Path
+
+from .records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
+from .sinks import RECORD_KINDS, Chunk, add_dropped, merge_header
+
+FORMAT_NAME = "photon_trace"
+FORMAT_VERSION = 1
+
+_ROW_TYPES = {
+    "host_spans": (HostSpan, (str, int, int, int, int, str)),
+    "device_spans": (DeviceSpan, (str, str, int, int, int, int, int)),
+    "waits": (HostWait, (str, bool, int, int, str, int)),
+    "steps": (StepRecord, (int, str, int, int, int, int, int)),
+    "requests": (RequestRecord, (int, str, int, int)),
+}
+
+
+class TraceFormatError(ValueError):
+    """The file is not a photon_trace trace, or not one this version can read."""
+
+
+class TraceTruncatedWarning(UserWarning):
+    """The file ends in a partial line (the writer stopped mid-write); the rest loaded."""
+
+
+def photon_trace_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("photon_trace")
+    except Exception:
+        return "0+unknown"
+
+
+def clock_anchor() -> dict:
+    """A (wall, monotonic) pair taken together; ``wall_error_ns`` bounds the pairing error."""
+    best = None
+    for _ in range(5):
+        m0 = time.monotonic_ns()
+        w = time.time_ns()
+        m1 = time.monotonic_ns()
+        if best is None or m1 - m0 < best[2] - best[0]:
+            best = (m0, w, m1)
+    m0, w, m1 = best
+    return {"wall_ns": w, "mono_ns": (m0 + m1) // 2, "wall_error_ns": (m1 - m0 + 1) // 2,
+            "device_error_ns": 0}
+
+
+def new_header(level: str = "on", **fields: object) -> dict:
+    """A complete header for a new trace; ``fields`` (settings, model, backend, device...) merge in.
+
+    ``clock.device_error_ns`` defaults to 0, true for the host-process device,
+    which stamps events with the host's own monotonic clock; the CUDA backend
+    overrides it with its measured anchor error."""
+    header = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "photon_trace_version": photon_trace_version(),
+        "trace_level": level,
+        "created_wall_ns": time.time_ns(),
+        "settings": {},
+        "model": None,
+        "backend": None,
+        "device": {"name": None},
+        "host": {"hostname": socket.gethostname(), "pid": os.getpid(),
+                 "python": platform.python_version(), "platform": platform.platform()},
+        "clock": clock_anchor(),
+    }
+    merge_header(header, fields)
+    return header
+
+
+def default_trace_path(directory: str | os.PathLike = "traces", stem: str = "run",
+                       compress: bool = False) -> Path:
+    """``traces/<stem>-YYYYmmdd-HHMMSS-<pid>.trace.jsonl[.gz]`` (the directory is created)."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return d / f"{stem}-{stamp}-{os.getpid()}.trace.jsonl{'.gz' if compress else ''}"
+
+
+def _dumps(obj: object) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+class TraceFileWriter:
+    """Sink that appends a trace file while the engine runs (see the module docstring).
+
+    ``path`` ending in ``.gz`` writes gzip. The header line is written on
+    ``open`` (the recorder's first flush), one chunk line per non-empty flush,
+    and the end line on ``close``."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._raw = None
+        self._f = None
+        self._counts = dict.fromkeys(RECORD_KINDS, 0)
+
+    def open(self, header: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._raw = open(self.path, "wb")
+        if self.path.suffix == ".gz":
+            self._f = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=3)
+        else:
+            self._f = self._raw
+        self._line(header)
+
+    def write(self, chunk: Chunk) -> None:
+        if chunk.header_update:
+            self._line({"meta": chunk.header_update})
+        if not len(chunk) and not any(chunk.dropped.values()):
+            return
+        line: dict = {"chunk": chunk.seq}
+        for kind in RECORD_KINDS:
+            rows = getattr(chunk, kind)
+            if rows:
+                line[kind] = rows
+                self._counts[kind] += len(rows)
+        if any(chunk.dropped.values()):
+            line["dropped"] = {k: n for k, n in chunk.dropped.items() if n}
+        self._line(line)
+
+    def close(self) -> None:
+        if self._f is None:
+            return
+        self._line({"end": {"records": self._counts}})
+        if self._f is not self._raw:
+            self._f.close()
+        self._raw.close()
+        self._f = self._raw = None
+
+    def _line(self, obj: object) -> None:
+        self._f.write((_dumps(obj) + "\n").encode())
+        if self._f is not self._raw:
+            self._f.flush(zlib.Z_SYNC_FLUSH)
+        self._raw.flush()
+
+
+def write_trace(trace: Trace, path: str | os.PathLike, chunk_rows: int = 4096) -> Path:
+    """Write a complete ``Trace`` (header as is, records in chunks of ``chunk_rows``)."""
+    header = dict(trace.header)
+    header.setdefault("format", FORMAT_NAME)
+    header.setdefault("version", FORMAT_VERSION)
+    writer = TraceFileWriter(path)
+    writer.open(header)
+    seq = 0
+    longest = max((len(getattr(trace, k)) for k in RECORD_KINDS), default=0)
+    for lo in range(0, max(longest, 1), chunk_rows):
+        seq += 1
+        chunk = Chunk(seq, **{k: getattr(trace, k)[lo:lo + chunk_rows] for k in RECORD_KINDS})
+        writer.write(chunk)
+    writer.close()
+    return writer.path
+
+
+# -- loading -----------------------------------------------------------------------------
+
+def _foreign(path: Path, head: bytes) -> TraceFormatError:
+    what = "unrecognised content"
+    if not head.strip():
+        what = "it is empty" if not head else "it contains only whitespace"
+    elif head.startswith(b"\x89PNG"):
+        what = "it is a PNG image"
+    elif head.startswith(b"PK\x03\x04"):
+        what = "it is a zip archive"
+    elif head.startswith(b"%PDF"):
+        what = "it is a PDF document"
+    elif b"traceEvents" in head[:4096] or head.lstrip().startswith(b"["):
+        what = ("it looks like a Chrome/Perfetto trace-event JSON (open it in ui.perfetto.dev; "
+                "photon_trace loads its own .trace.jsonl files)")
+    elif b"\x00" in head[:1024]:
+        what = "it is a binary file"
+    else:
+        what = f"its first line is not a photon_trace header (starts with {head[:60]!r})"
+    return TraceFormatError(f"{path}: not a photon_trace trace: {what}")
+
+
+def _read_bytes(path: Path) -> tuple[bytes, bool]:
+    """The file's (decompressed) bytes and whether a gzip stream ended early."""
+    raw = path.read_bytes()
+    if not raw.startswith(b"\x1f\x8b"):
+        return raw, False
+    out = io.BytesIO()
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out.write(d.decompress(raw))
+        cut = not d.eof
+    except zlib.error as e:
+        if out.tell() == 0:
+            raise TraceFormatError(f"{path}: a corrupt gzip stream ({e})") from None
+        cut = True
+    return out.getvalue(), cut
+
+
+def _check_row(path: Path, lineno: int, kind: str, i: int, row: object):
+    cls, types = _ROW_TYPES[kind]
+    if not isinstance(row, list) or len(row) != len(types):
+        got = f"{len(row)} fields" if isinstance(row, list) else type(row).__name__
+        raise TraceFormatError(
+            f"{path}: line {lineno}: {kind} row {i}: expected {len(types)} fields "
+            f"[{', '.join(cls._fields)}], got {got}")
+    for name, want, value in zip(cls._fields, types, row):
+        ok = isinstance(value, want) and (want is not int or not isinstance(value, bool))
+        if not ok:
+            raise TraceFormatError(
+                f"{path}: line {lineno}: {kind} row {i}: field {name} should be "
+                f"{want.__name__}, got {value!r}")
+    return cls._make(row)
+
+
+def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
+    """Read a trace file (plain or gzip), validating format, version and structure.
+
+    Raises ``TraceFormatError`` for foreign, corrupt or too-new files; see the
+    module docstring for how partial and unfinished files are handled."""
+    path = Path(path)
+    try:
+        data, gzip_cut = _read_bytes(path)
+    except OSError as e:
+        raise TraceFormatError(f"{path}: cannot read: {e}") from None
+    lines = data.split(b"\n")
+    partial_tail = lines[-1] != b""       # no newline after the last line: cut mid-write
+    if not partial_tail:
+        lines.pop()
+    if not lines or not lines[0].strip():
+        raise _foreign(path, data)
+    try:
+        header = json.loads(lines[0])
+    except ValueError:
+        if len(lines) == 1 and partial_tail and data.startswith(b'{"format":"' + FORMAT_NAME.encode()):
+            raise TraceFormatError(f"{path}: truncated inside the header line; no records") from None
+        raise _foreign(path, data) from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        raise _foreign(path, data)
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise TraceFormatError(f"{path}: header has no integer format version (got {version!r})")
+    if version > FORMAT_VERSION:
+        raise TraceFormatError(
+            f"{path}: format version {version} is newer than this photon_trace reads "
+            f"({FORMAT_VERSION}); upgrade photon_trace")
+    if version < 1:
+        raise TraceFormatError(f"{path}: unknown format version {version}")
+
+    trace = Trace(header=header)
+    ended = False
+    truncated = False
+    for lineno, raw in enumerate(lines[1:], start=2):
+        last = lineno == len(lines)
+        try:
+            obj = json.loads(raw)
+        except ValueError as e:
+            if last and (partial_tail or gzip_cut):
+                if strict:
+                    raise TraceFormatError(f"{path}: line {lineno}: truncated (partial last line)") from None
+                warnings.warn(f"{path}: line {lineno} is a partial line (the writer stopped "
+                              f"mid-write); loaded the {lineno - 2} lines before it",
+                              TraceTruncatedWarning, stacklevel=2)
+                truncated = True
+                break
+            raise TraceFormatError(f"{path}: line {lineno}: not valid JSON ({e})") from None
+        if not isinstance(obj, dict):
+            raise TraceFormatError(f"{path}: line {lineno}: expected a JSON object, got {type(obj).__name__}")
+        if ended:
+            raise TraceFormatError(f"{path}: line {lineno}: records after the end line")
+        if "chunk" in obj:
+            for kind, rows in obj.items():
+                if kind == "chunk":
+                    continue
+                if kind == "dropped":
+                    if not isinstance(rows, dict) or not all(isinstance(v, int) for v in rows.values()):
+                        raise TraceFormatError(f"{path}: line {lineno}: 'dropped' must map kinds to counts")
+                    add_dropped(trace.header, rows)
+                    continue
+                if kind not in _ROW_TYPES:
+                    raise TraceFormatError(f"{path}: line {lineno}: unknown record kind {kind!r}")
+                if not isinstance(rows, list):
+                    raise TraceFormatError(f"{path}: line {lineno}: {kind} must be a list of rows")
+                getattr(trace, kind).extend(_check_row(path, lineno, kind, i, r) for i, r in enumerate(rows))
+        elif "meta" in obj:
+            if not isinstance(obj["meta"], dict):
+                raise TraceFormatError(f"{path}: line {lineno}: 'meta' must be an object")
+            merge_header(trace.header, obj["meta"])
+        elif "end" in obj:
+            ended = True
+        else:
+            raise TraceFormatError(f"{path}: line {lineno}: unknown line (keys {sorted(obj)[:5]})")
+    if gzip_cut and not truncated:
+        if strict:
+            raise TraceFormatError(f"{path}: the gzip stream is cut short")
+        if not ended:
+            warnings.warn(f"{path}: the gzip stream is cut short; loaded what was there",
+                          TraceTruncatedWarning, stacklevel=2)
+            truncated = True
+    if truncated:
+        trace.header["truncated"] = True
+    if not ended:
+        trace.header["incomplete"] = True
+    return trace

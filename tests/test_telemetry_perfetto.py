@@ -1,0 +1,120 @@
+"""Perfetto/Chrome export: valid trace-event JSON with the expected tracks, slices and flows."""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from photon_trace.telemetry.perfetto import DEVICE_PID, HOST_PID, main, write_chrome_trace
+from photon_trace.telemetry.synthetic import SyntheticRun, synthetic_trace
+from photon_trace.telemetry.tracefile import write_trace
+
+PHASES = {"M", "X", "s", "f", "b", "e", "n"}
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return synthetic_trace(SyntheticRun(steps=24, mask_upload_bug=True))
+
+
+@pytest.fixture(scope="module")
+def doc(trace, tmp_path_factory):
+    path = write_chrome_trace(trace, tmp_path_factory.mktemp("pf") / "t.json")
+    return json.loads(path.read_text())  # valid JSON
+
+
+def test_every_event_has_the_fields_its_phase_needs(doc):
+    assert isinstance(doc["traceEvents"], list) and doc["displayTimeUnit"] == "ns"
+    for e in doc["traceEvents"]:
+        assert e["ph"] in PHASES and isinstance(e["pid"], int) and isinstance(e["name"], str)
+        if e["ph"] == "X":
+            assert isinstance(e["tid"], int) and e["ts"] >= 0 and e["dur"] >= 0 and isinstance(e["args"], dict)
+        if e["ph"] in "sf":
+            assert "id" in e and "ts" in e and "tid" in e
+        if e["ph"] in "ben":
+            assert e["cat"] == "request" and "id" in e
+
+
+def test_a_process_for_host_and_device_and_a_track_per_thread_and_stream(doc):
+    meta = [e for e in doc["traceEvents"] if e["ph"] == "M"]
+    procs = {e["pid"]: e["args"]["name"] for e in meta if e["name"] == "process_name"}
+    assert procs[HOST_PID].startswith("host") and procs[DEVICE_PID].startswith("device virtual device")
+    threads = {(e["pid"], e["args"]["name"]) for e in meta if e["name"] == "thread_name"}
+    assert {(HOST_PID, "scheduler"), (HOST_PID, "requests"),
+            (DEVICE_PID, "compute stream"), (DEVICE_PID, "copy stream")} <= threads
+
+
+def test_slices_match_the_records_in_microseconds(doc, trace):
+    xs = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    origin = doc["otherData"]["mono_origin_ns"]
+    host = [e for e in xs if e["pid"] == HOST_PID and e["cat"] in ("phase", "subphase")]
+    dev = [e for e in xs if e["pid"] == DEVICE_PID]
+    waits = [e for e in xs if e["cat"] == "host_wait"]
+    assert len(host) == len(trace.host_spans) and len(dev) == len(trace.device_spans)
+    assert len(waits) == len(trace.waits)
+    d0 = trace.device_spans[0]
+    match = [e for e in dev if e["name"] == d0.op and e["args"]["step"] == d0.step]
+    assert match[0]["ts"] == pytest.approx((d0.t0 - origin) / 1000, abs=1e-3)
+    assert match[0]["dur"] == pytest.approx((d0.t1 - d0.t0) / 1000, abs=2e-3)
+    assert {"rows", "kind", "slot", "zombie_rows", "constrained_rows"} <= set(match[0]["args"])
+    bad = [w for w in waits if not w["args"]["expected"]]
+    assert bad and all(w["args"]["site"] == "engine/constraint.py:88" for w in bad)
+
+
+def test_slices_on_each_track_nest_without_partial_overlap(doc):
+    tracks = defaultdict(list)
+    for e in doc["traceEvents"]:
+        if e["ph"] == "X":
+            tracks[(e["pid"], e["tid"])].append(e)
+    for key, evs in tracks.items():
+        stack = []
+        for e in evs:  # the exporter's order: by start, parents first
+            end = round(e["ts"] + e["dur"], 3)
+            while stack and stack[-1] <= e["ts"]:
+                stack.pop()
+            assert not stack or end <= stack[-1] + 1e-3, f"partial overlap on track {key}: {e}"
+            stack.append(end)
+
+
+def test_a_flow_from_the_issuing_host_slice_to_each_device_op(doc, trace):
+    evs = doc["traceEvents"]
+    starts = {e["id"]: e for e in evs if e["ph"] == "s"}
+    finishes = {e["id"]: e for e in evs if e["ph"] == "f"}
+    assert set(starts) == set(finishes) and len(starts) == len(trace.device_spans)
+    tracks = defaultdict(list)
+    for e in evs:
+        if e["ph"] == "X":
+            tracks[(e["pid"], e["tid"])].append(e)
+
+    def enclosing(ev):
+        return [x for x in tracks[(ev["pid"], ev["tid"])] if x["ts"] <= ev["ts"] <= x["ts"] + x["dur"] + 1e-3]
+
+    names = defaultdict(set)
+    for fid, s in starts.items():
+        f = finishes[fid]
+        assert s["pid"] == HOST_PID and f["pid"] == DEVICE_PID and f["bp"] == "e"
+        host = enclosing(s)
+        dev = enclosing(f)
+        assert host and len(dev) == 1
+        assert dev[0]["args"]["step"] in {h["args"]["step"] for h in host}
+        names[dev[0]["name"]] |= {h["name"] for h in host}
+    assert "launch" in names["forward"] and "finalize" in names["copy_back"]
+    assert "mask_upload" in names["mask_upload"]
+
+
+def test_requests_are_async_slices(doc, trace):
+    begins = [e for e in doc["traceEvents"] if e["ph"] == "b"]
+    ends = [e for e in doc["traceEvents"] if e["ph"] == "e"]
+    finished = {r.req_id for r in trace.requests if r.event == "finalized"}
+    assert {e["id"] for e in begins} == {e["id"] for e in ends} == finished
+
+
+def test_command_line_converts_a_trace_file(tmp_path, trace, capsys):
+    src = write_trace(trace, tmp_path / "run.trace.jsonl")
+    assert main([str(src)]) == 0
+    out = tmp_path / "run.perfetto.json"
+    assert json.loads(out.read_text())["traceEvents"]
+    (tmp_path / "junk.txt").write_text("hello\n")
+    assert main([str(tmp_path / "junk.txt")]) == 1
+    assert "not a photon_trace trace" in capsys.readouterr().err
