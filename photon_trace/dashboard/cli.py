@@ -1,0 +1,87 @@
+"""``photon-trace dashboard``: argparse wiring and the entry point the CLI calls."""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import sys
+from pathlib import Path
+
+DEFAULT_TRACES_DIR = "traces"
+
+
+def add_dashboard_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``dashboard`` on the CLI's subparsers; the handler is ``args.func``."""
+    p = subparsers.add_parser(
+        "dashboard", help="serve the timeline dashboard on a trace (or two, to compare)",
+        description="Serve the Dash dashboard: timeline lanes, bubbles, flagged syncs, panels, "
+                    "A/B compare and live mode. With no TRACE, opens the newest traces under --traces-dir.")
+    p.add_argument("traces", nargs="*", metavar="TRACE",
+                   help="trace files (the first is shown, the second offered for comparison) or folders "
+                        "to pick from; their folders become openable in the page")
+    p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default: loopback only)")
+    p.add_argument("--port", type=int, default=8050)
+    p.add_argument("--live", metavar="URL", default=None,
+                   help="follow a running engine: the server's live URL, or a trace file being written")
+    p.add_argument("--traces-dir", default=DEFAULT_TRACES_DIR,
+                   help="the traces folder the file picker lists (default: traces/)")
+    p.set_defaults(func=run_dashboard)
+    return p
+
+
+def resolve_inputs(traces: list[str], traces_dir: str, live: str | None = None) -> tuple[list[str], list[str]]:
+    """(trace files to open, folders the page may open) from the command line.
+
+    Named files are opened in order; a named folder contributes its newest two; with
+    nothing named, the newest two under ``traces_dir``."""
+    from photon_trace.dashboard.sources import newest_traces
+
+    allowed = [Path(traces_dir)]
+    files: list[Path] = []
+    for t in traces:
+        p = Path(t).expanduser()
+        if p.is_dir():
+            allowed.append(p)
+            files += newest_traces(p)
+        else:
+            allowed.append(p.parent)
+            files.append(p)
+    if live and not live.startswith(("http://", "https://")):
+        allowed.append(Path(live.removeprefix("file://")).expanduser().parent)
+    if not traces:
+        files = newest_traces(Path(traces_dir))
+    seen: list[str] = []
+    for d in allowed:
+        r = str(d.resolve())
+        if r not in seen:
+            seen.append(r)
+    return [str(f) for f in files], seen
+
+
+def run_dashboard(args: argparse.Namespace) -> int:
+    """Serve until interrupted."""
+    from photon_trace.dashboard.app import create_app
+
+    files, allowed = resolve_inputs(args.traces, args.traces_dir, args.live)
+    try:
+        loopback = ipaddress.ip_address(args.host).is_loopback
+    except ValueError:
+        loopback = args.host == "localhost"
+    if not loopback:
+        print(f"warning: serving on {args.host}: anyone who can reach it can read the allowed folders",
+              file=sys.stderr)
+    if not files and not args.live:
+        print(f"no traces found under {args.traces_dir}/; the page will offer a path box", file=sys.stderr)
+    app = create_app(files, allowed, args.live)
+    print(f"photon_trace dashboard on http://{args.host}:{args.port}/  ({len(files)} trace(s), "
+          f"allowed: {', '.join(allowed)})", file=sys.stderr)
+    app.run(host=args.host, port=args.port, debug=False)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m photon_trace.dashboard``: the same command without the top-level CLI."""
+    parser = argparse.ArgumentParser(prog="photon-trace")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_dashboard_parser(sub)
+    args = parser.parse_args(["dashboard", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)

@@ -1,0 +1,228 @@
+"""Panels beside the timeline: pure functions from an analysis report to figures and rows.
+
+Rows are lists of dicts (column -> already formatted string) so the layout only
+lays them out, and tests read the same values the page shows.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+CAUSE_LABELS = {
+    "host_bound": "host-bound launch",
+    "commit_wait": "expected commit wait",
+    "accidental_sync": "accidental sync",
+    "copy_wait": "copy wait",
+}
+
+
+def accidental_sync_count(report: Any) -> int:
+    """Accidental host syncs in the window: the sum over call sites."""
+    return int(sum(s.count for s in (getattr(report, "syncs", None) or [])))
+
+
+def _diagnoses(report: Any) -> list:
+    d = getattr(report, "diagnosis", None)
+    if d is None:
+        return []
+    return list(d) if isinstance(d, (list, tuple)) else [d]
+
+
+# (key, label, unit, better): better is "lower" or "higher", for colouring differences.
+METRICS: tuple[tuple[str, str, str, str], ...] = (
+    ("period_ms", "period", "ms", "lower"),
+    ("forward_ms", "forward", "ms", "lower"),
+    ("sample_ms", "sample", "ms", "lower"),
+    ("bookkeeping_ms", "bookkeeping", "ms", "lower"),
+    ("idle_fraction", "device idle", "%", "lower"),
+    ("tokens_per_s", "tokens/s", "", "higher"),
+    ("accidental_syncs", "accidental syncs", "", "lower"),
+    ("bubbles", "bubbles", "", "lower"),
+    ("L", "L (tokens/sequence)", "", "neither"),  # the workload's, not a quality
+    ("z", "z (zombie tax)", "", "lower"),
+)
+
+
+SAME_WITHIN = 0.005  # relative differences under 0.5 % are "same"
+
+
+def metric_values(report: Any) -> dict[str, float]:
+    """The summary numbers of a report, by ``METRICS`` key."""
+    out = {}
+    for key, *_ in METRICS:
+        if key == "accidental_syncs":
+            out[key] = float(accidental_sync_count(report))
+        elif key == "bubbles":
+            out[key] = float(len(getattr(report, "bubbles", None) or []))
+        else:
+            v = getattr(report, key, None)
+            out[key] = float(v) if v is not None else float("nan")
+    return out
+
+
+def fmt(value: float, unit: str) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "–"
+    if unit == "%":
+        return f"{100 * value:.1f} %"
+    if unit == "ms":
+        return f"{value:.3f} ms"
+    if float(value).is_integer() and abs(value) >= 1:
+        return f"{int(value):,}"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def summary_items(report: Any) -> list[dict[str, str]]:
+    """One card per summary metric: label and formatted value."""
+    vals = metric_values(report)
+    return [{"key": k, "label": label, "value": fmt(vals[k], unit)} for k, label, unit, _ in METRICS]
+
+
+def compare_rows(a: Any, b: Any) -> list[dict[str, str]]:
+    """Metric, A, B, the difference B − A and whether B is better, worse or the same."""
+    va, vb = metric_values(a), metric_values(b)
+    rows = []
+    for key, label, unit, better in METRICS:
+        x, y = va[key], vb[key]
+        if np.isnan(x) or np.isnan(y):
+            delta, verdict, ratio = "–", "", "–"
+        else:
+            d = y - x
+            if unit == "%":  # a difference of fractions is in percentage points
+                delta = f"{100 * d:+.1f} pp" if d else "0"
+            else:
+                delta = ("+" if d > 0 else "") + (fmt(d, unit) if d else "0")
+            ratio = f"{y / x:.2f}×" if x else "–"
+            if better == "neither":
+                verdict = ""
+            elif abs(d) <= SAME_WITHIN * max(abs(x), abs(y)) or d == 0:
+                verdict = "same"
+            else:
+                verdict = "better" if (d < 0) == (better == "lower") else "worse"
+        rows.append({"metric": label, "A": fmt(x, unit), "B": fmt(y, unit), "B − A": delta,
+                     "B / A": ratio, "verdict": verdict})
+    return rows
+
+
+def step_series_figure(report: Any, title: str | None = None) -> go.Figure:
+    """Period and device idle per step over the run, with their histograms."""
+    steps = list(getattr(report, "steps", None) or [])
+    idx = np.array([s.step for s in steps], dtype=np.int64)
+    period = np.array([s.period_ns for s in steps], dtype=np.float64) / 1e6
+    idle = np.array([s.idle_ns for s in steps], dtype=np.float64) / 1e6
+    fig = make_subplots(rows=2, cols=2, column_widths=[0.72, 0.28],
+                        horizontal_spacing=0.06, vertical_spacing=0.12,
+                        subplot_titles=("period per step", "period histogram",
+                                        "device idle per step", "idle histogram"))
+    mode = "lines" if len(steps) > 1500 else "lines+markers"
+    fig.add_trace(go.Scattergl(x=idx, y=period, mode=mode, name="period", marker=dict(size=3),
+                               line=dict(width=1, color="#2F6DB5"),
+                               hovertemplate="step %{x}<br>period %{y:.3f} ms<extra></extra>"), 1, 1)
+    fig.add_trace(go.Scattergl(x=idx, y=idle, mode=mode, name="idle", marker=dict(size=3),
+                               line=dict(width=1, color="#F58518"),
+                               hovertemplate="step %{x}<br>idle %{y:.3f} ms<extra></extra>"), 2, 1)
+    fig.add_trace(go.Histogram(x=period, name="period", marker_color="#2F6DB5", nbinsx=60,
+                               hovertemplate="%{x} ms: %{y} steps<extra></extra>"), 1, 2)
+    fig.add_trace(go.Histogram(x=idle, name="idle", marker_color="#F58518", nbinsx=60,
+                               hovertemplate="%{x} ms: %{y} steps<extra></extra>"), 2, 2)
+    med = getattr(report, "period_ms", None)
+    if med:
+        fig.add_hline(y=med, line=dict(color="#555", width=1, dash="dash"), row=1, col=1,
+                      annotation_text=f"median {med:.3f} ms", annotation_position="top left")
+    fig.update_layout(template="plotly_white", height=420, showlegend=False, bargap=0.05,
+                      margin=dict(l=60, r=20, t=60 if title else 40, b=40),
+                      title=dict(text=title, x=0.01) if title else None, meta={"steps": len(steps)})
+    fig.update_yaxes(title_text="ms", row=1, col=1)
+    fig.update_yaxes(title_text="ms", row=2, col=1)
+    fig.update_xaxes(title_text="step", row=2, col=1)
+    fig.update_xaxes(matches="x", row=2, col=1)   # the two series share steps; the histograms do not
+    fig.update_xaxes(title_text="ms", row=2, col=2)
+    return fig
+
+
+def bubble_rows(report: Any, origin_ns: int, limit: int = 100) -> list[dict[str, str]]:
+    """The costliest bubbles first: when (ms from window start), step, cause, duration, detail."""
+    bubbles = sorted(getattr(report, "bubbles", None) or [], key=lambda b: -(b.t1 - b.t0))
+    return [{"at (ms)": f"{(b.t0 - origin_ns) / 1e6:.3f}", "step": str(b.step),
+             "cause": CAUSE_LABELS.get(b.cause, b.cause), "idle (µs)": f"{(b.t1 - b.t0) / 1e3:,.1f}",
+             "detail": str(getattr(b, "detail", "") or "")} for b in bubbles[:limit]]
+
+
+def bubble_cause_totals(report: Any) -> list[dict[str, str]]:
+    """Idle per cause, largest first."""
+    tot: dict[str, list[int]] = {}
+    for b in getattr(report, "bubbles", None) or []:
+        t = tot.setdefault(b.cause, [0, 0])
+        t[0] += 1
+        t[1] += b.t1 - b.t0
+    return [{"cause": CAUSE_LABELS.get(c, c), "bubbles": f"{n:,}", "idle (ms)": f"{ns / 1e6:.3f}"}
+            for c, (n, ns) in sorted(tot.items(), key=lambda kv: -kv[1][1])]
+
+
+def diagnosis_rows(report: Any) -> list[dict[str, str]]:
+    """Each cause of idle with its call site or phase and what removing it would buy."""
+    return [{"cause": CAUSE_LABELS.get(d.cause, d.cause), "call site / phase": str(d.site_or_phase),
+             "idle (ms)": f"{d.idle_ns / 1e6:.3f}", "share": f"{100 * d.share:.1f} %",
+             "predicted speedup": _speedup(d.predicted_speedup)} for d in _diagnoses(report)]
+
+
+def _speedup(x: float) -> str:
+    return "∞" if x is None or not np.isfinite(x) else f"{x:.2f}×"
+
+
+def sync_rows(report: Any) -> list[dict[str, str]]:
+    """Accidental syncs per call site with what they cost."""
+    return [{"call site": s.site, "reason": s.reason, "count": f"{s.count:,}",
+             "host wait (ms)": f"{s.wait_ns / 1e6:.3f}", "device idle caused (ms)": f"{s.idle_ns / 1e6:.3f}"}
+            for s in sorted(getattr(report, "syncs", None) or [], key=lambda s: -s.idle_ns)]
+
+
+def cost_model_rows(cm: Any) -> list[dict[str, str]]:
+    """The cost model for a blocking/pipelined pair: inputs, and predicted against observed speedup."""
+    if cm is None:
+        return []
+    return [
+        {"quantity": "T_block (blocking period)", "value": f"{cm.T_block:.3f} ms"},
+        {"quantity": "T_pipe (pipelined period)", "value": f"{cm.T_pipe:.3f} ms"},
+        {"quantity": "L (generated tokens per sequence)", "value": f"{cm.L:.3g}"},
+        {"quantity": "z (zombie tax)", "value": f"{cm.z:.3g}"},
+        {"quantity": "predicted speedup", "value": f"{cm.predicted:.2f}×"},
+        {"quantity": "observed speedup (end to end)", "value": f"{cm.observed:.2f}×"},
+    ] + ([{"quantity": "observed speedup (steady state)", "value": f"{cm.observed_steady:.2f}×"}]
+         if getattr(cm, "observed_steady", None) is not None else [])
+
+
+def cost_model_figure(cm: Any) -> go.Figure:
+    """Predicted against observed speedup as two bars (the check that the model explains the run)."""
+    fig = go.Figure(go.Bar(x=["predicted", "observed"], y=[cm.predicted, cm.observed],
+                           marker_color=["#9ECAE9", "#2F6DB5"], text=[f"{cm.predicted:.2f}×", f"{cm.observed:.2f}×"],
+                           textposition="outside", hovertemplate="%{x}: %{y:.3f}×<extra></extra>"))
+    top = max(cm.predicted, cm.observed, 1.0) * 1.25
+    fig.update_layout(template="plotly_white", height=240, margin=dict(l=50, r=10, t=10, b=30),
+                      yaxis=dict(title="speedup (×)", range=[0, top]))
+    return fig
+
+
+def pipeline_depth(report: Any, header: dict | None = None) -> int | None:
+    """The run's pipeline depth (1 blocking, 2 pipelined) from its settings, when recorded."""
+    for settings in (getattr(report, "settings", None) or {}, (header or {}).get("settings") or {}):
+        for key in ("depth", "pipeline_depth"):
+            if isinstance(settings.get(key), int):
+                return settings[key]
+    return None
+
+
+def blocking_and_pipelined(a: Any, b: Any, headers: tuple[dict, dict] = ({}, {})) -> tuple[Any, Any, str]:
+    """Order a pair for the cost model by their recorded depths; A is taken as blocking when unknown."""
+    da, db = pipeline_depth(a, headers[0]), pipeline_depth(b, headers[1])
+    if da == 2 and db == 1:
+        return b, a, "B is the blocking run (depth 1), A the pipelined one (depth 2)"
+    if da == 1 and db == 2:
+        return a, b, "A is the blocking run (depth 1), B the pipelined one (depth 2)"
+    return a, b, (f"depths not a blocking/pipelined pair (A: {da}, B: {db}); "
+                  "treating A as blocking and B as pipelined")
