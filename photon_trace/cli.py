@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     from photon_trace.check_cli import add_check_parser
     add_bench_parser(sub)
     add_check_parser(sub)
+    from photon_trace.server import add_serve_parser
+    add_serve_parser(sub)
     return parser
 
 

@@ -1,0 +1,71 @@
+"""``photon-trace serve``: the argument parser and the function that runs the server."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("serve", help="serve the engine over an OpenAI-compatible HTTP API",
+                       description="Serve a model over HTTP: /v1/completions, /v1/chat/completions, /v1/point, "
+                                   "/v1/detect, /v1/models, /health, /metrics, /v1/trace/recent.")
+    p.add_argument("--model", default="tiny", help="preset (tiny, small, 1.5b) or a model folder")
+    p.add_argument("--served-model-name", default=None, help="the name clients send as `model` (default: --model)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback by default)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--api-key", default=os.environ.get("PHOTON_TRACE_API_KEY"),
+                   help="require 'Authorization: Bearer KEY' on /v1/* (default: $PHOTON_TRACE_API_KEY)")
+    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--depth", type=int, default=2, choices=(1, 2), help="2 = pipelined, 1 = blocking")
+    p.add_argument("--mask-upload", default="async", choices=("async", "sync"),
+                   help="sync: the source's mask-upload bug, to watch /metrics flag its accidental syncs")
+    p.add_argument("--max-rows", type=int, default=64, help="rows (sequences) in one step")
+    p.add_argument("--max-seqs", type=int, default=128, help="resident sequences")
+    p.add_argument("--max-step-tokens", type=int, default=256)
+    p.add_argument("--kv-tokens", type=int, default=32768, help="KV pool size in tokens")
+    p.add_argument("--max-context", type=int, default=None, help="prompt + output tokens (default: the engine's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--otlp", action="store_true", default=bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")),
+                   help="export request and step spans over OTLP (on when OTEL_EXPORTER_OTLP_ENDPOINT is set)")
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(func=run_serve)
+    return p
+
+
+def engine_settings(args: argparse.Namespace) -> dict:
+    settings = dict(model=args.model, backend=args.backend, dtype=args.dtype, depth=args.depth,
+                    mask_upload=args.mask_upload,
+                    max_rows=args.max_rows, max_seqs=args.max_seqs, max_step_tokens=args.max_step_tokens,
+                    kv_tokens=args.kv_tokens, seed=args.seed)
+    if args.max_context is not None:
+        settings["max_context"] = args.max_context
+    else:  # the engine's default, or less where the model has fewer positions (tiny: 1024)
+        from photon_trace.engine.engine_config import EngineConfig
+        from photon_trace.engine.host_model import load_host_side
+
+        settings["max_context"] = min(EngineConfig().max_context, load_host_side(args.model)[0].max_position)
+    return settings
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from photon_trace.engine.engine import Engine
+
+    from .app import create_app
+
+    settings = engine_settings(args)
+    app = create_app(lambda tracer: Engine(tracer=tracer, **settings), api_key=args.api_key,
+                     model_name=args.served_model_name or args.model, otlp=args.otlp)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m photon_trace.server")
+    sub = parser.add_subparsers(dest="command")
+    add_serve_parser(sub)
+    args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)

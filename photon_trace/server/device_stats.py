@@ -1,0 +1,129 @@
+"""DeviceStats: a recorder sink that turns each flushed chunk into Prometheus figures.
+
+It runs on the recorder's flusher thread (never the engine's). Each chunk extends
+the analysed time to the latest compute op; that new stretch, less the times the
+engine thread slept with nothing to do, is analysed with the telemetry analysis
+functions over the last two chunks' records (so a gap at the stretch's start still
+sees the op before it): busy and idle time, bubbles with their causes, accidental
+syncs with their call sites, step periods. Recent-window gauges (idle fraction,
+tokens/s, median period) cover the last ``window_s`` seconds.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from statistics import median
+
+from photon_trace.telemetry.analysis import busy_intervals, device_gaps
+from photon_trace.telemetry.analysis.bubbles import classify
+from photon_trace.telemetry.analysis.steps import step_periods
+from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.sinks import RECORD_KINDS, Chunk
+
+NS = 1e-9
+
+
+def subtract(window: tuple[int, int], holes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``window`` less the union of ``holes``, as disjoint sub-windows in order."""
+    w0, w1 = window
+    out, start = [], w0
+    for h0, h1 in sorted(holes):
+        if h1 <= start or h0 >= w1:
+            continue
+        if h0 > start:
+            out.append((start, h0))
+        start = max(start, h1)
+    if start < w1:
+        out.append((start, w1))
+    return out
+
+
+class DeviceStats:
+    """``metrics``: a ``ServerMetrics``; ``idle_intervals(now_ns)``: when the engine slept."""
+
+    def __init__(self, metrics, idle_intervals: Callable[[int], list[tuple[int, int]]],
+                 window_s: float = 10.0) -> None:
+        self.metrics = metrics
+        self.idle_intervals = idle_intervals
+        self.window_ns = int(window_s * 1e9)
+        self._header: dict = {}
+        self._prev: Chunk | None = None
+        self._until = 0        # compute-op time analysed so far
+        self._tokens = 0       # tokens of every step record seen
+        self._recent: deque = deque()  # (wall ns, window ns, idle ns, tokens, periods)
+        self._lock = threading.Lock()
+        self.busy_ns = self.idle_ns = 0
+
+    def open(self, header: dict) -> None:
+        self._header = dict(header)
+
+    def close(self) -> None:
+        pass
+
+    def write(self, chunk: Chunk) -> None:
+        with self._lock:
+            prev, self._prev = self._prev, chunk
+            trace = Trace(self._header)
+            for c in (prev, chunk):
+                if c is not None:
+                    for kind in RECORD_KINDS:
+                        getattr(trace, kind).extend(getattr(c, kind))
+            tokens = sum(s.tokens for s in chunk.steps)
+            self._tokens += tokens
+            ends = [d.t1 for d in chunk.device_spans if d.stream == "compute"]
+            window_ns = idle_ns = 0
+            periods: list[int] = []
+            if ends:
+                w1 = max(ends)
+                w0 = self._until or min(d.t0 for d in chunk.device_spans if d.stream == "compute")
+                if w1 > w0:
+                    self._until = w1
+                    holes = self.idle_intervals(time.monotonic_ns())
+                    for sub in subtract((w0, w1), holes):
+                        window_ns, idle_ns = self._analyse(trace, sub, window_ns, idle_ns)
+                    periods = self._periods(trace, (w0, w1), holes)
+            self._remember(window_ns, idle_ns, tokens, periods)
+
+    def _analyse(self, trace: Trace, window: tuple[int, int], window_ns: int, idle_ns: int) -> tuple[int, int]:
+        m = self.metrics
+        length = window[1] - window[0]
+        busy = sum(b - a for a, b in busy_intervals(trace, window))
+        self.busy_ns += busy
+        self.idle_ns += length - busy
+        m.device_busy.inc(busy * NS)
+        m.device_idle.inc((length - busy) * NS)
+        for b in classify(trace, device_gaps(trace, window)):
+            m.bubbles.labels(b.cause).inc()
+            m.bubble_seconds.labels(b.cause).inc(b.duration_ns * NS)
+        for w in trace.waits:
+            if not w.expected and window[0] <= w.t0 < window[1]:
+                m.syncs.labels(w.site).inc()
+                m.sync_seconds.labels(w.site).inc((w.t1 - w.t0) * NS)
+        return window_ns + length, idle_ns + length - busy
+
+    def _periods(self, trace: Trace, window: tuple[int, int], holes: list[tuple[int, int]]) -> list[int]:
+        """Periods of the steps that started in ``window``, except those spanning an engine sleep."""
+        out = []
+        for _, t0, period in step_periods(trace):
+            if window[0] <= t0 < window[1] and not any(h0 < t0 + period and t0 < h1 for h0, h1 in holes):
+                out.append(period)
+                self.metrics.step_period.observe(period * NS)
+        return out
+
+    def _remember(self, window_ns: int, idle_ns: int, tokens: int, periods: list[int]) -> None:
+        now = time.monotonic_ns()
+        self._recent.append((now, window_ns, idle_ns, tokens, periods))
+        while self._recent and now - self._recent[0][0] > self.window_ns:
+            self._recent.popleft()
+        span = now - self._recent[0][0] if len(self._recent) > 1 else 0
+        win = sum(r[1] for r in self._recent)
+        idle = sum(r[2] for r in self._recent)
+        # tokens of the oldest entry were produced before the span began
+        toks = sum(r[3] for r in list(self._recent)[1:])
+        all_periods = [p for r in self._recent for p in r[4]]
+        m = self.metrics
+        m.idle_fraction.set(idle / win if win else 0.0)
+        m.tokens_per_s.set(toks / (span * NS) if span else 0.0)
+        m.recent_period.set(median(all_periods) * NS if all_periods else 0.0)

@@ -1,0 +1,261 @@
+"""The engine thread: the one thread that owns the engine.
+
+The engine is single-threaded. Web handlers never touch it: they post commands
+(add a request, abort one) to a queue this thread drains at the top of every
+tick, and they read their request's output from a ``RequestStream`` the thread
+feeds. Per tick, the deltas bound for one asyncio loop go over in a single
+``call_soon_threadsafe``. With no work and no commands the thread sleeps on a
+condition (no spin); it records each sleep, so device statistics can leave out
+the time the engine had nothing to do, and checks the engine's invariants each
+time it goes idle (every page, row and slot free).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from photon_trace.engine.outputs import RequestOutput
+from photon_trace.engine.params import SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Update:
+    """What a request's stream receives: new tokens; on the last one, the finished output."""
+    token_ids: list[int]
+    finished: bool = False
+    output: RequestOutput | None = None
+    error: str | None = None       # the engine failed or the server is stopping
+
+
+@dataclass(eq=False)
+class RequestStream:
+    """One request's mailbox on its asyncio loop. Made on that loop, fed by the engine thread."""
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
+    queue: asyncio.Queue[Update] = field(default_factory=asyncio.Queue)
+    deltas: bool = True        # False: only the final update (non-streamed requests)
+    req_id: int = -1
+
+
+@dataclass(slots=True)
+class _Add:
+    prompt: list[int]
+    params: SamplingParams
+    response_format: Any
+    stream: RequestStream
+    future: Future
+
+
+@dataclass(slots=True)
+class _Abort:
+    req_id: int
+
+
+class EngineLoop:
+    """Runs ``engine.step()`` on a dedicated thread.
+
+    ``engine``: an ``Engine``, or a zero-argument callable that builds one (then it is
+    built on this thread and closed when the loop stops). ``on_finished(output)`` is
+    called on the engine thread for every finished request (metrics).
+    """
+
+    def __init__(self, engine: Any, *, on_finished: Callable[[RequestOutput], None] | None = None,
+                 name: str = "photon-engine") -> None:
+        self._factory = engine if callable(engine) and not hasattr(engine, "step") else None
+        self.engine = None if self._factory else engine
+        self._on_finished = on_finished
+        self._cond = threading.Condition()
+        self._commands: deque = deque()
+        self._streams: dict[int, RequestStream] = {}
+        self._stopping = False
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.error: BaseException | None = None    # why the loop died, if it did
+        self.sleeps: deque[tuple[int, int]] = deque(maxlen=4096)  # (t0, t1) monotonic ns, engine idle
+        self.sleeping_since: int | None = None
+        self.invariant_error: str | None = None    # the last idle check's failure, None when it passed
+        self.idle_checks = 0
+
+    # -- lifecycle --------------------------------------------------------------------
+    def start(self, timeout_s: float = 600.0) -> None:
+        """Start the thread and wait until the engine is built; re-raise what stopped it."""
+        self._thread.start()
+        if not self._ready.wait(timeout_s):
+            raise TimeoutError(f"the engine did not start within {timeout_s:.0f} s")
+        if self.error is not None:
+            raise RuntimeError(f"the engine failed to start: {self.error!r}") from self.error
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop ticking; requests still running get an error update. Closes an engine it built."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and self.error is None and not self._stopping
+
+    @property
+    def active_requests(self) -> int:
+        return len(self._streams)
+
+    # -- called from any thread -------------------------------------------------------
+    def submit(self, prompt: list[int], params: SamplingParams, response_format: Any,
+               stream: RequestStream) -> Future:
+        """Queue a request; the future gets its engine id, or the engine's ValueError."""
+        fut: Future = Future()
+        with self._cond:
+            if not self.alive:
+                fut.set_exception(RuntimeError("the engine is not running"))
+                return fut
+            self._commands.append(_Add(prompt, params, response_format, stream, fut))
+            self._cond.notify()
+        return fut
+
+    def abort(self, req_id: int) -> None:
+        """Abort a request (no-op if it already finished); its pages and slots are freed by the engine."""
+        with self._cond:
+            self._commands.append(_Abort(req_id))
+            self._cond.notify()
+
+    def idle_intervals(self, now: int) -> list[tuple[int, int]]:
+        """The engine's sleeps, the current one up to ``now`` included."""
+        out = list(self.sleeps)
+        since = self.sleeping_since
+        if since is not None:
+            out.append((since, now))
+        return out
+
+    # -- the thread -------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            if self._factory is not None:
+                self.engine = self._factory()
+        except BaseException as e:  # reported by start()
+            self.error = e
+            self._ready.set()
+            return
+        self._ready.set()
+        engine = self.engine
+        try:
+            while True:
+                commands = self._next_commands(engine)
+                if commands is None:
+                    break
+                for c in commands:
+                    self._apply(engine, c)
+                self._dispatch(engine, engine.step())
+        except BaseException as e:
+            log.exception("photon_trace: the engine loop failed")
+            self.error = e
+        finally:
+            self._shutdown(engine)
+
+    def _next_commands(self, engine) -> list | None:
+        """The queued commands; sleeps while the engine is idle and nothing is queued."""
+        with self._cond:
+            if not self._commands and not self._stopping and engine.idle:
+                self._check_idle(engine)
+                t0 = time.monotonic_ns()
+                self.sleeping_since = t0
+                while not self._commands and not self._stopping:
+                    self._cond.wait()
+                self.sleeping_since = None
+                self.sleeps.append((t0, time.monotonic_ns()))
+            if self._stopping:
+                return None
+            commands = list(self._commands)
+            self._commands.clear()
+            return commands
+
+    def _check_idle(self, engine) -> None:
+        self.idle_checks += 1
+        try:
+            engine.check_invariants()
+        except AssertionError as e:
+            self.invariant_error = str(e) or "invariant failed"
+            log.error("photon_trace: engine invariant failed while idle: %s", self.invariant_error)
+        else:
+            self.invariant_error = None
+
+    def _apply(self, engine, c) -> None:
+        if isinstance(c, _Abort):
+            engine.abort(c.req_id)
+            return
+        if not c.future.set_running_or_notify_cancel():
+            return
+        try:
+            rid = engine.add_request(c.prompt, c.params, c.response_format)
+        except Exception as e:   # a ValueError for bad input; the engine is unchanged
+            c.future.set_exception(e)
+            return
+        c.stream.req_id = rid
+        self._streams[rid] = c.stream
+        c.future.set_result(rid)
+
+    def _dispatch(self, engine, deltas) -> None:
+        if not deltas:
+            return
+        by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+        for d in deltas:
+            stream = self._streams.get(d.req_id)
+            if stream is None:
+                if d.finished:
+                    engine.requests.forget(d.req_id)
+                continue
+            if not d.finished and not stream.deltas:
+                continue
+            update = Update(d.token_ids, d.finished)
+            if d.finished:
+                del self._streams[d.req_id]
+                update.output = engine.requests.output(d.req_id, forget=True)
+                if self._on_finished is not None:
+                    try:
+                        self._on_finished(update.output)
+                    except Exception:
+                        log.exception("photon_trace: on_finished failed")
+            by_loop.setdefault(stream.loop, []).append((stream, update))
+        for loop, batch in by_loop.items():
+            _post(loop, batch)
+
+    def _shutdown(self, engine) -> None:
+        with self._cond:
+            self._stopping = True
+            pending, self._commands = list(self._commands), deque()
+        reason = f"the engine failed: {self.error!r}" if self.error else "the server is shutting down"
+        for c in pending:
+            if isinstance(c, _Add) and c.future.set_running_or_notify_cancel():
+                c.future.set_exception(RuntimeError(reason))
+        by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+        for stream in self._streams.values():
+            by_loop.setdefault(stream.loop, []).append((stream, Update([], True, error=reason)))
+        self._streams.clear()
+        for loop, batch in by_loop.items():
+            _post(loop, batch)
+        if self._factory is not None and engine is not None:
+            try:
+                engine.close()
+            except Exception:
+                log.exception("photon_trace: closing the engine failed")
+
+
+def _post(loop: asyncio.AbstractEventLoop, batch: list[tuple[RequestStream, Update]]) -> None:
+    try:
+        loop.call_soon_threadsafe(_deliver, batch)
+    except RuntimeError:  # that event loop is closed: nobody is listening any more
+        pass
+
+
+def _deliver(batch: list[tuple[RequestStream, Update]]) -> None:
+    for stream, update in batch:
+        stream.queue.put_nowait(update)

@@ -1,0 +1,134 @@
+"""The OpenAI request shapes (pydantic, unknown fields ignored) and the response bodies.
+
+Requests are parsed here for *types*; the rules on values (ranges, limits, the
+prompt against the context) live in ``validate.py`` so every bad value gets one
+OpenAI-style error naming its ``param``. Responses are plain dicts.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from photon_trace.engine.outputs import RequestOutput
+
+# The engine's finish reasons in OpenAI's words: a constraint that reached its end
+# stopped the output as EOS would have.
+FINISH_REASONS = {"eos": "stop", "stop": "stop", "constraint": "stop", "length": "length", "abort": "abort"}
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    include_usage: bool = False
+
+
+class _Generation(BaseModel):
+    """Fields shared by completions and chat completions (OpenAI names, plus vLLM's top_k/ignore_eos)."""
+    model_config = ConfigDict(extra="ignore")
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = 1
+    logprobs: Any = None
+    response_format: dict[str, Any] | None = None
+    ignore_eos: bool = False
+
+
+class CompletionRequest(_Generation):
+    prompt: Any                       # a string, [string] or token ids; checked in validate.prompt_ids
+    echo: bool = False
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatCompletionRequest(_Generation):
+    messages: list[ChatMessage]
+    max_completion_tokens: int | None = None  # OpenAI's newer name for max_tokens
+
+
+class SkillRequest(BaseModel):
+    """``/v1/point`` and ``/v1/detect``: what to find, and how many at most."""
+    model_config = ConfigDict(extra="ignore")
+    model: str | None = None
+    object: str | None = None         # what to point at / detect ("the red car")
+    prompt: str | None = None         # a full prompt instead of ``object``
+    image: Any = None                 # refused: the engine's models take no image input
+    max_objects: int | None = None     # at most this many points or boxes (default 50)
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def finish_reason(out: RequestOutput | None, engine_reason: str | None = None) -> str | None:
+    reason = out.finish_reason if out is not None else engine_reason
+    return FINISH_REASONS.get(reason, reason) if reason else None
+
+
+def extension(out: RequestOutput) -> dict[str, Any]:
+    """Our additions to a response: the engine's request id, its timings and structured result."""
+    m = out.metrics
+    return {"request_id": out.req_id, "finish_reason": out.finish_reason, "result": out.result,
+            "metrics": None if m is None else {"queue_s": m.queue_s, "ttft_s": m.ttft_s,
+                                               "tpot_s": m.tpot_s, "e2e_s": m.e2e_s}}
+
+
+def completion_body(rid: str, model: str, out: RequestOutput, text: str) -> dict[str, Any]:
+    return {"id": rid, "object": "text_completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason(out)}],
+            "usage": usage(len(out.prompt_token_ids), len(out.token_ids)), "photon_trace": extension(out)}
+
+
+def chat_body(rid: str, model: str, out: RequestOutput) -> dict[str, Any]:
+    return {"id": rid, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": out.text},
+                         "logprobs": None, "finish_reason": finish_reason(out)}],
+            "usage": usage(len(out.prompt_token_ids), len(out.token_ids)), "photon_trace": extension(out)}
+
+
+def completion_chunk(rid: str, model: str, created: int, text: str, reason: str | None) -> dict[str, Any]:
+    return {"id": rid, "object": "text_completion", "created": created, "model": model,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason}]}
+
+
+def chat_chunk(rid: str, model: str, created: int, delta: dict[str, Any], reason: str | None) -> dict[str, Any]:
+    return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}]}
+
+
+def usage_chunk(rid: str, obj: str, model: str, created: int, out: RequestOutput) -> dict[str, Any]:
+    """The extra last chunk ``stream_options.include_usage`` asks for: no choices, the usage."""
+    return {"id": rid, "object": obj, "created": created, "model": model, "choices": [],
+            "usage": usage(len(out.prompt_token_ids), len(out.token_ids))}
+
+
+def skill_body(rid: str, skill: str, model: str, out: RequestOutput) -> dict[str, Any]:
+    key = "points" if skill == "point" else "objects"
+    return {"id": rid, "object": skill, "created": int(time.time()), "model": model,
+            key: list(out.result or []), "finish_reason": finish_reason(out),
+            "usage": usage(len(out.prompt_token_ids), len(out.token_ids)), "photon_trace": extension(out)}
+
+
+def models_body(model: str, created: int, max_context: int) -> dict[str, Any]:
+    return {"object": "list", "data": [{"id": model, "object": "model", "created": created,
+                                        "owned_by": "photon_trace", "max_model_len": max_context}]}

@@ -1,0 +1,66 @@
+"""A real uvicorn server on a thread, on an ephemeral loopback port: for tests and benchmarks."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+
+
+class ServerThread:
+    """``with ServerThread(app) as srv: httpx.get(srv.url + "/health")``."""
+
+    def __init__(self, app, host: str = "127.0.0.1", startup_timeout_s: float = 300.0) -> None:
+        self.app = app
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, 0))
+        self.host, self.port = self._sock.getsockname()[:2]
+        self.url = f"http://{self.host}:{self.port}"
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
+                                        name="uvicorn", daemon=True)
+        self.startup_timeout_s = startup_timeout_s
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        deadline = time.monotonic() + self.startup_timeout_s
+        while not self.server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError("the server stopped during start-up")
+            if time.monotonic() > deadline:
+                raise TimeoutError("the server did not start")
+            time.sleep(0.05)
+        return self
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout_s)
+        self._sock.close()
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def sse_data(lines) -> list[str]:
+    """The ``data:`` payloads of a server-sent-event body, in order (``[DONE]`` included)."""
+    return [line[len("data: "):] for line in lines if line.startswith("data: ")]
+
+
+@contextmanager
+def serving(engine, **app_kwargs) -> Iterator[ServerThread]:
+    """``create_app(engine, **app_kwargs)`` served on an ephemeral loopback port for the block."""
+    from .app import create_app
+
+    srv = ServerThread(create_app(engine, **app_kwargs)).start()
+    try:
+        yield srv
+    finally:
+        srv.stop()

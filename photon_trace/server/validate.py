@@ -1,0 +1,168 @@
+"""The rules on request values: each bad value becomes a 4xx naming its ``param``.
+
+Everything here runs on the web side before the engine sees the request, so a
+bad request never reaches the engine thread. The engine validates again (its
+``ValueError``s also become 400s): these checks exist to give OpenAI's error
+shape and parameter names, not to be the only line of defence.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from photon_trace.engine.constraints import ConstraintError, ResponseFormat
+from photon_trace.engine.params import SamplingParams
+
+from .errors import APIError, bad_request
+from .protocol import ChatMessage
+
+MAX_TEMPERATURE = 2.0   # OpenAI's range; the engine itself would take up to 100
+MAX_STOP_STRINGS = 4
+CONTEXT_EXCEEDED = "context_length_exceeded"
+
+# The chat template for models without one of their own (the presets' byte tokenizer):
+# each message as "<|role|>\n{content}\n", then "<|assistant|>\n" for the reply.
+CHAT_ROLES = ("system", "developer", "user", "assistant")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What the served engine can take."""
+    model: str              # the served model's name; requests naming another get a 404
+    max_context: int        # prompt + generated tokens of one request
+    vocab_size: int         # token-id prompts must lie in [0, vocab_size)
+
+
+def check_model(requested: str | None, limits: Limits) -> None:
+    if requested is not None and requested != limits.model:
+        raise APIError(404, f"The model `{requested}` does not exist; this server serves `{limits.model}`",
+                       param="model", code="model_not_found")
+
+
+def check_supported(n: int, logprobs: Any) -> None:
+    if n != 1:
+        raise bad_request(f"n must be 1 (one choice per request), got {n}", "n", "unsupported_value")
+    if logprobs not in (None, False, 0):
+        raise bad_request("logprobs are not supported", "logprobs", "unsupported_value")
+
+
+def prompt_ids(prompt: Any, tokenizer, vocab_size: int) -> list[int]:
+    """A completion prompt as token ids (with BOS for text): a string, one string in a list, or ids."""
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        if not prompt:
+            raise bad_request("prompt must not be empty", "prompt")
+        return tokenizer.encode(prompt, add_bos=True)
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        if any(t < 0 or t >= vocab_size for t in prompt):
+            raise bad_request(f"prompt token ids must lie in [0, {vocab_size})", "prompt")
+        return list(prompt)
+    if isinstance(prompt, list) and not prompt:
+        raise bad_request("prompt must not be empty", "prompt")
+    if isinstance(prompt, list) and all(isinstance(p, (str, list)) for p in prompt):
+        raise bad_request("one prompt per request: send a string or a list of token ids", "prompt",
+                          "unsupported_value")
+    raise bad_request("prompt must be a string or a list of token ids", "prompt")
+
+
+def chat_prompt(messages: Sequence[ChatMessage]) -> str:
+    """The messages through the documented template (see ``CHAT_ROLES``)."""
+    if not messages:
+        raise bad_request("messages must not be empty", "messages")
+    parts = []
+    for i, m in enumerate(messages):
+        if m.role not in CHAT_ROLES:
+            raise bad_request(f"messages[{i}].role must be one of {', '.join(CHAT_ROLES)}, got {m.role!r}",
+                              f"messages[{i}].role")
+        parts.append(f"<|{m.role}|>\n{_content_text(m.content, i)}\n")
+    if not any(m.role == "user" for m in messages):
+        raise bad_request("messages must contain a user message", "messages")
+    return "".join(parts) + "<|assistant|>\n"
+
+
+def _content_text(content: str | list[dict[str, Any]] | None, i: int) -> str:
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    texts = []
+    for j, part in enumerate(content):
+        if part.get("type") != "text" or not isinstance(part.get("text"), str):
+            raise bad_request(f"messages[{i}].content[{j}]: only text parts are supported",
+                              f"messages[{i}].content", "unsupported_value")
+        texts.append(part["text"])
+    return "".join(texts)
+
+
+def check_context(prompt_len: int, limits: Limits, param: str) -> None:
+    if prompt_len >= limits.max_context:
+        raise bad_request(f"the prompt is {prompt_len} tokens; the context holds {limits.max_context} "
+                          f"(prompt and output together)", param, CONTEXT_EXCEEDED)
+
+
+def max_tokens(requested: int | None, prompt_len: int, limits: Limits, default: int) -> int:
+    """The output budget: ``requested``, or ``default`` clipped to what the context leaves."""
+    room = limits.max_context - prompt_len
+    if requested is None:
+        return max(1, min(default, room))
+    if requested <= 0:
+        raise bad_request(f"max_tokens must be at least 1, got {requested}", "max_tokens")
+    if requested > room:
+        raise bad_request(f"max_tokens ({requested}) plus the prompt ({prompt_len} tokens) exceeds the "
+                          f"context of {limits.max_context} tokens", "max_tokens", CONTEXT_EXCEEDED)
+    return requested
+
+
+def sampling_params(*, temperature: float | None, top_p: float | None, top_k: int | None = None,
+                    seed: int | None, stop: str | list[str] | None = None, max_tokens: int,
+                    ignore_eos: bool = False) -> SamplingParams:
+    t = 1.0 if temperature is None else temperature
+    if not 0.0 <= t <= MAX_TEMPERATURE:  # also refuses NaN
+        raise bad_request(f"temperature must be in [0, {MAX_TEMPERATURE:g}], got {temperature}", "temperature")
+    p = 1.0 if top_p is None else top_p
+    if not 0.0 < p <= 1.0:
+        raise bad_request(f"top_p must be in (0, 1], got {top_p}", "top_p")
+    k = 0 if top_k in (None, -1) else top_k
+    if k < 0:
+        raise bad_request(f"top_k must be -1, 0 (off) or positive, got {top_k}", "top_k")
+    if seed is not None and not 0 <= seed < 2**63:
+        raise bad_request(f"seed must be in [0, 2**63), got {seed}", "seed")
+    stops = [stop] if isinstance(stop, str) else list(stop or ())
+    if len(stops) > MAX_STOP_STRINGS or any(not s for s in stops):
+        raise bad_request(f"stop takes up to {MAX_STOP_STRINGS} non-empty strings", "stop")
+    try:
+        return SamplingParams(temperature=t, top_p=p, top_k=k, seed=seed, stop=tuple(stops),
+                              max_tokens=max_tokens, ignore_eos=ignore_eos)
+    except ValueError as e:  # the engine's own rules, should they be stricter than ours
+        raise bad_request(str(e)) from None
+
+
+def response_format(spec: dict[str, Any] | None) -> ResponseFormat | None:
+    """OpenAI's ``response_format`` (text, json_object, json_schema) plus our kinds:
+    ``{"type": "regex", "regex": ...}``, ``{"type": "grammar", "grammar": ...}`` (EBNF, root rule
+    ``root``), ``{"type": "point" | "detect", "max_count": N}``."""
+    if spec is None:
+        return None
+    kind = spec.get("type")
+    try:
+        if kind in (None, "text"):
+            return None
+        if kind == "json_object":
+            return ResponseFormat("json_object")
+        if kind == "json_schema":
+            inner = spec.get("json_schema")
+            if not isinstance(inner, dict) or "schema" not in inner:
+                raise bad_request("response_format.json_schema.schema is required", "response_format")
+            return ResponseFormat("json_schema", schema=inner["schema"])
+        if kind == "regex":
+            return ResponseFormat("regex", regex=spec.get("regex"))
+        if kind == "grammar":
+            return ResponseFormat("grammar", grammar=spec.get("grammar"))
+        if kind in ("point", "detect"):
+            return ResponseFormat(kind, max_count=spec.get("max_count"))
+    except ConstraintError as e:
+        raise bad_request(str(e), "response_format", "invalid_response_format") from None
+    raise bad_request(f"response_format.type must be text, json_object, json_schema, regex, grammar, "
+                      f"point or detect, got {kind!r}", "response_format")

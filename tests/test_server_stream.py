@@ -1,0 +1,239 @@
+"""Streaming, disconnects, /metrics and the live trace against a real uvicorn server on loopback
+(tiny preset, CPU backend)."""
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from photon_trace.engine.engine import Engine
+from photon_trace.server.testing import serving, sse_data
+
+TINY = dict(model="tiny", backend="cpu", max_rows=16, max_step_tokens=64, max_seqs=32,
+            kv_tokens=2048, page_size=8, max_context=256)
+
+
+@pytest.fixture(scope="module")
+def otel():
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from photon_trace.telemetry.otel import OtelSink
+    return OtelSink(exporter=InMemorySpanExporter(), model="tiny")
+
+
+@pytest.fixture(scope="module")
+def server(otel):
+    with serving(lambda tracer: Engine(tracer=tracer, **TINY), model_name="tiny", sinks=[otel]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        yield c
+
+
+def engine_of(server) -> Engine:
+    return server.app.state.server.loop.engine
+
+
+def wait_idle(client, timeout_s: float = 30.0) -> dict:
+    """/health once the engine has nothing left: no request running, waiting or streaming."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        h = client.get("/health").json()
+        if h["running"] == 0 and h["waiting"] == 0 and h["streams"] == 0:
+            return h
+        assert time.monotonic() < deadline, h
+        time.sleep(0.05)
+
+
+def stream(client, path: str, body: dict) -> list[dict | str]:
+    with client.stream("POST", path, json={**body, "stream": True}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        data = sse_data(r.iter_lines())
+    return [d if d == "[DONE]" else json.loads(d) for d in data]
+
+
+def metrics(client) -> dict[str, float]:
+    """Every sample of /metrics by name and labels, parsed with prometheus_client's parser."""
+    out = {}
+    for family in text_string_to_metric_families(client.get("/metrics").text):
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    return out
+
+
+def test_chunks_arrive_while_the_request_is_still_running(client):
+    body = {"prompt": "incremental", "max_tokens": 200, "ignore_eos": True, "seed": 1, "stream": True}
+    with client.stream("POST", "/v1/completions", json=body) as r:
+        lines = r.iter_lines()
+        first = next(line for line in lines if line.startswith("data: "))
+        # the first chunk is here; the engine is still generating the other ~199 tokens
+        assert client.get("/health").json()["running"] == 1
+        rest = sse_data(lines)
+    assert json.loads(first[6:])["choices"][0]["finish_reason"] is None
+    assert rest[-1] == "[DONE]"
+
+
+def test_final_chunk_and_done(client):
+    events = stream(client, "/v1/completions", {"prompt": "Hello", "max_tokens": 24, "ignore_eos": True,
+                                                "seed": 2, "stream_options": {"include_usage": True}})
+    assert events[-1] == "[DONE]"
+    usage, final, chunks = events[-2], events[-3], events[:-3]
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 24
+    assert final["choices"][0]["finish_reason"] == "length"
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks)
+    assert len({e["id"] for e in events[:-1]}) == 1
+    assert all(e["object"] == "text_completion" for e in events[:-1])
+
+
+@pytest.mark.parametrize("extra", [
+    {"temperature": 0.9, "seed": 11, "max_tokens": 64, "ignore_eos": True},
+    {"temperature": 0.0, "max_tokens": 48},
+    {"temperature": 1.0, "seed": 5, "max_tokens": 64,
+     "response_format": {"type": "regex", "regex": "[a-z ]{40,60}"}},
+], ids=["sampled", "greedy", "regex"])
+def test_streamed_text_equals_the_non_streamed_text(client, extra):
+    body = {"prompt": "Once upon a time", **extra}
+    whole = client.post("/v1/completions", json=body).json()
+    events = stream(client, "/v1/completions", body)
+    text = "".join(e["choices"][0]["text"] for e in events[:-1])
+    assert text == whole["choices"][0]["text"]
+    assert events[-2]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"]
+
+
+def test_stop_string_is_cut_the_same_way_streamed_and_not(client):
+    body = {"prompt": "Words:", "temperature": 1.0, "seed": 9, "max_tokens": 60,
+            "response_format": {"type": "regex", "regex": "[a-z]{60}"}}
+    full = client.post("/v1/completions", json=body).json()["choices"][0]["text"]
+    stop = full[20:23]                          # a stop string known to occur mid-way
+    body["stop"] = [stop]
+    whole = client.post("/v1/completions", json=body).json()
+    events = stream(client, "/v1/completions", body)
+    text = "".join(e["choices"][0]["text"] for e in events[:-1])
+    assert text == whole["choices"][0]["text"] == full[:full.index(stop)]
+    assert whole["choices"][0]["finish_reason"] == "stop"
+
+
+def test_chat_stream(client):
+    body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 32, "seed": 4, "ignore_eos": True}
+    whole = client.post("/v1/chat/completions", json=body).json()
+    events = stream(client, "/v1/chat/completions", body)
+    assert events[-1] == "[DONE]"
+    assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert events[-2]["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}
+    assert all(e["object"] == "chat.completion.chunk" for e in events[:-1])
+    text = "".join(e["choices"][0]["delta"].get("content", "") for e in events[:-1])
+    assert text == whole["choices"][0]["message"]["content"]
+
+
+def test_disconnect_mid_stream_aborts_and_frees_pages_and_slots(server, client):
+    aborted = metrics(client).get("photon_requests_finished_total{reason=abort}", 0.0)
+    body = {"prompt": "walk away", "max_tokens": 220, "ignore_eos": True, "stream": True}
+    with httpx.Client(base_url=server.url, timeout=60) as own:   # its own connection, closed mid-stream
+        with own.stream("POST", "/v1/completions", json=body) as r:
+            seen = 0
+            for line in r.iter_lines():
+                seen += line.startswith("data: ")
+                if seen == 3:
+                    break
+    wait_idle(client)
+    assert metrics(client)["photon_requests_finished_total{reason=abort}"] == aborted + 1
+    engine = engine_of(server)
+    assert engine.idle
+    engine.check_invariants()        # every KV page, row id and slot is free
+    assert engine.scheduler.allocator.num_used == 0
+
+
+def test_disconnect_of_a_non_streamed_request_aborts_it(server, client):
+    aborted = metrics(client).get("photon_requests_finished_total{reason=abort}", 0.0)
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(server.url + "/v1/completions", json={"prompt": "x", "max_tokens": 240, "ignore_eos": True},
+                   timeout=httpx.Timeout(30, read=0.3))
+    wait_idle(client)
+    assert metrics(client)["photon_requests_finished_total{reason=abort}"] == aborted + 1
+    engine_of(server).check_invariants()
+
+
+def test_many_streams_some_abandoned(server, client):
+    """Streams that finish and streams dropped after a few chunks, at once: all pages come back."""
+    import asyncio
+
+    async def one(c: httpx.AsyncClient, i: int) -> str | None:
+        body = {"prompt": f"req {i} " * (1 + i % 5), "max_tokens": 16 + 8 * (i % 6), "seed": i,
+                "temperature": 1.0, "ignore_eos": True, "stream": True}
+        async with c.stream("POST", "/v1/completions", json=body) as r:
+            data = []
+            async for line in r.aiter_lines():
+                if line.startswith("data: "):
+                    data.append(line[6:])
+                    if i % 4 == 0 and len(data) == 2:
+                        return None          # abandoned
+        return data[-1]
+
+    async def main():
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as c:
+            return await asyncio.gather(*(one(c, i) for i in range(24)))
+
+    results = asyncio.run(main())
+    assert all(r == "[DONE]" for i, r in enumerate(results) if i % 4), results
+    wait_idle(client)
+    engine_of(server).check_invariants()
+
+
+def test_metrics_parse_and_agree_with_the_engine(server, client):
+    client.post("/v1/completions", json={"prompt": "count me", "max_tokens": 30, "ignore_eos": True})
+    wait_idle(client)
+    time.sleep(1.2)                      # one recorder flush (0.5 s) for the device figures
+    m = metrics(client)
+    engine = engine_of(server)
+    assert m["photon_engine_steps_total"] == engine.steps > 0
+    assert m["photon_engine_generated_tokens_total"] == engine.tokens > 0
+    assert m["photon_engine_zombie_rows_total"] == engine.zombie_rows
+    assert m["photon_requests_running"] == len(engine.scheduler.running) == 0
+    assert m["photon_requests_waiting"] == len(engine.scheduler.waiting) == 0
+    assert m["photon_kv_pages_used"] == engine.scheduler.allocator.num_used == 0
+    assert m["photon_kv_pages_total"] == engine.scheduler.allocator.capacity
+    assert m["photon_engine_up"] == 1 and m["photon_engine_invariant_ok"] == 1
+    finished = sum(v for k, v in m.items() if k.startswith("photon_requests_finished_total{"))
+    completed = finished - m.get("photon_requests_finished_total{reason=abort}", 0)
+    assert m["photon_time_to_first_token_seconds_count"] == completed
+    assert 0 < m["photon_time_per_output_token_seconds_count"] <= completed
+    assert m["photon_device_busy_seconds_total"] > 0
+    assert 0 <= m["photon_device_idle_fraction"] <= 1
+    assert 0 < m["photon_step_period_seconds_count"] <= engine.steps
+    assert m["photon_bubbles_total{cause=accidental_sync}"] == 0   # the async mask upload: no syncs
+    for cause in ("host_bound", "commit_wait", "accidental_sync", "copy_wait"):
+        assert f"photon_bubble_seconds_total{{cause={cause}}}" in m
+
+
+def test_trace_recent_pages_through_records_with_a_cursor(client):
+    first = client.get("/v1/trace/recent", params={"cursor": 0}).json()
+    assert first["cursor"] > 0 and first["header"]["model"] == "tiny"
+    assert first["steps"] and first["device_spans"] and first["host_spans"]
+    from photon_trace.telemetry.records import DeviceSpan, RequestRecord, StepRecord
+    StepRecord._make(first["steps"][0])
+    DeviceSpan._make(first["device_spans"][0])
+    events = {RequestRecord._make(r).event for r in first["requests"]}
+    assert {"arrival", "first_token", "finalized", "freed"} <= events
+    client.post("/v1/completions", json={"prompt": "one more", "max_tokens": 5, "ignore_eos": True})
+    time.sleep(1.2)
+    later = client.get("/v1/trace/recent", params={"cursor": first["cursor"]}).json()
+    assert later["cursor"] > first["cursor"]
+    assert 0 < len(later["steps"]) < len(first["steps"])
+    assert client.get("/v1/trace/recent", params={"cursor": "soon"}).status_code == 400
+
+
+def test_every_request_gets_an_otel_span(client, otel):
+    before = otel.requests_exported
+    for i in range(3):
+        client.post("/v1/completions", json={"prompt": f"span {i}", "max_tokens": 4, "ignore_eos": True})
+    deadline = time.monotonic() + 10
+    while otel.requests_exported < before + 3 and time.monotonic() < deadline:
+        time.sleep(0.1)              # request spans are built on the recorder's next flush
+    assert otel.requests_exported == before + 3
