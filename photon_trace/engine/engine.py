@@ -80,6 +80,12 @@ class Engine:
         self.requests.register(seq)
         return seq.req_id
 
+    def compile_format(self, response_format) -> None:
+        """Compile a response format into the engine's cache (thread-safe), so that a later
+        add_request with it does not pay the compile on the engine's thread. Raises
+        ConstraintError (a ValueError) for an invalid format."""
+        self.requests.constraint(response_format)
+
     def abort(self, req_id: int) -> bool:
         seq = self.requests.get(req_id)
         if seq is None or seq.finalized:

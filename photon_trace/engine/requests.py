@@ -2,6 +2,8 @@
 them, and what callers get back (deltas, outputs, metrics)."""
 from __future__ import annotations
 
+import threading
+
 from ..telemetry.tracer import RequestEvent, Tracer, now_ns
 from .outputs import RequestDelta, RequestMetrics, RequestOutput
 from .params import SamplingParams
@@ -20,6 +22,7 @@ class RequestBook:
         self._done: list[int] = []
         self._next_id = 0
         self._compiler = None
+        self._compiler_lock = threading.Lock()
 
     def create(self, prompt, params: SamplingParams, seed: int, response_format) -> Sequence:
         ids = self.tokenizer.encode(prompt, add_bos=True) if isinstance(prompt, str) else [int(t) for t in prompt]
@@ -28,17 +31,19 @@ class RequestBook:
         vocab = self.model_config.vocab_size
         if any(t < 0 or t >= vocab for t in ids):
             raise ValueError(f"prompt token ids must be in [0, {vocab})")
-        constraint = self._constraint(response_format)
+        constraint = self.constraint(response_format)
         return Sequence(req_id=self._next_id, prompt=ids, params=params, seed=seed,
                         constraint=constraint, arrival_ns=now_ns())
 
-    def _constraint(self, response_format):
+    def constraint(self, response_format):
+        """A fresh Constraint for a format (None for plain text); compiles once per format."""
         if response_format is None:
             return None
         from .constraints import ConstraintCompiler
 
-        if self._compiler is None:
-            self._compiler = ConstraintCompiler(self.tokenizer, self.model_config.vocab_size)
+        with self._compiler_lock:  # a server compiles on web threads too
+            if self._compiler is None:
+                self._compiler = ConstraintCompiler(self.tokenizer, self.model_config.vocab_size)
         return self._compiler.make(response_format)  # raises ConstraintError (a ValueError)
 
     def register(self, seq: Sequence) -> None:

@@ -91,12 +91,11 @@ class ServerState:
 
     def precompile(self, fmt: ResponseFormat | None) -> None:
         """Compile ``fmt``'s grammar into the engine's cache on a worker thread, so the engine
-        thread's add_request finds it ready instead of stalling every request on a compile.
-        (Through the request book's private ``_constraint``: the engine has no public hook yet.)"""
+        thread's add_request finds it ready instead of stalling every request on a compile."""
         if fmt is None or not fmt.is_constrained:
             return
         with self._compile_lock:   # one creator of the engine's (lazily built) compiler
-            self.loop.engine.requests._constraint(fmt)
+            self.loop.engine.compile_format(fmt)
 
     async def run(self, prompt: list[int], params, fmt: ResponseFormat | None, *, deltas: bool) -> RequestStream:
         """Validate ``fmt``, hand the request to the engine thread; the stream its updates arrive on."""

@@ -16,6 +16,7 @@ from ...telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer, now_ns
 from .base import Device, DeviceError, DeviceSpec
 from .program import build_program
 from .staging import SlotStaging, layout
+from .syncdebug import PinnedCheck, SyncDebugCapture
 
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 
@@ -56,6 +57,7 @@ class CudaDevice(Device):
         self._graphs: dict[tuple[int, int, int], torch.cuda.CUDAGraph] = {}
         self._pool = None
         self._page_buckets = tuple(sorted({min(2 ** i, spec.shape.max_pages) for i in range(16)}))
+        self._pin_check = PinnedCheck()   # sync detection: copies from pageable memory (see syncdebug)
         torch.cuda.synchronize()
         self._anchor()
 
@@ -78,6 +80,19 @@ class CudaDevice(Device):
         begin.record(stream)
         fn()
         end.record(stream)
+
+    def sync_debug(self) -> SyncDebugCapture:
+        """Context manager for a run: torch's sync-debug warnings recorded as accidental syncs
+        (not inside the audited waits, nor a graph capture's one-off synchronize)."""
+        return SyncDebugCapture(self, skip=(Device._traced_wait.__code__, CudaDevice._graph_forward.__code__))
+
+    def _copy(self, host_tensors, fn, what: str):
+        """``fn`` enqueues a copy with these host tensors on one side. Sync detection: if one
+        is pageable the copy blocks the host, so it runs as an unexpected host wait (call site:
+        the engine line that asked for the op)."""
+        if not self._pin_check.pageable(host_tensors):
+            return fn
+        return lambda: self._traced_wait(fn, f"{what}: pageable host memory, the copy blocks the host", False, -1)
 
     def _graph_forward(self, slot: int, T: int, B: int, P: int) -> None:
         rows = _bucket(B, _BATCH_BUCKETS)
@@ -116,7 +131,7 @@ class CudaDevice(Device):
         host = self._host[slot]
         with torch.cuda.stream(self.compute):
             self._timed(slot, DeviceOp.STAGE, self.compute,
-                        lambda: self.program.stage(slot, host, Tn, rows, pages))
+                        self._copy(host.values(), lambda: self.program.stage(slot, host, Tn, rows, pages), "stage"))
             if graphed:
                 self._timed(slot, op, self.compute, lambda: self._graph_forward(slot, Tn, B, P))
             else:
@@ -131,7 +146,8 @@ class CudaDevice(Device):
         host_mask = self._host[slot]["mask"]
         with torch.cuda.stream(self.copy):
             self._timed(slot, DeviceOp.MASK_UPLOAD, self.copy,
-                        lambda: self.program.upload_mask(slot, host_mask, lo, hi))
+                        self._copy((host_mask,), lambda: self.program.upload_mask(slot, host_mask, lo, hi),
+                                   "mask upload"))
             self._mask_ready[slot].record(self.copy)
         self.compute.wait_event(self._mask_ready[slot])
 
@@ -153,7 +169,8 @@ class CudaDevice(Device):
         self.copy.wait_event(self._sampled[slot])  # this step's sampling only, not what follows it
         host_out = self._host[slot]["out_tokens"]
         with torch.cuda.stream(self.copy):
-            self._timed(slot, DeviceOp.COPY_BACK, self.copy, lambda: self.program.copy_back(slot, host_out, B))
+            self._timed(slot, DeviceOp.COPY_BACK, self.copy,
+                        self._copy((host_out,), lambda: self.program.copy_back(slot, host_out, B), "copy-back"))
             self._copied[slot].record(self.copy)
 
     def wait_copied(self, slot: int, step: int) -> None:

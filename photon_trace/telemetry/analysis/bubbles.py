@@ -178,7 +178,9 @@ def classify(trace: Trace, gaps: list[Gap], *, min_gap_ns: int = MIN_BUBBLE_NS,
             # The op was queued before the device ran dry: nothing the host did kept it waiting.
             found = ctx.copy_cause(full0, full1, g.next) or (HOST_BOUND, "queued")
         else:
-            found = ctx.wait_cause(full0, full1, g.prev) or ctx.copy_cause(full0, full1, g.next)
+            # a wait that began after the next op was enqueued held nothing up
+            found = (ctx.wait_cause(full0, min(full1, g.next.enqueued), g.prev)
+                     or ctx.copy_cause(full0, full1, g.next))
         inherited = False
         if found is None:
             if (waited is not None and g.prev.step <= origin_step + 1

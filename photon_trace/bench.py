@@ -1,0 +1,248 @@
+"""``photon-trace bench``: blocking against pipelined on identical workloads, traced.
+
+For each stream count the same prepared workload (prompts, seeds, lengths, stop
+tokens: see ``photon_trace.workload``) runs in blocking (depth 1) and pipelined
+(depth 2) mode on two engines built once. Per stream count, the first run on
+each engine is an untraced warm-up (on the pipelined engine it is also the run
+that resolves the workload's stop tokens); the measured runs then alternate
+modes, swapping which goes first each round, so machine noise hits both alike.
+
+It prints the source's two tables: per mode, the steady-state medians of
+forward, sample and period; per stream count, T_block, T_pipe, L, z and the cost
+model's predicted speedup beside the observed one (end-to-end tokens/s). Every
+run's trace goes under ``--out`` with a JSON summary (``bench_summary.json``).
+Numbers are printed, never judged: a benchmark does not fail on speed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from photon_trace.workload import DEFAULT_TOKENS, Workload, engine_settings, prepare, trace_run
+
+MODES = ((1, "blocking"), (2, "pipelined"))
+
+
+def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "bench", help="blocking vs pipelined on identical workloads, traced; the cost model against measurement",
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=("Example: photon-trace bench --model small --streams 1 8 32\n"
+                "Exit status: 0 when every run completed (speed never fails it), "
+                "1 when pipelined and blocking outputs differ, 2 on bad arguments."))
+    p.add_argument("--model", default="small", help="preset (tiny, small, 1.5b) or a checkpoint folder")
+    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto")
+    p.add_argument("--streams", type=int, nargs="+", default=[1, 8, 32], help="concurrent streams per row")
+    p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, help="mean generated tokens per request")
+    p.add_argument("--requests-per-stream", type=int, default=1)
+    p.add_argument("--prompt-len", type=int, default=32, help="mean prompt length (characters)")
+    p.add_argument("--mask-upload", default="async", choices=("async", "sync"),
+                   help="sync: the source's mask-upload bug, in both modes")
+    p.add_argument("--constrained", nargs="?", const="point", default=None, choices=("point", "json_schema"),
+                   help="half the requests constrained (default kind: point)")
+    p.add_argument("--repeats", type=int, default=1, help="measured runs per mode and stream count")
+    p.add_argument("--seed", type=int, default=0, help="workload seed")
+    p.add_argument("--cuda-graphs", default="on", choices=("on", "off"))
+    p.add_argument("--sync-debug", action="store_true",
+                   help="CUDA: record torch's sync-debug warnings as accidental syncs")
+    p.add_argument("--trace-level", default="on", choices=("on", "full"))
+    p.add_argument("--out", default="traces/runs", help="folder for the traces and bench_summary.json")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_bench)
+    return p
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from photon_trace.engine.engine import Engine
+    from photon_trace.telemetry.analysis import analyze, cost_model
+    from photon_trace.telemetry.tracer import TraceLevel
+
+    if min(args.streams) < 1 or args.repeats < 1 or args.tokens < 2:
+        print("photon-trace bench: --streams, --repeats must be >= 1 and --tokens >= 2", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    level = TraceLevel.FULL if args.trace_level == "full" else TraceLevel.ON
+    workloads = {s: Workload(streams=s, tokens=args.tokens, requests_per_stream=args.requests_per_stream,
+                             prompt_len=args.prompt_len, constrained=args.constrained, seed=args.seed)
+                 for s in args.streams}
+    sizing = engine_settings(workloads[max(args.streams)])
+    common = dict(model=args.model, backend=args.backend, dtype=args.dtype, mask_upload=args.mask_upload,
+                  cuda_graphs=args.cuda_graphs == "on", **sizing)
+    tag = _tag(args)
+    bar = _progress(args, total=len(args.streams) * (2 + 2 * args.repeats))
+    engines = {}
+    rows: list[dict[str, Any]] = []
+    started = time.time()
+    try:
+        for depth, mode in MODES:
+            bar.set_description(f"building the {mode} engine")
+            engines[mode] = Engine(depth=depth, **common)
+        device = engines["pipelined"].device
+        for s in args.streams:
+            wl = workloads[s]
+            bar.set_description(f"{s} streams: warm-up")
+            prepared = prepare(engines["pipelined"], wl)
+            bar.update()
+            prepare(engines["blocking"], wl)   # the blocking engine's warm-up (same buckets, same lengths)
+            bar.update()
+            reports: dict[str, list] = {"blocking": [], "pipelined": []}
+            runs: dict[str, list] = {"blocking": [], "pipelined": []}
+            for r in range(args.repeats):
+                order = ("blocking", "pipelined") if r % 2 == 0 else ("pipelined", "blocking")
+                for mode in order:
+                    bar.set_description(f"{s} streams: {mode} {r + 1}/{args.repeats}")
+                    path = out / f"{tag}-s{s}-{mode}-r{r + 1}.trace.jsonl"
+                    trace, summary = trace_run(engines[mode], prepared, path, level, analyse=False,
+                                               header={"bench": {"repeat": r + 1, "tag": tag}},
+                                               sync_debug=args.sync_debug)
+                    report = analyze(trace)
+                    summary["analysis"] = report.to_dict(tables=False)
+                    reports[mode].append(report)
+                    runs[mode].append(summary)
+                    bar.update()
+            rows.append(_row(s, prepared, reports, runs, cost_model))
+    finally:
+        bar.close()
+        for eng in engines.values():
+            eng.close()
+    summary = {
+        "command": "photon-trace bench", "args": {k: v for k, v in vars(args).items() if k != "func"},
+        "tag": tag,
+        "started_wall": started, "seconds": time.time() - started,
+        "model": args.model, "backend": device.backend, "device": device.device_name,
+        "settings": {**common, "tokens": args.tokens, "requests_per_stream": args.requests_per_stream,
+                     "constrained": args.constrained, "repeats": args.repeats, "streams": args.streams,
+                     "seed": args.seed, "trace_level": args.trace_level},
+        "rows": rows,
+    }
+    path = out / "bench_summary.json"
+    path.write_text(json.dumps(summary, indent=1, default=_jsonable) + "\n", encoding="utf-8")
+    print(render_tables(summary))
+    print(f"\ntraces and summary: {out}/ ({tag}-*.trace.jsonl, {path.name})")
+    mismatched = [r["streams"] for r in rows if not r["outputs_identical"]]
+    if mismatched:
+        print(f"photon-trace bench: pipelined and blocking outputs differ at {mismatched} streams",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _tag(args: argparse.Namespace) -> str:
+    model = Path(args.model).name if "/" in args.model else args.model
+    parts = ["bench", model, args.mask_upload]
+    if args.constrained:
+        parts.append(args.constrained)
+    return "-".join(parts)
+
+
+def _median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _row(streams, prepared, reports, runs, cost_model) -> dict[str, Any]:
+    """One stream count: per-mode medians over the repeats, and the cost model per repeat pair."""
+    per_mode = {}
+    for mode, reps in reports.items():
+        per_mode[mode] = {
+            "forward_ms": _median(r.forward_ms for r in reps),
+            "sample_ms": _median(r.sample_ms for r in reps),
+            "period_ms": _median(r.period_ms for r in reps),
+            "bookkeeping_ms": _median(r.bookkeeping_ms for r in reps),
+            "idle_fraction": _median(r.idle_fraction for r in reps),
+            "e2e_tokens_per_s": _median(r.e2e_tokens_per_s for r in reps),
+            "tokens_per_s": _median(r.tokens_per_s for r in reps),
+            "accidental_syncs": _median(sum(s.count for s in r.syncs) for r in reps),
+            "traces": [x["trace"] for x in runs[mode]],
+        }
+    models = [cost_model(b, p) for b, p in zip(reports["blocking"], reports["pipelined"])]
+    medians = [cost_model(b, p, period="median") for b, p in zip(reports["blocking"], reports["pipelined"])]
+    digests = {x["outputs_digest"] for xs in runs.values() for x in xs}
+    return {
+        "streams": streams, "planned_stops": prepared.planned_stops(),
+        "finish_reasons": runs["pipelined"][0]["finish_reasons"],
+        "outputs_identical": len(digests) == 1,
+        "modes": per_mode,
+        "cost_model": {
+            "T_block_ms": _median(m.T_block for m in models), "T_pipe_ms": _median(m.T_pipe for m in models),
+            "L": _median(m.L for m in models), "z": _median(m.z for m in models),
+            "predicted": _median(m.predicted for m in models), "observed": _median(m.observed for m in models),
+            "error_pts": _median(m.error_pts for m in models),
+            "predicted_median_periods": _median(m.predicted for m in medians),
+            "error_pts_median_periods": _median(m.error_pts for m in medians),
+            "observed_steady": _median(m.observed_steady for m in models),
+            "per_repeat": [m.to_dict() for m in models],
+        },
+        "runs": runs,
+    }
+
+
+def render_tables(summary: dict[str, Any]) -> str:
+    """The two tables, as plain text."""
+    s = summary["settings"]
+    out = [f"photon-trace bench: model={summary['model']} backend={summary['backend']} "
+           f"device={summary['device']!r}",
+           f"  tokens/request ~{s['tokens']}, mask upload {s['mask_upload']}, "
+           f"constrained {s['constrained'] or 'no'}, repeats {s['repeats']}, "
+           f"{summary['seconds']:.0f} s in all", "",
+           "Per mode: steady-state medians over decode steps (ms)",
+           f"{'streams':>7}  {'mode':<9} {'forward':>8} {'sample':>7} {'period':>7} {'bookkeep':>8} "
+           f"{'idle':>6} {'syncs':>5} {'tok/s e2e':>10}"]
+    for row in summary["rows"]:
+        for mode in ("blocking", "pipelined"):
+            m = row["modes"][mode]
+            out.append(f"{row['streams']:>7}  {mode:<9} {m['forward_ms']:>8.3f} {m['sample_ms']:>7.3f} "
+                       f"{m['period_ms']:>7.3f} {m['bookkeeping_ms']:>8.3f} {m['idle_fraction']:>6.1%} "
+                       f"{m['accidental_syncs']:>5.0f} {m['e2e_tokens_per_s']:>10.1f}")
+    out += ["", "Per row: predicted = T_block / T_pipe x (1 - z) (T: run-mean step periods); "
+            "observed = end-to-end tokens/s ratio",
+            f"{'streams':>7} {'T_block':>8} {'T_pipe':>8} {'L':>6} {'z':>6} {'predicted':>9} "
+            f"{'observed':>8} {'error':>7}   {'pred(median T)':>14} {'error':>7}"]
+    for row in summary["rows"]:
+        c = row["cost_model"]
+        out.append(f"{row['streams']:>7} {c['T_block_ms']:>8.3f} {c['T_pipe_ms']:>8.3f} {c['L']:>6.1f} "
+                   f"{c['z']:>6.3f} {c['predicted']:>8.3f}x {c['observed']:>7.3f}x {c['error_pts']:>+6.1f}p"
+                   f"   {c['predicted_median_periods']:>13.3f}x {c['error_pts_median_periods']:>+6.1f}p"
+                   + ("" if row["outputs_identical"] else "   OUTPUTS DIFFER"))
+    return "\n".join(out)
+
+
+def _progress(args: argparse.Namespace, total: int):
+    """A tqdm bar on stderr (a no-op stand-in when disabled or tqdm is missing)."""
+    if not args.no_progress:
+        try:
+            from tqdm import tqdm
+            return tqdm(total=total, file=sys.stderr, unit="run", dynamic_ncols=True)
+        except ImportError:
+            pass
+    return _NoBar()
+
+
+class _NoBar:
+    def set_description(self, *_): pass
+    def update(self, *_): pass
+    def close(self): pass
+
+
+def _jsonable(x):
+    if isinstance(x, float) and x != x:
+        return None
+    return str(x)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="photon-trace")
+    add_bench_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

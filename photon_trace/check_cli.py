@@ -1,0 +1,85 @@
+"""``photon-trace check``: the CI gate on the command line (the gates are in ``telemetry.check``).
+
+Checks a trace file, or with ``--run`` first makes one: a short pipelined run of
+the standard workload on the CPU backend (``tiny`` preset by default).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from photon_trace.telemetry.check import (
+    DEFAULT_MAX_IDLE_FRACTION, DEFAULT_TOLERANCE, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, run_check)
+
+EXIT_CODES = f"""\
+exit codes:
+  {EXIT_PASS}  every gate passed
+  {EXIT_FAIL}  a gate failed: idle fraction over --max-idle, an accidental sync anywhere in
+     the trace, or (with --baseline) idle per step or the median period regressed by more
+     than --tolerance of the baseline's period
+  {EXIT_BAD_INPUT}  bad input: no trace given, or a trace/baseline that is unreadable, foreign,
+     corrupt or has nothing to analyse (also argparse's usage errors)"""
+
+
+def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "check", help="CI gate: fail on device idle time, accidental syncs or regressions",
+        description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1],
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("trace", nargs="?", help="trace file to check (omit with --run)")
+    p.add_argument("--run", action="store_true",
+                   help="run a short pipelined CPU workload and check its trace")
+    p.add_argument("--model", default="tiny", help="--run: preset or checkpoint folder")
+    # 32 streams: the tiny forward is then long enough that the host-process device's own
+    # command pickup (tens of µs per op) stays well under the default idle limit
+    p.add_argument("--streams", type=int, default=32, help="--run: concurrent streams")
+    p.add_argument("--tokens", type=int, default=48, help="--run: mean generated tokens per request")
+    p.add_argument("--out", default="traces", help="--run: folder for the trace")
+    p.add_argument("--baseline", help="trace file to compare against")
+    p.add_argument("--max-idle", type=float, default=DEFAULT_MAX_IDLE_FRACTION,
+                   help=f"largest steady-state idle fraction (default {DEFAULT_MAX_IDLE_FRACTION})")
+    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                   help=f"allowed regression as a fraction of the baseline's period (default {DEFAULT_TOLERANCE})")
+    p.add_argument("--markdown", help="write a Markdown summary here")
+    p.add_argument("--junit", help="write JUnit XML here")
+    p.set_defaults(func=run_check_cli)
+    return p
+
+
+def run_check_cli(args: argparse.Namespace) -> int:
+    if (args.trace is None) == (not args.run):
+        print("photon-trace check: give a trace file or --run (not both)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    trace = args.trace
+    if args.run:
+        trace = short_run(args.model, args.streams, args.tokens, Path(args.out))
+        print(f"photon-trace check: ran {args.streams} pipelined streams on {args.model} -> {trace}",
+              file=sys.stderr)
+    result = run_check(trace, args.baseline, max_idle_fraction=args.max_idle, tolerance=args.tolerance,
+                       out_md=args.markdown, out_junit=args.junit)
+    print(result.summary(), file=sys.stdout if result.passed else sys.stderr)
+    for note in result.notes:
+        print(f"  note: {note}", file=sys.stderr)
+    return result.exit_code
+
+
+def short_run(model: str, streams: int, tokens: int, out: Path) -> Path:
+    """A short traced pipelined run of the standard workload on the CPU backend; its trace path."""
+    from photon_trace.telemetry.tracefile import default_trace_path
+    from photon_trace.workload import Workload, run_traced
+
+    path = default_trace_path(out, stem=f"check-{Path(model).name}-s{streams}")
+    run_traced(dict(model=model, backend="cpu", depth=2), Workload(streams=streams, tokens=tokens), path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="photon-trace")
+    add_check_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["check", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

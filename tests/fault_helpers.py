@@ -1,0 +1,111 @@
+"""Shared by the fault-injection tests: traced runs with faults, and how their cost is read.
+
+A fault's *injected cost* is the device idle per step the host causes in the
+faulty run beyond the clean run of the same workload; the analysis is right when
+it attributes that much to the fault's cause and site. Idle, not the period's
+whole growth: on a shared CPU a faulty run's device ops also run slower (a device
+process that drains and sleeps every step comes back to cold caches and a busy
+run queue), which lengthens the period without being idle any cause explains.
+On a quiet machine, or a GPU, the two measures agree.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from photon_trace.telemetry.analysis import COPY_WAIT, HOST_BOUND, analyze
+from photon_trace.telemetry.tracer import TraceLevel
+from photon_trace.workload import trace_run
+
+ROOT = Path(__file__).resolve().parent.parent
+MS = 1e6
+
+
+def engine_line(needle: str) -> str:
+    """'engine/engine.py:N' of the one engine line that contains ``needle``."""
+    src = (ROOT / "photon_trace" / "engine" / "engine.py").read_text().splitlines()
+    (n,) = [i + 1 for i, line in enumerate(src) if needle in line]
+    return f"engine/engine.py:{n}"
+
+
+def line_after(fn, path: str) -> str:
+    """'<file name>:N' of the first body line of ``fn`` (a one-line fault hook)."""
+    return f"{Path(path).name}:{fn.__code__.co_firstlineno + 1}"
+
+
+class Sleep:
+    """A host delay (for ``fault_hooks["plan"]``); remembers how long each sleep really took."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.took: list[float] = []
+
+    def __call__(self) -> None:
+        t0 = time.perf_counter()
+        time.sleep(self.seconds)
+        self.took.append(time.perf_counter() - t0)
+
+
+class Runs:
+    """Traced runs by name, several per name: name -> [(trace, report, path)]."""
+
+    def __init__(self, out: Path, sync_debug: bool = False) -> None:
+        self.out = out
+        self.sync_debug = sync_debug
+        self.runs: dict[str, list] = {}
+
+    def run(self, name, engine, prepared, hooks=None):
+        engine.fault_hooks.update(hooks or {})
+        try:
+            path = self.out / f"{name}-{len(self.runs.get(name, ()))}.trace.jsonl"
+            trace, _ = trace_run(engine, prepared, path, TraceLevel.ON, analyse=False,
+                                 sync_debug=self.sync_debug)
+        finally:
+            engine.fault_hooks.clear()
+        report = analyze(trace)
+        self.runs.setdefault(name, []).append((trace, report, path))
+        return report
+
+    def __getitem__(self, name):
+        return self.runs[name]
+
+    def reports(self, name):
+        return [rep for _, rep, _ in self.runs[name]]
+
+
+def per_step_ms(reports, ns_of) -> float:
+    return sum(ns_of(r) for r in reports) / sum(len(r.steps) for r in reports) / MS
+
+
+def host_caused_idle_ms(reports) -> float:
+    """Device idle per step the host caused: every bubble but those the device made itself,
+    ``host_bound``/``queued`` (the op sat in its queue: on a shared CPU, the device process
+    descheduled) and ``copy_wait`` (the host-process device runs its copy stream on the same
+    worker, so a mask upload is a small gap of its own)."""
+    return per_step_ms(reports, lambda r: sum(d.idle_ns for d in r.diagnosis if not device_made(d)))
+
+
+def device_made(d) -> bool:
+    """A diagnosis row for idle the device made itself (see ``host_caused_idle_ms``)."""
+    return d.cause == COPY_WAIT or (d.cause, d.site_or_phase) == (HOST_BOUND, "queued")
+
+
+def top_host_cause(report) -> tuple[str, str]:
+    """(cause, detail) of the costliest idle the host caused."""
+    d = next(d for d in report.diagnosis if not device_made(d))
+    return d.cause, d.site_or_phase
+
+
+def attributed_ms(reports, cause: str, detail: str) -> float:
+    """Device idle per step the analysis puts on (cause, detail)."""
+    return per_step_ms(reports, lambda r: sum(
+        d.idle_ns for d in r.diagnosis if (d.cause, d.site_or_phase) == (cause, detail)))
+
+
+def cost(runs: Runs, fault: str, clean: str, cause: str, detail: str) -> tuple[float, float, float]:
+    """(attributed, injected, period growth) per step in ms, over every repeat."""
+    faulty, base = runs.reports(fault), runs.reports(clean)
+    injected = host_caused_idle_ms(faulty) - host_caused_idle_ms(base)
+    attributed = attributed_ms(faulty, cause, detail) - attributed_ms(base, cause, detail)
+    growth = sum(r.mean_period_ms for r in faulty) / len(faulty) - sum(r.mean_period_ms for r in base) / len(base)
+    return attributed, injected, growth
