@@ -23,7 +23,7 @@ from .params import SamplingParams
 from .requests import RequestBook
 from .scheduler import Scheduler, StepPlan
 from .sequence import FinishReason, Sequence
-from .stage import all_greedy, fill_masks, stage_plan
+from .stage import fill_masks, sampling_mode, stage_plan
 
 
 class Engine:
@@ -140,7 +140,7 @@ class Engine:
         self.device.forward(slot, plan.num_tokens, B, plan.max_pages, plan.max_query_len,
                             prefill=plan.kind != StepKind.DECODE)
         if plan.split:
-            self.device.sample(slot, 0, plan.split, False, all_greedy(plan, 0, plan.split))
+            self.device.sample(slot, 0, plan.split, False, sampling_mode(plan, 0, plan.split))
         if plan.split == B:
             self.device.copy_back(slot, B)      # nothing constrained: the step is complete on the device
         tr.end(Phase.LAUNCH, plan.index, slot, t0)
@@ -165,7 +165,7 @@ class Engine:
             self.device.upload_mask(slot, lo, hi)
         if tr.level > 1:
             tr.end(Phase.MASK_UPLOAD, plan.index, slot, tm)
-        self.device.sample(slot, lo, hi, True, all_greedy(plan, lo, hi))
+        self.device.sample(slot, lo, hi, True, sampling_mode(plan, lo, hi))
         self.device.copy_back(slot, hi)
         tr.end(Phase.FINALIZE, plan.index, slot, t0)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .sampling import sampling_mode as sample_mode
+
 from .device.staging import SlotStaging
 from .scheduler import StepPlan
 
@@ -59,8 +61,9 @@ def stage_plan(st: SlotStaging, plan: StepPlan, page_size: int, scratch_row: int
     st.sample_pos[:B] = ctx
 
 
-def all_greedy(plan: StepPlan, lo: int, hi: int) -> bool:
-    return all(not r.samples or r.seq.params.greedy for r in plan.rows[lo:hi])
+def sampling_mode(plan: StepPlan, lo: int, hi: int) -> int:
+    """How rows [lo, hi) are sampled (see sampling.sample); rows that do not sample are greedy."""
+    return sample_mode([r.seq.params if r.samples else None for r in plan.rows[lo:hi]])
 
 
 def fill_masks(masks: np.ndarray, plan: StepPlan) -> None:

@@ -69,7 +69,7 @@ class Device:
         """Stage the slot's inputs and enqueue the forward (compute stream)."""
         raise NotImplementedError
 
-    def sample(self, slot: int, lo: int, hi: int, masked: bool, all_greedy: bool) -> None:
+    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:
         """Sample rows [lo, hi) on the compute stream; masked rows read the uploaded bitmask."""
         raise NotImplementedError
 

@@ -137,10 +137,10 @@ class CudaDevice(Device):
             else:
                 self._timed(slot, op, self.compute, lambda: self.program.forward(slot, T, B, P, max_q))
 
-    def sample(self, slot: int, lo: int, hi: int, masked: bool, all_greedy: bool) -> None:
+    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
         with torch.cuda.stream(self.compute):
-            self._timed(slot, op, self.compute, lambda: self.program.sample(slot, lo, hi, masked, all_greedy))
+            self._timed(slot, op, self.compute, lambda: self.program.sample(slot, lo, hi, masked, mode))
 
     def upload_mask(self, slot: int, lo: int, hi: int) -> None:
         host_mask = self._host[slot]["mask"]

@@ -133,10 +133,10 @@ class HostProcessDevice(Device):
         self._issue(slot, op, Stream.COMPUTE)
         self._send((int(Stream.COMPUTE), P.STAGE_FORWARD, slot, T, B, P_, max_q, int(op)))
 
-    def sample(self, slot: int, lo: int, hi: int, masked: bool, all_greedy: bool) -> None:
+    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
         self._issue(slot, op, Stream.COMPUTE)
-        self._send((int(Stream.COMPUTE), P.SAMPLE, slot, lo, hi, masked, all_greedy, int(op)))
+        self._send((int(Stream.COMPUTE), P.SAMPLE, slot, lo, hi, masked, mode, int(op)))
 
     def upload_mask(self, slot: int, lo: int, hi: int) -> None:
         self._issue(slot, DeviceOp.MASK_UPLOAD, Stream.COPY)

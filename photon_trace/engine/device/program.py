@@ -66,14 +66,14 @@ class DeviceProgram:
         d = self.slots[slot]
         self.model.forward(self.forward_batch(slot, T, B, P, max_q), self.kv, out_logits=d.logits[:B])
 
-    def sample(self, slot: int, lo: int, hi: int, masked: bool, all_greedy: bool) -> None:
+    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:
         """Sample rows [lo, hi) and publish their tokens into the token table."""
         d = self.slots[slot]
         logits = d.logits[lo:hi]
         if masked:
             logits = self.apply_mask(logits, d.mask[lo:hi], d.bit_shifts)
         tok = sample(logits, d.temperature[lo:hi], d.top_k[lo:hi], d.top_p[lo:hi],
-                     d.seed[lo:hi], d.sample_pos[lo:hi], all_greedy)
+                     d.seed[lo:hi], d.sample_pos[lo:hi], mode)
         d.sampled[lo:hi].copy_(tok)
         self.table.index_copy_(0, d.row_ids[lo:hi], tok)
 

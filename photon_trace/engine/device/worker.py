@@ -86,9 +86,9 @@ def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict]) -
             op_times[slot, DeviceOp.STAGE] = (t0, t1)
             op_times[slot, fop] = (t1, t2)
         elif op == P.SAMPLE:
-            _, _, slot, lo, hi, masked, all_greedy, sop = cmd
+            _, _, slot, lo, hi, masked, mode, sop = cmd
             t0 = time.monotonic_ns()
-            program.sample(slot, lo, hi, masked, all_greedy)
+            program.sample(slot, lo, hi, masked, mode)
             op_times[slot, sop] = (t0, time.monotonic_ns())
         elif op == P.UPLOAD_MASK:
             _, _, slot, lo, hi = cmd
