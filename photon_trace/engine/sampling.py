@@ -10,6 +10,7 @@ backends).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 # splitmix64 constants, as signed int64 (torch has no uint64 arithmetic on every backend).
@@ -35,7 +36,8 @@ def uniform_noise(seed: torch.Tensor, pos: torch.Tensor, vocab: int) -> torch.Te
 
 GREEDY = 0   # every row greedy: argmax only
 PLAIN = 1    # temperature only (no top-k/top-p): Gumbel-max over the whole vocabulary
-SORT = -1    # some row uses top-p, or top-k beside an unfiltered row: full sort
+SORT = -1    # some row uses top-p and some top-k, or top-k beside an unfiltered row: sorts
+TOP_P = -2   # top-p without top-k: one sort of probabilities
 # any other value k > 1: every sampled row has 0 < top_k <= k and top_p == 1: topk(k), no sort
 
 
@@ -44,7 +46,7 @@ def sample(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
     """Next token per row. (B, V) logits; per-row params (B,). Temperature 0 is greedy.
 
     ``mode`` is host-known (from the requests' params) and picks the cheapest exact
-    path: a full sort of 2,560 logits costs ~140 us a row on this CPU. Every path
+    path: no sort without top-k/top-p, a top-k when only top-k is asked for. Every path
     takes the argmax of the same per-token score (scaled logit + Gumbel noise of
     that token id) over the same allowed set, so a request draws the same token
     whichever path its batch needed. Disallowed tokens arrive as -inf and are never drawn.
@@ -58,23 +60,35 @@ def sample(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
     scaled = logits / temp[:, None]
     # Gumbel-max (the exponential race in log space): argmax draws i with p = softmax(scaled)_i
     score = scaled - torch.log(-torch.log(uniform_noise(seed, pos, V)))
-    if mode == PLAIN:
-        drawn = score.argmax(dim=-1)
-    else:
+    if mode != PLAIN:
+        # Filters as thresholds on values (ties at a boundary are kept), so every path
+        # keeps the same set: top-k keeps scaled >= the row's k-th largest value.
         if mode > 1:
-            order = scaled.topk(mode, dim=-1).indices            # (B, k), best first
-            keep = torch.arange(mode, device=logits.device)[None, :] < top_k[:, None]
-        else:
-            sorted_logits, order = scaled.sort(dim=-1, descending=True)  # (B, V)
-            ranks = torch.arange(V, device=logits.device)[None, :]
+            top = scaled.topk(mode, dim=-1).values                      # (B, mode), best first
+            keep = scaled >= top.gather(1, (top_k.clamp(1, mode) - 1)[:, None])
+        elif mode == SORT:
             k = torch.where(top_k > 0, top_k, torch.full_like(top_k, V))
-            keep = ranks < k[:, None]
-            probs = torch.softmax(sorted_logits.masked_fill(~keep, float("-inf")), dim=-1)
-            # top-p: the smallest prefix whose mass reaches p (always at least one token)
-            keep = keep & ((probs.cumsum(dim=-1) - probs) < top_p[:, None])
-        candidates = score.gather(1, order).masked_fill(~keep, float("-inf"))
-        drawn = order.gather(1, candidates.argmax(dim=-1, keepdim=True)).squeeze(1)
+            keep = scaled >= _sorted_desc(scaled).gather(1, (k - 1)[:, None])
+        else:
+            keep = torch.ones_like(scaled, dtype=torch.bool)
+        if mode in (SORT, TOP_P):
+            # top-p: keep tokens whose probability reaches that of the last token of the
+            # smallest prefix (by probability) whose mass reaches p; at least one token
+            probs = torch.softmax(scaled.masked_fill(~keep, float("-inf")), dim=-1)
+            sp = _sorted_desc(probs)
+            n = ((sp.cumsum(dim=-1) - sp) < top_p[:, None]).sum(dim=-1).clamp(min=1)
+            keep = keep & (probs >= sp.gather(1, (n - 1)[:, None]))
+        score = score.masked_fill(~keep, float("-inf"))
+    drawn = score.argmax(dim=-1)
     return torch.where(temperature > 0, drawn, greedy)
+
+
+def _sorted_desc(x: torch.Tensor) -> torch.Tensor:
+    """Row-wise values, largest first. On the CPU numpy's value sort is ~5x faster than
+    torch.sort, which always computes indices too (measured: 0.8 vs 4.2 ms for 32 x 2560)."""
+    if x.device.type == "cpu":
+        return torch.from_numpy(np.ascontiguousarray(np.sort(x.numpy(), axis=-1)[:, ::-1]))
+    return x.sort(dim=-1, descending=True).values
 
 
 def sampling_mode(params) -> int:
@@ -86,4 +100,6 @@ def sampling_mode(params) -> int:
         return PLAIN
     if all(p.top_k > 0 and p.top_p >= 1.0 for p in sampled):
         return max(2, max(p.top_k for p in sampled))
+    if all(p.top_k == 0 for p in sampled):
+        return TOP_P
     return SORT
