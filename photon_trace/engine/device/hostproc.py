@@ -39,6 +39,7 @@ class HostProcessDevice(Device):
         self._paths = [self.state.path] + [path for path, _ in maps]
         self._staging = [SlotStaging(spec.shape, m) for _, m in maps]
         self._gen = [0] * self.state.num_events
+        self._batch: list[tuple] = []
         # A fresh interpreter rather than fork: no inherited threads, locks or
         # OpenMP state, and no re-import of the caller's main module.
         ours, theirs = socket.socketpair()
@@ -63,8 +64,15 @@ class HostProcessDevice(Device):
 
     # -- plumbing ------------------------------------------------------------------------
     def _send(self, cmd: tuple) -> None:
+        self._batch.append(cmd)
+
+    def _flush(self) -> None:
+        """One pipe write per device-API call: its commands travel together (a launch)."""
+        if not self._batch:
+            return
+        batch, self._batch = self._batch, []
         try:
-            self._conn.send(cmd)
+            self._conn.send(batch)
         except (BrokenPipeError, ConnectionResetError, OSError) as e:
             self._check_alive()
             raise DeviceError(f"the device worker is unreachable: {e}") from e
@@ -98,6 +106,7 @@ class HostProcessDevice(Device):
         Sleeping rather than spinning leaves the host's core to the rest of the
         machine, like a blocking-sync CUDA event; the wake-up is one socket message.
         """
+        self._flush()
         ev_gen = self.state.ev_gen
         spin_until = time.monotonic_ns() + _SPIN_NS
         while ev_gen[event] < gen:
@@ -132,17 +141,20 @@ class HostProcessDevice(Device):
         self._issue(slot, DeviceOp.STAGE, Stream.COMPUTE)
         self._issue(slot, op, Stream.COMPUTE)
         self._send((int(Stream.COMPUTE), P.STAGE_FORWARD, slot, T, B, P_, max_q, int(op)))
+        self._flush()
 
     def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
         self._issue(slot, op, Stream.COMPUTE)
         self._send((int(Stream.COMPUTE), P.SAMPLE, slot, lo, hi, masked, mode, int(op)))
+        self._flush()
 
     def upload_mask(self, slot: int, lo: int, hi: int) -> None:
         self._issue(slot, DeviceOp.MASK_UPLOAD, Stream.COPY)
         self._send((int(Stream.COPY), P.UPLOAD_MASK, slot, lo, hi))
         ev = self.state.slot_event(slot, P.EV_MASK)
         self._stream_wait(Stream.COMPUTE, ev, self._record(ev, Stream.COPY))
+        self._flush()
 
     def upload_mask_sync(self, slot: int, mask: np.ndarray, lo: int, hi: int, step: int) -> None:
         # The bug, faithfully: an ordinary copy from pageable memory is ordered
@@ -162,6 +174,7 @@ class HostProcessDevice(Device):
         self._send((int(Stream.COPY), P.COPY_BACK, slot, B))
         copied = self.state.slot_event(slot, P.EV_COPIED)
         self._record(copied, Stream.COPY)
+        self._flush()
 
     def wait_copied(self, slot: int, step: int) -> None:
         ev = self.state.slot_event(slot, P.EV_COPIED)

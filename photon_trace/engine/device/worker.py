@@ -55,12 +55,14 @@ def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict]) -
     def runnable(cmd) -> bool:
         return cmd[1] != P.WAIT or ev_gen[cmd[2]] >= cmd[3]
 
-    def take(cmd) -> bool:
+    def take(msg) -> bool:
+        """Queue a message's commands (a list: one host API call's launch); False on STOP."""
         nonlocal arrived
-        if cmd[0] == P.CONTROL:
-            return cmd[1] != P.STOP
-        streams[cmd[0]].append((arrived, cmd))
-        arrived += 1
+        if isinstance(msg, tuple):  # control
+            return msg[1] != P.STOP
+        for cmd in msg:
+            streams[cmd[0]].append((arrived, cmd))
+            arrived += 1
         return True
 
     while True:
