@@ -42,12 +42,13 @@ class HostProcessDevice(Device):
         self._batch: list[tuple] = []
         # A fresh interpreter rather than fork: no inherited threads, locks or
         # OpenMP state, and no re-import of the caller's main module.
+        cpu = _device_cpu()
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "photon_trace.engine.device.worker", str(theirs.fileno())],
+            [sys.executable, "-m", "photon_trace.engine.device.worker", str(theirs.fileno()), str(cpu)],
             pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
         theirs.close()
         self._conn = Connection(ours.detach())
@@ -61,6 +62,7 @@ class HostProcessDevice(Device):
                 raise DeviceError("the device worker did not start in time")
             time.sleep(0.005)
         self.device_name = f"host process (pid {self._proc.pid}, 1 intra-op thread)"
+        _keep_host_off(cpu)
 
     # -- plumbing ------------------------------------------------------------------------
     def _send(self, cmd: tuple) -> None:
@@ -198,6 +200,23 @@ class HostProcessDevice(Device):
             self._closed = True
             self._staging = []
             self._finalizer()
+
+
+# The CPUs this process could use before any engine narrowed them: every engine's
+# device worker goes on the last one, the host's threads keep the rest.
+_CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def _device_cpu() -> int:
+    if os.environ.get("PHOTON_TRACE_NO_PIN") or len(_CPUS) < 2:
+        return -1
+    return _CPUS[-1]
+
+
+def _keep_host_off(cpu: int) -> None:
+    """The scheduler's thread (and threads it starts later) leave the device's core to it."""
+    if cpu >= 0:
+        os.sched_setaffinity(0, set(_CPUS) - {cpu})
 
 
 def _cleanup(proc: subprocess.Popen, conn: Connection, paths: list[str]) -> None:
