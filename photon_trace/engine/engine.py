@@ -7,6 +7,7 @@ in series (launch, finalize, commit): the blocking loop, everything else equal.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from collections.abc import Iterator, Sequence as Seq
 
 import numpy as np
@@ -31,11 +32,13 @@ class Engine:
         from .host_model import load_host_side
 
         config = config or EngineConfig(**overrides)
-        self.config, self.tracer = config, tracer
         self.model_config, self.tokenizer = load_host_side(config.model)
-        if config.max_context > self.model_config.max_position:
+        if config.max_context is None:
+            config = replace(config, max_context=min(self.model_config.max_position, 4096))
+        elif config.max_context > self.model_config.max_position:
             raise ValueError(f"max_context {config.max_context} exceeds the model's "
                              f"{self.model_config.max_position} positions")
+        self.config, self.tracer = config, tracer
         shape = SlotShape(config.max_rows, config.max_step_tokens, config.max_pages_per_row,
                           bitmask_words(self.model_config.vocab_size))
         spec = DeviceSpec(config.model, config.resolved_dtype(), config.num_pages, config.page_size,

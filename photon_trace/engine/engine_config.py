@@ -16,7 +16,7 @@ class EngineConfig:
     max_seqs: int = 128           # resident sequences (token-table rows)
     page_size: int = 16           # tokens per KV page
     kv_tokens: int = 32768        # KV pool size in tokens (page 0 extra, as scratch)
-    max_context: int = 2048       # prompt + generated tokens of one sequence
+    max_context: int | None = None  # prompt + generated tokens of one sequence (None: the model's)
     cuda_graphs: bool = True      # capture decode forwards per batch bucket and slot (CUDA only)
     seed: int = 0                 # preset weights; and the seeds drawn for unseeded requests
 
@@ -29,9 +29,11 @@ class EngineConfig:
             raise ValueError(f"backend must be auto, cpu or cuda, got {self.backend!r}")
         if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be auto, float32, bfloat16 or float16, got {self.dtype!r}")
-        for name in ("max_rows", "max_step_tokens", "max_seqs", "page_size", "kv_tokens", "max_context"):
+        for name in ("max_rows", "max_step_tokens", "max_seqs", "page_size", "kv_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive")
+        if self.max_context is not None and self.max_context < 2:
+            raise ValueError("max_context must be at least 2")
         if self.max_step_tokens < self.max_rows:
             raise ValueError("max_step_tokens must be >= max_rows (each row needs a token)")
 
@@ -41,6 +43,7 @@ class EngineConfig:
 
     @property
     def max_pages_per_row(self) -> int:
+        assert self.max_context is not None, "resolve max_context against the model first"
         return -(-self.max_context // self.page_size)
 
     def resolved_backend(self) -> str:

@@ -39,13 +39,8 @@ def engine_settings(args: argparse.Namespace) -> dict:
                     mask_upload=args.mask_upload,
                     max_rows=args.max_rows, max_seqs=args.max_seqs, max_step_tokens=args.max_step_tokens,
                     kv_tokens=args.kv_tokens, seed=args.seed)
-    if args.max_context is not None:
+    if args.max_context is not None:  # otherwise the engine takes the model's context
         settings["max_context"] = args.max_context
-    else:  # the engine's default, or less where the model has fewer positions (tiny: 1024)
-        from photon_trace.engine.engine_config import EngineConfig
-        from photon_trace.engine.host_model import load_host_side
-
-        settings["max_context"] = min(EngineConfig().max_context, load_host_side(args.model)[0].max_position)
     return settings
 
 
