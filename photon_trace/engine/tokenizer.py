@@ -105,7 +105,7 @@ class IncrementalDetokenizer:
         return self._decoder.decode(b"", final=True)
 
 
-def _byte_level_alphabet() -> dict[str, int]:
+def byte_level_alphabet() -> dict[str, int]:
     """The printable stand-in character of each byte in byte-level BPE vocabularies.
 
     Printable Latin-1 bytes stand for themselves; the others (control bytes,
@@ -156,7 +156,7 @@ class HFTokenizer:
         return self._bytes[token_id] if 0 <= token_id < len(self._bytes) else b""
 
     def _build_byte_table(self) -> list[bytes]:
-        alphabet = _byte_level_alphabet() if self._byte_level else None
+        alphabet = byte_level_alphabet() if self._byte_level else None
         table: list[bytes] = []
         for i in range(self.vocab_size):
             piece = self._tok.id_to_token(i)

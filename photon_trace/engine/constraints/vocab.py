@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from photon_trace.engine.constraints.spec import ConstraintError
+from photon_trace.engine.tokenizer import byte_level_alphabet
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,18 +64,6 @@ def _hf_backend(tokenizer: Any) -> Any:
     return inner if isinstance(inner, tokenizers.Tokenizer) else None
 
 
-def _gpt2_unicode_to_byte() -> dict[str, int]:
-    """Inverse of GPT-2's bytes_to_unicode: printable bytes map to themselves, the rest to 256+n."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table = {chr(b): b for b in printable}
-    n = 0
-    for b in range(256):
-        if b not in printable:
-            table[chr(256 + n)] = b
-            n += 1
-    return table
-
-
 def _decoder_types(decoder: dict | None) -> list[dict]:
     if not decoder:
         return []
@@ -97,7 +86,7 @@ def hf_vocab_bytes(tokenizer: Any) -> list[bytes]:
     table: list[bytes] = [b""] * size
 
     if "ByteLevel" in kinds:
-        inverse = _gpt2_unicode_to_byte()
+        inverse = byte_level_alphabet()
 
         def to_bytes(piece: str) -> bytes:
             return b"".join(bytes([inverse[c]]) if c in inverse else c.encode() for c in piece)
