@@ -281,17 +281,13 @@ def engine_settings(workload: Workload, **overrides) -> dict[str, Any]:
 
 @contextmanager
 def attached(engine, tracer: Tracer) -> Iterator[None]:
-    """Point the engine's tracer at ``tracer`` for one run (the engine, its device and its
-    request book each hold the reference), then back to what it was."""
-    holders = (engine, engine.device, engine.requests)
-    before = [h.tracer for h in holders]
-    for h in holders:
-        h.tracer = tracer
+    """Point the engine's tracer at ``tracer`` for one run, then back to what it was."""
+    before = engine.tracer
+    engine.set_tracer(tracer)
     try:
         yield
     finally:
-        for h, t in zip(holders, before):
-            h.tracer = t
+        engine.set_tracer(before)
 
 
 def run_header(engine, prepared: PreparedWorkload, **extra) -> dict[str, Any]:

@@ -113,7 +113,7 @@ def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict]) -
             _, _, slot, lo, hi, data = cmd
             t0 = time.monotonic_ns()
             words = program.shape.mask_words
-            mask = torch.from_numpy(np.frombuffer(data, dtype=np.int32).reshape(hi - lo, words))
+            mask = torch.from_numpy(np.frombuffer(bytearray(data), dtype=np.int32).reshape(hi - lo, words))
             program.slots[slot].mask[lo:hi].copy_(mask)
             op_times[slot, DeviceOp.MASK_UPLOAD] = (t0, time.monotonic_ns())
         elif op == P.COPY_BACK:
