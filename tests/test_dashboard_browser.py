@@ -342,8 +342,15 @@ def test_screenshots_of_the_main_views(browser, tmp_path):
     d = tmp_path / "traces"
     files = write_samples(d)
     out = Path(__file__).resolve().parents[1] / "docs" if os.environ.get("PT_DOCS_SCREENSHOTS") else tmp_path
+    real = Path(__file__).resolve().parents[1] / "traces"
+    if os.environ.get("PT_DOCS_SCREENSHOTS") and (real / "small-s8-pipelined.trace.jsonl").exists():
+        # the README shows the engine's own sample traces, not synthetic ones
+        files = {"mask_sync": real / "tiny-point-s8-mask-sync-pipelined.trace.jsonl",
+                 "blocking": real / "small-s8-blocking.trace.jsonl",
+                 "pipelined": real / "small-s8-pipelined.trace.jsonl"}
+    allowed = sorted({d, *(Path(f).parent for f in files.values())})
     long_path = write_trace(sample("long"), d / "long.trace.jsonl")
-    server = Server([files["mask_sync"], files["blocking"]], [d])
+    server = Server([files["mask_sync"], files["blocking"]], allowed)
     ctx = browser.new_context(viewport={"width": 1500, "height": 900}, device_scale_factor=1)
     pg = ctx.new_page()
     try:
