@@ -319,7 +319,6 @@ def trace_run(engine, prepared: PreparedWorkload, trace_path: str | Path,
     from photon_trace.telemetry.recorder import RecordingTracer
     from photon_trace.telemetry.tracefile import TraceFileWriter
 
-    wl = prepared.workload
     # Ring buffers large enough for the whole run: <= 8 records of a kind per step, and
     # at most one step per generated token and prefill chunk of every request.
     bound = sum(r.params.max_tokens + 8 for r in prepared.requests)

@@ -18,7 +18,6 @@ import torch
 
 from fault_helpers import Runs, cost, engine_line, line_after, top_host_cause
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC
-from photon_trace.telemetry.tracer import TraceLevel
 from photon_trace.workload import Workload, engine_settings, prepare
 
 GPU_MODEL = os.environ.get("PHOTON_TRACE_GPU_TEST_MODEL", "1.5b")

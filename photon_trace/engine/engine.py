@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence as Seq
 
 import numpy as np
 
-from ..telemetry.tracer import NULL_TRACER, Phase, RequestEvent, StepKind, Tracer, now_ns
+from ..telemetry.tracer import NULL_TRACER, Phase, StepKind, Tracer
 from .constraint import bitmask_words
 from .device import make_device
 from .device.base import DeviceSpec
@@ -23,7 +23,7 @@ from .outputs import RequestDelta, RequestOutput
 from .params import SamplingParams
 from .requests import RequestBook
 from .scheduler import Scheduler, StepPlan
-from .sequence import FinishReason, Sequence
+from .sequence import FinishReason
 from .stage import fill_masks, sampling_mode, stage_plan
 
 
