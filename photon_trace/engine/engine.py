@@ -98,6 +98,7 @@ class Engine:
             seq.freed = True
         elif seq.inflight_refs == 0:
             self.scheduler.release(seq)   # zombies are freed by their last commit instead
+            self.requests.note_freed(seq)
         return True
 
     @property
