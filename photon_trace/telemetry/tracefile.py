@@ -65,8 +65,9 @@ def photon_trace_version() -> str:
     try:
         from importlib.metadata import version
         return version("photon_trace")
-    except Exception:
-        return "0+unknown"
+    except Exception:  # run from a working tree without installing (the GPU machine)
+        from photon_trace import __version__
+        return __version__
 
 
 def clock_anchor() -> dict:
