@@ -201,6 +201,11 @@ def test_point_returns_normalised_points(client):
         assert set(p) == {"x", "y"} and 0 < p["x"] < 1 and 0 < p["y"] < 1
 
 
+def test_point_takes_max_count_as_well(client):
+    r = client.post("/v1/point", json={"object": "dogs", "max_count": 2, "seed": 9})
+    assert r.status_code == 200 and 1 <= len(r.json()["points"]) <= 2, r.json()
+
+
 def test_detect_returns_boxes(client):
     r = client.post("/v1/detect", json={"object": "cats", "max_objects": 4, "temperature": 1.0, "seed": 5})
     body = r.json()

@@ -10,7 +10,7 @@ import time
 import uuid
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from photon_trace.engine.outputs import RequestOutput
 
@@ -65,7 +65,8 @@ class SkillRequest(BaseModel):
     object: str | None = None         # what to point at / detect ("the red car")
     prompt: str | None = None         # a full prompt instead of ``object``
     image: Any = None                 # refused: the engine's models take no image input
-    max_objects: int | None = None     # at most this many points or boxes (default 50)
+    # at most this many points or boxes (default 50); ``max_count`` as in response_format works too
+    max_objects: int | None = Field(None, validation_alias=AliasChoices("max_objects", "max_count"))
     temperature: float | None = None
     top_p: float | None = None
     seed: int | None = None
