@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from photon_trace.telemetry.analysis import COPY_WAIT, HOST_BOUND, analyze
+from photon_trace.telemetry.analysis import COPY_WAIT, DISPATCH, analyze
 from photon_trace.telemetry.tracer import TraceLevel
 from photon_trace.workload import trace_run
 
@@ -79,15 +79,14 @@ def per_step_ms(reports, ns_of) -> float:
 
 def host_caused_idle_ms(reports) -> float:
     """Device idle per step the host caused: every bubble but those the device made itself,
-    ``host_bound``/``queued`` (the op sat in its queue: on a shared CPU, the device process
-    descheduled) and ``copy_wait`` (the host-process device runs its copy stream on the same
+    ``dispatch`` (the op sat in its queue: the device process picked it up late) and ``copy_wait`` (the host-process device runs its copy stream on the same
     worker, so a mask upload is a small gap of its own)."""
     return per_step_ms(reports, lambda r: sum(d.idle_ns for d in r.diagnosis if not device_made(d)))
 
 
 def device_made(d) -> bool:
     """A diagnosis row for idle the device made itself (see ``host_caused_idle_ms``)."""
-    return d.cause == COPY_WAIT or (d.cause, d.site_or_phase) == (HOST_BOUND, "queued")
+    return d.cause in (COPY_WAIT, DISPATCH)
 
 
 def top_host_cause(report) -> tuple[str, str]:

@@ -6,7 +6,7 @@ inside commit, (c) a host delay inside plan; (d), a copy from pageable memory, i
 CUDA-only (``test_cuda_sync_detection.py``). How cost is read: ``fault_helpers``.
 
 This machine's CPU is shared: the device process is sometimes descheduled, which
-shows as ``host_bound``/``queued`` idle in clean and faulty runs alike. The gate
+shows as ``dispatch`` idle in clean and faulty runs alike. The gate
 tests therefore apply one loose idle limit to both (``GATE_IDLE``) and rely on
 the accidental-sync gate for (a) and (b) and the idle gate for (c).
 """

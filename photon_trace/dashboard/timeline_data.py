@@ -15,7 +15,7 @@ from photon_trace.telemetry.records import Trace
 HOST_PHASES = ("plan", "launch", "commit", "finalize")
 HOST_SUBPHASES = ("stage", "mask_build", "mask_upload", "stream_out")
 DEVICE_OPS = ("prefill", "forward", "stage", "sample", "masked_sample", "copy_back", "mask_upload")
-BUBBLE_CAUSES = ("host_bound", "commit_wait", "accidental_sync", "copy_wait")
+BUBBLE_CAUSES = ("host_bound", "commit_wait", "accidental_sync", "copy_wait", "dispatch")
 STREAM_ORDER = ("compute", "copy")
 
 COLOURS = {
@@ -27,6 +27,7 @@ COLOURS = {
     "masked_sample": "#E3B505", "copy_back": "#9D755D", "device mask_upload": "#E377C2",
     "bubble: host_bound": "rgba(245,133,24,0.55)", "bubble: commit_wait": "rgba(148,103,189,0.60)",
     "bubble: accidental_sync": "rgba(214,39,40,0.55)", "bubble: copy_wait": "rgba(157,117,93,0.55)",
+    "bubble: dispatch": "rgba(127,127,127,0.45)",
 }
 
 NS_PER_MS = 1e6

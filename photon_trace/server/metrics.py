@@ -63,7 +63,7 @@ class ServerMetrics:
                                   registry=r)
         self.recent_period = Gauge("photon_step_period_recent_seconds", "Median step period over the recent "
                                    "window", registry=r)
-        for cause in ("host_bound", "commit_wait", "accidental_sync", "copy_wait"):
+        for cause in ("host_bound", "commit_wait", "accidental_sync", "copy_wait", "dispatch"):
             self.bubbles.labels(cause)
             self.bubble_seconds.labels(cause)
         r.register(_EngineCollector(loop))

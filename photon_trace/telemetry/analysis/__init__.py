@@ -10,7 +10,7 @@ Each table is a list of NamedTuples; ``Report.to_dict()`` is the JSON summary.
 from __future__ import annotations
 
 from photon_trace.telemetry.analysis.bubbles import (
-    ACCIDENTAL_SYNC, CAUSES, COMMIT_WAIT, COPY_WAIT, HOST_BOUND, MIN_BUBBLE_NS, Bubble,
+    ACCIDENTAL_SYNC, CAUSES, COMMIT_WAIT, COPY_WAIT, DISPATCH, HOST_BOUND, MIN_BUBBLE_NS, Bubble,
     busy_intervals, device_gaps, find_bubbles)
 from photon_trace.telemetry.analysis.costmodel import CostModel, cost_model
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose
@@ -23,5 +23,5 @@ __all__ = [
     "analyze", "Report", "Bubble", "StepStats", "SyncSite", "Diagnosis", "CostModel",
     "cost_model", "steady_state_window", "find_bubbles", "busy_intervals", "device_gaps",
     "step_stats", "sync_sites", "diagnose", "MIN_BUBBLE_NS", "CAUSES",
-    "HOST_BOUND", "COMMIT_WAIT", "ACCIDENTAL_SYNC", "COPY_WAIT",
+    "HOST_BOUND", "COMMIT_WAIT", "ACCIDENTAL_SYNC", "COPY_WAIT", "DISPATCH",
 ]

@@ -6,8 +6,9 @@ device's own per-command overhead (HTA's "kernel wait": a GPU's launch gap, the
 host-process device's command pickup) and are reported in bulk as dispatch time;
 longer ones are *bubbles*, each given one cause. If the op after the gap had
 been enqueued before the gap began, the host did not hold it up: the cause is
-``copy_wait`` when a copy it depended on ended in the gap, else ``host_bound``
-with detail ``"queued"`` (the device was late picking it up). Otherwise the host
+``copy_wait`` when a copy it depended on ended in the gap, else ``dispatch``
+(the device was late picking up work it already had: on the host-process device
+its command loop and wake-up message, on a GPU a launch queue that ran dry). Otherwise the host
 was late, and the causes are tried in this order:
 
 1. ``accidental_sync``: an unexpected host wait overlaps the gap (detail: its
@@ -52,7 +53,8 @@ HOST_BOUND = "host_bound"
 COMMIT_WAIT = "commit_wait"
 ACCIDENTAL_SYNC = "accidental_sync"
 COPY_WAIT = "copy_wait"
-CAUSES = (HOST_BOUND, COMMIT_WAIT, ACCIDENTAL_SYNC, COPY_WAIT)
+DISPATCH = "dispatch"
+CAUSES = (HOST_BOUND, COMMIT_WAIT, ACCIDENTAL_SYNC, COPY_WAIT, DISPATCH)
 
 TOP_PHASES = frozenset({"plan", "launch", "commit", "finalize"})
 
@@ -176,7 +178,7 @@ def classify(trace: Trace, gaps: list[Gap], *, min_gap_ns: int = MIN_BUBBLE_NS,
         full0, full1 = g.prev.t1, g.next.t0
         if g.next.enqueued <= full0:
             # The op was queued before the device ran dry: nothing the host did kept it waiting.
-            found = ctx.copy_cause(full0, full1, g.next) or (HOST_BOUND, "queued")
+            found = ctx.copy_cause(full0, full1, g.next) or (DISPATCH, "queued op started late")
         else:
             # a wait that began after the next op was enqueued held nothing up
             found = (ctx.wait_cause(full0, min(full1, g.next.enqueued), g.prev)
