@@ -147,6 +147,7 @@ class Engine:
             self.device.sample(slot, 0, plan.split, False, sampling_mode(plan, 0, plan.split))
         if plan.split == B:
             self.device.copy_back(slot, B)      # nothing constrained: the step is complete on the device
+        self.device.flush()                     # the step's commands reach the device together
         tr.end(Phase.LAUNCH, plan.index, slot, t0)
         return plan
 
@@ -171,6 +172,7 @@ class Engine:
             tr.end(Phase.MASK_UPLOAD, plan.index, slot, tm)
         self.device.sample(slot, lo, hi, True, sampling_mode(plan, lo, hi))
         self.device.copy_back(slot, hi)
+        self.device.flush()
         tr.end(Phase.FINALIZE, plan.index, slot, t0)
 
     def _commit(self, plan: StepPlan) -> None:

@@ -97,6 +97,14 @@ class Device:
         """(stream, op, t0, t1, enqueued) of the slot's step, on the host clock. Call after wait_copied."""
         raise NotImplementedError
 
+    def flush(self) -> None:
+        """Hand the commands issued since the last flush to the device.
+
+        The engine flushes once per launch and per finalize, so a step's forward,
+        sample and copy-back travel together; a wait flushes first. A no-op where
+        each call already reaches the device (CUDA's launches).
+        """
+
     def close(self) -> None:
         pass
 

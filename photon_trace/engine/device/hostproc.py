@@ -1,8 +1,9 @@
 """Host side of the host-process device (``cpu`` backend).
 
 Slot staging buffers are shared memory mapped into both processes (the
-stand-in for pinned memory a DMA engine reads). Sending a command is one pipe
-write: this backend's kernel launch. Waiting for an event spins on a shared
+stand-in for pinned memory a DMA engine reads). Commands collect on the host
+and one pipe write per flush (a launch or a finalize: the step's forward,
+sample and copy-back together) carries them: this backend's kernel launch. Waiting for an event spins on a shared
 generation counter, checking that the worker is alive, so a dead device is a
 clear error and never a hang.
 """
@@ -18,14 +19,16 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from ...telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer
+from ...telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer, now_ns
 from . import protocol as P
 from . import shm as _shm
 from .base import Device, DeviceError, DeviceSpec
 from .staging import SlotStaging
 
-_SPIN_NS = 50_000           # spin this long before sleeping on a wake-up message
+_SPIN_NS = 50_000           # a wait first spins this long without yielding
+_YIELD_SPIN_NS = 1_000_000_000  # then, with a core to itself, spins yielding this long before sleeping
 _LIVENESS_S = 0.1           # how often a long wait checks the worker is alive
+_LIVENESS_NS = int(_LIVENESS_S * 1e9)
 _START_TIMEOUT_S = 600.0
 
 
@@ -40,6 +43,7 @@ class HostProcessDevice(Device):
         self._staging = [SlotStaging(spec.shape, m) for _, m in maps]
         self._gen = [0] * self.state.num_events
         self._batch: list[tuple] = []
+        self._unsent: list[tuple[int, DeviceOp, Stream]] = []   # issued, not yet flushed
         # A fresh interpreter rather than fork: no inherited threads, locks or
         # OpenMP state, and no re-import of the caller's main module.
         cpu = _device_cpu()
@@ -63,16 +67,33 @@ class HostProcessDevice(Device):
             time.sleep(0.005)
         self.device_name = f"host process (pid {self._proc.pid}, 1 intra-op thread)"
         _keep_host_off(cpu)
+        self._yield_spin_ns = _YIELD_SPIN_NS if cpu >= 0 else 0
 
     # -- plumbing ------------------------------------------------------------------------
     def _send(self, cmd: tuple) -> None:
         self._batch.append(cmd)
 
+    def _issue(self, slot: int, op: DeviceOp, stream: Stream) -> None:
+        super()._issue(slot, op, stream)
+        self._unsent.append((slot, op, stream))
+
+    def flush(self) -> None:
+        self._flush()
+
     def _flush(self) -> None:
-        """One pipe write per device-API call: its commands travel together (a launch)."""
+        """One pipe write carries every command issued since the last flush (a launch).
+
+        Their ops count as enqueued now, when the device can first see them: the
+        analysis blames a gap on the host when the next op was enqueued late.
+        """
         if not self._batch:
             return
         batch, self._batch = self._batch, []
+        if self._unsent:
+            t = now_ns()
+            for slot, op, stream in self._unsent:
+                self._issued[slot][op] = (stream, t)
+            self._unsent.clear()
         try:
             self._conn.send(batch)
         except (BrokenPipeError, ConnectionResetError, OSError) as e:
@@ -103,17 +124,32 @@ class HostProcessDevice(Device):
             raise DeviceError(f"the device worker died (exit code {self._proc.returncode})")
 
     def _wait_event(self, event: int, gen: int) -> None:
-        """Spin briefly (short waits are common), then sleep until the worker wakes us.
+        """Spin, then sleep until the worker wakes us.
 
-        Sleeping rather than spinning leaves the host's core to the rest of the
-        machine, like a blocking-sync CUDA event; the wake-up is one socket message.
+        As CUDA's default schedule does, the host spins while it has a core to
+        itself: waking a sleeping process costs ~0.3 ms on a VM (the idle vCPU is
+        descheduled), paid once by the host and once more by the worker, which
+        sends the wake-up message on the device's critical path. The spin yields
+        each turn, so other host threads (the trace flusher, a server's event loop)
+        still run, and checks the worker is alive. Without a core of its own
+        (unpinned, one CPU), the host spins only briefly and then sleeps.
         """
         self._flush()
         ev_gen = self.state.ev_gen
-        spin_until = time.monotonic_ns() + _SPIN_NS
+        if ev_gen[event] >= gen:
+            return
+        t = time.monotonic_ns()
+        spin_until, yield_until = t + _SPIN_NS, t + self._yield_spin_ns
+        check_at = t + _LIVENESS_NS
         while ev_gen[event] < gen:
-            if time.monotonic_ns() > spin_until:
-                break
+            t = time.monotonic_ns()
+            if t > spin_until:
+                if t > yield_until:
+                    break
+                os.sched_yield()   # releases the GIL
+                if t > check_at:
+                    self._check_alive()
+                    check_at = t + _LIVENESS_NS
         else:
             return
         waiter = self.state.waiter
@@ -143,20 +179,17 @@ class HostProcessDevice(Device):
         self._issue(slot, DeviceOp.STAGE, Stream.COMPUTE)
         self._issue(slot, op, Stream.COMPUTE)
         self._send((int(Stream.COMPUTE), P.STAGE_FORWARD, slot, T, B, P_, max_q, int(op)))
-        self._flush()
 
     def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
         self._issue(slot, op, Stream.COMPUTE)
         self._send((int(Stream.COMPUTE), P.SAMPLE, slot, lo, hi, masked, mode, int(op)))
-        self._flush()
 
     def upload_mask(self, slot: int, lo: int, hi: int) -> None:
         self._issue(slot, DeviceOp.MASK_UPLOAD, Stream.COPY)
         self._send((int(Stream.COPY), P.UPLOAD_MASK, slot, lo, hi))
         ev = self.state.slot_event(slot, P.EV_MASK)
         self._stream_wait(Stream.COMPUTE, ev, self._record(ev, Stream.COPY))
-        self._flush()
 
     def upload_mask_sync(self, slot: int, mask: np.ndarray, lo: int, hi: int, step: int) -> None:
         # The bug, faithfully: an ordinary copy from pageable memory is ordered
@@ -176,7 +209,6 @@ class HostProcessDevice(Device):
         self._send((int(Stream.COPY), P.COPY_BACK, slot, B))
         copied = self.state.slot_event(slot, P.EV_COPIED)
         self._record(copied, Stream.COPY)
-        self._flush()
 
     def wait_copied(self, slot: int, step: int) -> None:
         ev = self.state.slot_event(slot, P.EV_COPIED)

@@ -22,7 +22,9 @@ READ_TABLE = 8      # row: copy one token-table entry into the shared scalar
 STOP = 9
 
 WAKE = ("wake",)  # worker -> host: the event the host sleeps on was recorded
-CONTROL = -1        # not a stream: executed as soon as it arrives
+CONTROL = -1        # not a stream: taken as soon as the worker reads the pipe
+
+WORKER_SPIN_NS = 2_000_000  # an idle worker polls this long before sleeping in the kernel
 
 # events per slot, then the global ones
 EV_SAMPLED, EV_COPIED, EV_MASK = 0, 1, 2
