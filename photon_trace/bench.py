@@ -157,6 +157,8 @@ def _row(streams, prepared, reports, runs, cost_model) -> dict[str, Any]:
             "period_ms": _median(r.period_ms for r in reps),
             "bookkeeping_ms": _median(r.bookkeeping_ms for r in reps),
             "idle_fraction": _median(r.idle_fraction for r in reps),
+            "host_idle_fraction": _median(r.host_idle_ns / r.window_ns if r.window_ns else 0.0 for r in reps),
+            "bookkeeping_share": _median(r.bookkeeping_ms / r.period_ms if r.period_ms else 0.0 for r in reps),
             "e2e_tokens_per_s": _median(r.e2e_tokens_per_s for r in reps),
             "tokens_per_s": _median(r.tokens_per_s for r in reps),
             "accidental_syncs": _median(sum(s.count for s in r.syncs) for r in reps),
@@ -200,14 +202,16 @@ def render_tables(summary: dict[str, Any]) -> str:
            f"  tokens/request ~{s['tokens']}, mask upload {s['mask_upload']}, "
            f"constrained {s['constrained'] or 'no'}, repeats {s['repeats']}, "
            f"{summary['seconds']:.0f} s in all", "",
-           "Per mode: steady-state medians over decode steps (ms)",
+           "Per mode: steady-state medians over decode steps (ms); share = bookkeeping / period; idle of the",
+           "compute stream, and its part before the next op was enqueued (host: the rest is launch latency)",
            f"{'streams':>7}  {'mode':<9} {'forward':>8} {'sample':>7} {'period':>7} {'bookkeep':>8} "
-           f"{'idle':>6} {'syncs':>5} {'tok/s e2e':>10}"]
+           f"{'(share)':>7} {'idle':>6} {'host':>6} {'syncs':>5} {'tok/s e2e':>10}"]
     for row in summary["rows"]:
         for mode in ("blocking", "pipelined"):
             m = row["modes"][mode]
             out.append(f"{row['streams']:>7}  {mode:<9} {m['forward_ms']:>8.3f} {m['sample_ms']:>7.3f} "
-                       f"{m['period_ms']:>7.3f} {m['bookkeeping_ms']:>8.3f} {m['idle_fraction']:>6.1%} "
+                       f"{m['period_ms']:>7.3f} {m['bookkeeping_ms']:>8.3f} {m.get('bookkeeping_share', 0):>7.1%} "
+                       f"{m['idle_fraction']:>6.1%} {m.get('host_idle_fraction', 0):>6.1%} "
                        f"{m['accidental_syncs']:>5.0f} {m['e2e_tokens_per_s']:>10.1f}")
     out += ["", "Per row: predicted = T_block / T_pipe x (1 - z) (T: mean step period in the steady-state "
             "window); observed = end-to-end tokens/s ratio",

@@ -57,6 +57,22 @@ def test_blocking_idle_is_the_serial_host_work_and_pipelining_hides_it():
     assert pipe.period_ms * MS == busy and pipe.idle_ns == 0 and pipe.bubbles == []
 
 
+def test_idle_splits_into_host_late_and_launch_latency():
+    # blocking: the next op is enqueued when launch ends, then waits dispatch_ns to start
+    blk = analyze(blocking_trace(tokens=40))
+    n = len(blk.steps)
+    assert blk.launch_idle_ns == C.dispatch_ns * n
+    assert blk.host_idle_ns == (C.copy_ns + C.wake_ns + C.commit_ns + C.plan_ns + C.launch_ns) * n
+    assert blk.host_idle_ns + blk.launch_idle_ns == blk.idle_ns
+    # a gap whose op was queued before it opened is all launch latency
+    b = TraceBuilder()
+    b.compute("forward", 1, 0, 100 * US, enqueued=0)
+    b.compute("forward", 2, 150 * US, 250 * US, enqueued=50 * US)
+    b.compute("forward", 3, 400 * US, 500 * US, enqueued=350 * US)
+    rep = analyze(b.build(), (0, 500 * US))
+    assert (rep.host_idle_ns, rep.launch_idle_ns) == (100 * US, 100 * US)
+
+
 def test_syncs_are_grouped_by_site_with_count_wait_and_idle_cost():
     tr = TraceBuilder()
     for t0, t1, site in ((0, 10, "a.py:1"), (100, 130, "b.py:2"), (200, 220, "a.py:1"), (300, 300, "a.py:1")):

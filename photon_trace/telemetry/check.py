@@ -208,7 +208,8 @@ def render_markdown(result: CheckResult) -> str:
     assert r is not None
     out += ["", "## Steady state", "",
             f"- window: {len(r.steps)} steps, {_ms(r.window_ns)}; idle {r.idle_fraction:.2%} "
-            f"(bubbles {_ms(r.bubble_ns)}, dispatch gaps {_ms(r.dispatch_ns)})",
+            f"(bubbles {_ms(r.bubble_ns)}, dispatch gaps {_ms(r.dispatch_ns)}; "
+            f"host late {_ms(r.host_idle_ns)}, launch latency {_ms(r.launch_idle_ns)})",
             f"- median per step: period {r.period_ms:.3f} ms, forward {r.forward_ms:.3f} ms, "
             f"sample {r.sample_ms:.3f} ms, bookkeeping {r.bookkeeping_ms:.3f} ms",
             f"- tokens/s: {r.tokens_per_s:,.1f} steady, {r.e2e_tokens_per_s:,.1f} end to end; "

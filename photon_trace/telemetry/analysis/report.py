@@ -22,7 +22,8 @@ class Report:
 
     Window-level (steady state unless a window was given): busy/idle, tokens,
     steps, bubbles, syncs, the medians and the diagnosis. ``window_ns`` =
-    ``busy_ns + idle_ns``; ``idle_ns`` = ``bubble_ns + dispatch_ns``.
+    ``busy_ns + idle_ns``; ``idle_ns`` = ``bubble_ns + dispatch_ns``, and split the other
+    way, ``idle_ns`` = ``host_idle_ns + launch_idle_ns``.
     Run-level (the whole trace): ``e2e_tokens_per_s``, ``run_period_ms``, ``L``, ``zombie_rows``,
     ``z`` and ``z_steps`` (see ``requests``).
     """
@@ -33,6 +34,8 @@ class Report:
     idle_fraction: float
     bubble_ns: int          # idle in bubbles (gaps >= the threshold)
     dispatch_ns: int        # idle in shorter gaps: per-command overhead
+    host_idle_ns: int       # idle before the next op was enqueued: the host was late
+    launch_idle_ns: int     # idle after it was enqueued: the device's launch latency
     tokens: int
     tokens_per_s: float
     e2e_tokens_per_s: float
@@ -77,6 +80,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
     bubbles = classify(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
     bubble_ns = sum(b.duration_ns for b in bubbles)
     idle = window_ns - busy
+    host_idle = sum(min(max(g.next.enqueued, g.t0), g.t1) - g.t0 for g in gaps)
     steps = step_stats(trace, window, gaps)
     tokens = sum(s.tokens for s in steps)
     r0, r1 = run_extent(trace)
@@ -86,6 +90,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
         window=(w0, w1), window_ns=window_ns, busy_ns=busy, idle_ns=idle,
         idle_fraction=idle / window_ns if window_ns else 0.0,
         bubble_ns=bubble_ns, dispatch_ns=idle - bubble_ns,
+        host_idle_ns=host_idle, launch_idle_ns=idle - host_idle,
         tokens=tokens, tokens_per_s=tokens * 1e9 / window_ns if window_ns else 0.0,
         e2e_tokens_per_s=all_tokens * 1e9 / (r1 - r0) if r1 > r0 else 0.0,
         steps=steps, bubbles=bubbles, syncs=sync_sites(trace, bubbles, window),
