@@ -188,6 +188,9 @@ def _row(streams, prepared, reports, runs, cost_model) -> dict[str, Any]:
             "predicted_run_mean": _median(m.predicted for m in run_mean),
             "error_pts_run_mean": _median(m.error_pts for m in run_mean),
             "observed_steady": _median(m.observed_steady for m in models),
+            # the spread a reader needs on a noisy machine: how often pipelining won a pair
+            "pipelined_wins": sum(m.observed > 1.0 for m in models), "pairs": len(models),
+            "observed_min": min(m.observed for m in models), "observed_max": max(m.observed for m in models),
             "per_repeat": [m.to_dict() for m in models],
         },
         "runs": runs,
@@ -214,14 +217,16 @@ def render_tables(summary: dict[str, Any]) -> str:
                        f"{m['idle_fraction']:>6.1%} {m.get('host_idle_fraction', 0):>6.1%} "
                        f"{m['accidental_syncs']:>5.0f} {m['e2e_tokens_per_s']:>10.1f}")
     out += ["", "Per row: predicted = T_block / T_pipe x (1 - z) (T: mean step period in the steady-state "
-            "window); observed = end-to-end tokens/s ratio",
+            "window); observed = end-to-end tokens/s ratio;",
+            "medians over the repeat pairs, the observed range over them, and in how many pairs pipelined won",
             f"{'streams':>7} {'T_block':>8} {'T_pipe':>8} {'L':>6} {'z':>6} {'predicted':>9} "
-            f"{'observed':>8} {'error':>7}   {'pred(median T)':>14} {'error':>7}"]
+            f"{'observed':>8} {'error':>7}   {'pred(median T)':>14} {'error':>7}   {'observed range':>15} {'wins':>5}"]
     for row in summary["rows"]:
         c = row["cost_model"]
         out.append(f"{row['streams']:>7} {c['T_block_ms']:>8.3f} {c['T_pipe_ms']:>8.3f} {c['L']:>6.1f} "
                    f"{c['z']:>6.3f} {c['predicted']:>8.3f}x {c['observed']:>7.3f}x {c['error_pts']:>+6.1f}p"
                    f"   {c['predicted_median_periods']:>13.3f}x {c['error_pts_median_periods']:>+6.1f}p"
+                   f"   {c['observed_min']:>6.3f}-{c['observed_max']:.3f}x {c['pipelined_wins']:>2}/{c['pairs']}"
                    + ("" if row["outputs_identical"] else "   OUTPUTS DIFFER"))
     return "\n".join(out)
 

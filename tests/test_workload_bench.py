@@ -85,6 +85,10 @@ def test_bench_writes_traces_and_a_summary_and_prints_both_tables(tmp_path, caps
         assert row["outputs_identical"]
         c = row["cost_model"]
         assert c["T_block_ms"] > 0 and c["T_pipe_ms"] > 0 and c["observed"] > 0 and c["L"] > 0
+        assert c["pairs"] == 1 and c["pipelined_wins"] == int(c["observed"] > 1)
+        assert c["observed_min"] == c["observed_max"] == c["observed"]
+        m = row["modes"]["blocking"]
+        assert 0 <= m["host_idle_fraction"] <= m["idle_fraction"] < 1 and 0 < m["bookkeeping_share"] < 1
         for mode in ("blocking", "pipelined"):
             (path,) = row["modes"][mode]["traces"]
             assert load_trace(path).header["settings"]["mode"] == mode
