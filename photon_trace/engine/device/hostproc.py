@@ -44,6 +44,7 @@ class HostProcessDevice(Device):
         self._gen = [0] * self.state.num_events
         self._batch: list[tuple] = []
         self._unsent: list[tuple[int, DeviceOp, Stream]] = []   # issued, not yet flushed
+        self._sent = self.state.sent
         # A fresh interpreter rather than fork: no inherited threads, locks or
         # OpenMP state, and no re-import of the caller's main module.
         cpu = _device_cpu()
@@ -99,6 +100,7 @@ class HostProcessDevice(Device):
         except (BrokenPipeError, ConnectionResetError, OSError) as e:
             self._check_alive()
             raise DeviceError(f"the device worker is unreachable: {e}") from e
+        self._sent[0] += 1   # after the write: a worker that sees the count finds the batch there
 
     def _record(self, event: int, stream: Stream) -> int:
         self._gen[event] += 1

@@ -54,6 +54,7 @@ class SharedState:
         self.scalar = tail[1:2]  # READ_TABLE result
         self.ready = tail[2:3]   # worker finished start-up
         self.waiter = tail[3:5]  # (event, generation) the host sleeps on; event -1: none
+        self.sent = tail[5:6]    # command batches the host has written to the pipe (a doorbell)
         if path is None:
             self.waiter[0] = -1
 

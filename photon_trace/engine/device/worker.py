@@ -59,18 +59,21 @@ def _pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def _next_message(conn: Connection, spin_ns: int):
-    """The next message: poll for ``spin_ns`` first, then sleep in the kernel.
+def _next_message(conn: Connection, sent, taken: int, spin_ns: int):
+    """The next message: watch the host's batch counter for ``spin_ns``, then block in recv.
 
-    A GPU's front end polls its queues; here the poll keeps the OS wake-up
+    A GPU's front end polls its queues; here polling keeps the OS wake-up
     (~0.1-0.3 ms on a VM whose idle vCPU was descheduled) out of the common case
     where the host's next launch follows within a few hundred microseconds, as
-    in blocking mode. Spinning costs nothing the host needs: this process has
-    its core to itself (``spin_ns`` is 0 when it does not).
+    in blocking mode. It polls a counter in shared memory, not the socket: a
+    poll syscall right after a forward, with cold caches, costs ~35 us. The
+    blocking recv stays the authority, so a stale counter can only cost a spin.
+    Spinning costs nothing the host needs: this process has its core to itself
+    (``spin_ns`` is 0 when it does not).
     """
-    if spin_ns:
+    if spin_ns and sent[0] <= taken:
         until = time.monotonic_ns() + spin_ns
-        while not conn.poll():
+        while sent[0] <= taken:
             if time.monotonic_ns() > until:
                 break
     return conn.recv()
@@ -78,31 +81,32 @@ def _next_message(conn: Connection, spin_ns: int):
 
 def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict], spin_ns: int) -> None:
     streams = (deque(), deque())  # compute, copy: (arrival index, command)
-    arrived = 0
+    arrived = batches = 0
     timed: list[tuple[int, int, int, int]] = []   # (slot, op, t0, t1) not yet in shared memory
-    ev_gen, ev_time, op_times, waiter = state.ev_gen, state.ev_time, state.op_times, state.waiter
+    ev_gen, ev_time, op_times, waiter, sent = state.ev_gen, state.ev_time, state.op_times, state.waiter, state.sent
 
     def runnable(cmd) -> bool:
         return cmd[1] != P.WAIT or ev_gen[cmd[2]] >= cmd[3]
 
     def take(msg) -> bool:
-        """Queue a message's commands (a list: one host API call's launch); False on STOP."""
-        nonlocal arrived
+        """Queue a message's commands (a list: one flush's batch); False on STOP."""
+        nonlocal arrived, batches
         if isinstance(msg, tuple):  # control
             return msg[1] != P.STOP
+        batches += 1
         for cmd in msg:
             streams[cmd[0]].append((arrived, cmd))
             arrived += 1
         return True
 
     while True:
-        # Read the pipe only when nothing queued can run. Anything still in the pipe
-        # arrived later than everything queued, so the oldest runnable command is
-        # already here; and right after a long op the poll syscall runs with cold
-        # caches (the weights just streamed through them) and costs ~50 us per op.
+        # Read the pipe only when nothing queued can run: anything still in it arrived
+        # later than everything queued, so the oldest runnable command is already here,
+        # and each read right after a long op runs with cold caches (the weights just
+        # streamed through them) on the device's critical path.
         heads = [q[0] for q in streams if q and runnable(q[0][1])]
         if not heads:
-            if not take(_next_message(conn, spin_ns)):
+            if not take(_next_message(conn, sent, batches, spin_ns)):
                 return
             continue
         _, cmd = min(heads)
