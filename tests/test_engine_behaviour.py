@@ -96,3 +96,18 @@ def test_a_dead_device_is_an_error_not_a_hang():
         assert time.monotonic() - t0 < 10
     finally:
         eng.device.close()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning needs two CPUs")
+def test_the_host_gets_its_cpus_back_when_its_last_engine_closes(monkeypatch):
+    monkeypatch.delenv("PHOTON_TRACE_NO_PIN", raising=False)
+    before = os.sched_getaffinity(0)
+    first, second = tiny_engine(2), tiny_engine(2)
+    try:
+        worker_cpu = os.sched_getaffinity(first.device._proc.pid)
+        assert os.sched_getaffinity(0) == before - worker_cpu      # the device's core is its own
+        first.close()
+        assert os.sched_getaffinity(0) == before - worker_cpu      # the second engine still runs
+    finally:
+        second.close()
+    assert os.sched_getaffinity(0) == before

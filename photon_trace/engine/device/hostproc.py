@@ -3,9 +3,9 @@
 Slot staging buffers are shared memory mapped into both processes (the
 stand-in for pinned memory a DMA engine reads). Commands collect on the host
 and one pipe write per flush (a launch or a finalize: the step's forward,
-sample and copy-back together) carries them: this backend's kernel launch. Waiting for an event spins on a shared
-generation counter, checking that the worker is alive, so a dead device is a
-clear error and never a hang.
+sample and copy-back together) carries them: this backend's kernel launch.
+Waiting for an event spins on a shared generation counter, checking that the
+worker is alive, so a dead device is a clear error and never a hang.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from multiprocessing.connection import Connection
@@ -58,7 +59,8 @@ class HostProcessDevice(Device):
         theirs.close()
         self._conn = Connection(ours.detach())
         self._closed = False
-        self._finalizer = weakref.finalize(self, _cleanup, self._proc, self._conn, self._paths)
+        self._pinned: list[int] = []   # the host thread _keep_host_off narrowed, once it has
+        self._finalizer = weakref.finalize(self, _cleanup, self._proc, self._conn, self._paths, self._pinned)
         self._conn.send((spec, self.state.path, [path for path, _ in maps]))
         deadline = time.monotonic() + _START_TIMEOUT_S
         while not self.state.ready[0]:
@@ -67,7 +69,8 @@ class HostProcessDevice(Device):
                 raise DeviceError("the device worker did not start in time")
             time.sleep(0.005)
         self.device_name = f"host process (pid {self._proc.pid}, 1 intra-op thread)"
-        _keep_host_off(cpu)
+        if _keep_host_off(cpu):
+            self._pinned.append(threading.get_native_id())
         self._yield_spin_ns = _YIELD_SPIN_NS if cpu >= 0 else 0
 
     # -- plumbing ------------------------------------------------------------------------
@@ -247,13 +250,40 @@ def _device_cpu() -> int:
     return _CPUS[-1]
 
 
-def _keep_host_off(cpu: int) -> None:
-    """The scheduler's thread (and threads it starts later) leave the device's core to it."""
-    if cpu >= 0:
+_pin_count: dict[int, int] = {}   # host thread -> open devices that narrowed it
+_pin_lock = threading.Lock()
+
+
+def _keep_host_off(cpu: int) -> bool:
+    """The scheduler's thread (and threads it starts later) leave the device's core to it.
+
+    Undone when the thread's last device closes (``_release_host``): a library must
+    not leave its caller's process on fewer CPUs, e.g. a benchmark that runs another
+    engine with two threads afterwards.
+    """
+    if cpu < 0:
+        return False
+    with _pin_lock:
+        tid = threading.get_native_id()
+        _pin_count[tid] = _pin_count.get(tid, 0) + 1
         os.sched_setaffinity(0, set(_CPUS) - {cpu})
+    return True
 
 
-def _cleanup(proc: subprocess.Popen, conn: Connection, paths: list[str]) -> None:
+def _release_host(tid: int) -> None:
+    with _pin_lock:
+        _pin_count[tid] -= 1
+        if _pin_count[tid] == 0:
+            del _pin_count[tid]
+            try:
+                os.sched_setaffinity(tid, set(_CPUS))
+            except OSError:
+                pass   # the thread has ended
+
+
+def _cleanup(proc: subprocess.Popen, conn: Connection, paths: list[str], pinned: list[int]) -> None:
+    for tid in pinned:
+        _release_host(tid)
     try:
         conn.send((P.CONTROL, P.STOP))
     except (BrokenPipeError, OSError):

@@ -1,8 +1,9 @@
 """Commands between the host and the host-process device, and its shared state.
 
-A command is a small tuple ``(stream, opcode, *args)`` sent over a pipe: the
-pipe write is this backend's kernel launch. Events and op timings live in
-shared memory so that reading them costs the host no message round trip.
+A command is a small tuple ``(stream, opcode, *args)``; a flush sends the
+commands issued since the last one as one list over a pipe: the pipe write is
+this backend's kernel launch. Events, op timings and the count of batches sent
+live in shared memory, so reading them costs neither side a syscall.
 """
 from __future__ import annotations
 
