@@ -146,13 +146,15 @@ def run_chunked(ours, seqs: list[list[int]], chunk_sizes: list[int], seed: int) 
     return [torch.cat(chunks) for chunks in logits]
 
 
-@pytest.mark.parametrize("mode", ["one_chunk", "chunks", "decode"])
+@pytest.mark.parametrize("mode", ["one_chunk", "chunks", "decode", "mixed"])
 def test_fp32_logits_match_hf_at_every_position(models, mode):
     kind, hf, ours, continuations = models
     seqs = [p + c[:8] for p, c in zip(prompts(), continuations)]
     chunk_sizes = {"one_chunk": [max(map(len, seqs))] * len(seqs),
                    "chunks": [5, 7, 9, 16],
-                   "decode": [1] * len(seqs)}[mode]
+                   "decode": [1] * len(seqs),
+                   # single-token rows between chunked ones: attention takes the runs apart
+                   "mixed": [1, 9, 1, 16]}[mode]
     got = run_chunked(ours, seqs, chunk_sizes, seed=len(mode))
     for seq, g, e in zip(seqs, got, hf_logits(hf, seqs)):
         assert g.shape == e.shape

@@ -37,10 +37,33 @@ class AttentionMetadata:
     num_rows: int                    # B
     max_query_len: int               # Lq
     num_keys: int                    # S = P * page_size
+    # A mixed batch's runs of rows, attended apart: (tok_lo, tok_hi, metadata of the run).
+    parts: tuple[tuple[int, int, "AttentionMetadata"], ...] = ()
 
 
 def build_metadata(batch: ForwardBatch, page_size: int, dtype: torch.dtype) -> AttentionMetadata:
     """Device-side indices and mask shared by all layers of one forward."""
+    if batch.segments:
+        parts = tuple((g.tok_lo, g.tok_hi, _build(_segment(batch, g), page_size, dtype)) for g in batch.segments)
+        return AttentionMetadata(
+            slot_mapping=batch.slot_mapping.long(), page_index=None, mask=None, query_index=None,
+            output_index=None, num_rows=batch.num_rows, max_query_len=batch.max_query_len, num_keys=0,
+            parts=parts)
+    return _build(batch, page_size, dtype)
+
+
+def _segment(batch: ForwardBatch, g) -> ForwardBatch:
+    """Rows [row_lo, row_hi) as a batch of their own: slices by host ints, one subtraction."""
+    return ForwardBatch(
+        token_ids=batch.token_ids[g.tok_lo:g.tok_hi], positions=batch.positions[g.tok_lo:g.tok_hi],
+        slot_mapping=batch.slot_mapping[g.tok_lo:g.tok_hi],
+        page_table=batch.page_table[g.row_lo:g.row_hi, :g.pages],
+        context_lens=batch.context_lens[g.row_lo:g.row_hi],
+        query_start=batch.query_start[g.row_lo:g.row_hi + 1] - g.tok_lo,
+        logits_index=batch.logits_index[g.row_lo:g.row_hi], max_query_len=g.max_query_len)
+
+
+def _build(batch: ForwardBatch, page_size: int, dtype: torch.dtype) -> AttentionMetadata:
     num_rows, pages_per_row = batch.page_table.shape
     num_tokens, lq = batch.num_tokens, batch.max_query_len
     num_keys = pages_per_row * page_size
@@ -110,6 +133,17 @@ class PagedAttention(nn.Module):
         # Write this forward's K/V first: a row's new tokens attend to each other through the pool.
         k_cache.view(-1, hkv, d).index_copy_(0, meta.slot_mapping, k)
         v_cache.view(-1, hkv, d).index_copy_(0, meta.slot_mapping, v)
+        if meta.parts:
+            out = torch.cat([self._attend(q[t0:t1], part, k_cache, v_cache) for t0, t1, part in meta.parts])
+        else:
+            out = self._attend(q, meta, k_cache, v_cache)
+        return self.o_proj(out.to(x.dtype))
+
+    def _attend(self, q: torch.Tensor, meta: AttentionMetadata, k_cache: torch.Tensor,
+                v_cache: torch.Tensor) -> torch.Tensor:
+        """q (t, H, D) of rows laid out by ``meta`` -> attention output (t, H * D)."""
+        t = q.shape[0]
+        h, hkv, d = self.num_heads, self.num_kv_heads, self.head_dim
         b, s, lq = meta.num_rows, meta.num_keys, meta.max_query_len
         keys = k_cache.index_select(0, meta.page_index).view(b, s, hkv, d)    # (B, S, Hkv, D)
         values = v_cache.index_select(0, meta.page_index).view(b, s, hkv, d)  # (B, S, Hkv, D)
@@ -123,9 +157,7 @@ class PagedAttention(nn.Module):
             # CPU: the fp32 SDPA kernel is several times faster than bf16/fp16 ones at decode.
             q, keys, values = q.float(), keys.float(), values.float()
         out = F.scaled_dot_product_attention(
-            q, keys, values, attn_mask=meta.mask, enable_gqa=hkv != h).to(x.dtype)  # (B, H, Lq, D)
+            q, keys, values, attn_mask=meta.mask, enable_gqa=hkv != h)  # (B, H, Lq, D)
         if meta.query_index is None:
-            out = out.reshape(t, h * d)                                  # (T, H * D)
-        else:
-            out = out.transpose(1, 2).reshape(b * lq, h * d)[meta.output_index]  # (T, H * D)
-        return self.o_proj(out)
+            return out.reshape(t, h * d)                                 # (T, H * D)
+        return out.transpose(1, 2).reshape(b * lq, h * d)[meta.output_index]  # (T, H * D)

@@ -142,7 +142,7 @@ class Engine:
             tr.end(Phase.STAGE, plan.index, slot, ts)
         B = plan.num_rows
         self.device.forward(slot, plan.num_tokens, B, plan.max_pages, plan.max_query_len,
-                            prefill=plan.kind != StepKind.DECODE)
+                            prefill=plan.kind != StepKind.DECODE, segments=plan.segments)
         if plan.split:
             self.device.sample(slot, 0, plan.split, False, sampling_mode(plan, 0, plan.split))
         if plan.split == B:

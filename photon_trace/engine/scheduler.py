@@ -6,6 +6,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from ..telemetry.tracer import StepKind
+from .batch import row_segments
 from .kv_cache import PageAllocator, pages_needed
 from .sequence import Sequence
 
@@ -35,6 +36,7 @@ class StepPlan:
     max_pages: int
     kind: StepKind
     slot: int = -1
+    segments: tuple = ()    # runs of rows attention handles apart (batch.row_segments)
 
     @property
     def num_rows(self) -> int:
@@ -173,5 +175,7 @@ class Scheduler:
             num_tokens=sum(r.num_tokens for r in rows),
             max_query_len=max(r.num_tokens for r in rows),
             max_pages=max(len(r.seq.pages) for r in rows), kind=kind)
+        if plan.max_query_len > 1:
+            plan.segments = row_segments([r.num_tokens for r in rows], [len(r.seq.pages) for r in rows])
         self._step += 1
         return plan

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from photon_trace.engine.batch import ForwardBatch
+from photon_trace.engine.batch import ForwardBatch, row_segments
 from photon_trace.engine.kv_cache import KVPool, PageAllocator, pages_needed
 from photon_trace.engine.loader import check_prompt_length
 from photon_trace.engine.model import DecoderModel
@@ -54,6 +54,7 @@ def make_forward_batch(rows: Sequence[RowInput], page_size: int, pages_per_row: 
         query_start=as_tensor(query_start, torch.int32),
         logits_index=as_tensor(logits_index, torch.int64),
         max_query_len=max(len(t) for t, _, _ in rows),
+        segments=row_segments([len(t) for t, _, _ in rows], [len(p) for _, _, p in rows]),
     )
 
 

@@ -65,8 +65,10 @@ class Device:
     def staging(self, slot: int) -> SlotStaging:
         raise NotImplementedError
 
-    def forward(self, slot: int, T: int, B: int, P: int, max_q: int, prefill: bool) -> None:
-        """Stage the slot's inputs and enqueue the forward (compute stream)."""
+    def forward(self, slot: int, T: int, B: int, P: int, max_q: int, prefill: bool,
+                segments: tuple = ()) -> None:
+        """Stage the slot's inputs and enqueue the forward (compute stream); ``segments``:
+        a mixed batch's runs of rows (``batch.row_segments``), host-known ints."""
         raise NotImplementedError
 
     def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:

@@ -118,7 +118,8 @@ class CudaDevice(Device):
     def staging(self, slot: int) -> SlotStaging:
         return self._staging[slot]
 
-    def forward(self, slot: int, T: int, B: int, P: int, max_q: int, prefill: bool) -> None:
+    def forward(self, slot: int, T: int, B: int, P: int, max_q: int, prefill: bool,
+                segments: tuple = ()) -> None:
         self._begin_step(slot)
         graphed = self.spec.cuda_graphs and not prefill and max_q == 1
         rows, pages = (_bucket(B, _BATCH_BUCKETS), _bucket(P, self._page_buckets)) if graphed else (B, P)
@@ -135,7 +136,8 @@ class CudaDevice(Device):
             if graphed:
                 self._timed(slot, op, self.compute, lambda: self._graph_forward(slot, Tn, B, P))
             else:
-                self._timed(slot, op, self.compute, lambda: self.program.forward(slot, T, B, P, max_q))
+                self._timed(slot, op, self.compute,
+                            lambda: self.program.forward(slot, T, B, P, max_q, segments))
 
     def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE

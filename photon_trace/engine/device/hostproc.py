@@ -178,12 +178,13 @@ class HostProcessDevice(Device):
     def staging(self, slot: int) -> SlotStaging:
         return self._staging[slot]
 
-    def forward(self, slot: int, T: int, B: int, P_: int, max_q: int, prefill: bool) -> None:
+    def forward(self, slot: int, T: int, B: int, P_: int, max_q: int, prefill: bool,
+                segments: tuple = ()) -> None:
         self._begin_step(slot)
         op = DeviceOp.PREFILL if prefill else DeviceOp.FORWARD
         self._issue(slot, DeviceOp.STAGE, Stream.COMPUTE)
         self._issue(slot, op, Stream.COMPUTE)
-        self._send((int(Stream.COMPUTE), P.STAGE_FORWARD, slot, T, B, P_, max_q, int(op)))
+        self._send((int(Stream.COMPUTE), P.STAGE_FORWARD, slot, T, B, P_, max_q, int(op), segments))
 
     def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE

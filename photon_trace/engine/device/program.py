@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ..batch import ForwardBatch
+from ..batch import ForwardBatch, Segment
 from ..sampling import sample
 from .staging import SlotShape
 
@@ -52,7 +52,7 @@ class DeviceProgram:
                      "top_p", "seed", "sample_pos"):
             getattr(d, name)[:B].copy_(host[name][:B], non_blocking=True)
 
-    def forward_batch(self, slot: int, T: int, B: int, P: int, max_q: int) -> ForwardBatch:
+    def forward_batch(self, slot: int, T: int, B: int, P: int, max_q: int, segments: tuple = ()) -> ForwardBatch:
         d = self.slots[slot]
         # Decode rows read their input from the token table: the token sampled
         # last step never had to visit the host.
@@ -60,11 +60,12 @@ class DeviceProgram:
         return ForwardBatch(
             token_ids=tokens, positions=d.positions[:T], slot_mapping=d.slot_mapping[:T],
             page_table=d.page_table[:B, :P], context_lens=d.context_lens[:B],
-            query_start=d.query_start[:B + 1], logits_index=d.logits_index[:B], max_query_len=max_q)
+            query_start=d.query_start[:B + 1], logits_index=d.logits_index[:B], max_query_len=max_q,
+            segments=tuple(Segment(*g) for g in segments))
 
-    def forward(self, slot: int, T: int, B: int, P: int, max_q: int) -> None:
+    def forward(self, slot: int, T: int, B: int, P: int, max_q: int, segments: tuple = ()) -> None:
         d = self.slots[slot]
-        self.model.forward(self.forward_batch(slot, T, B, P, max_q), self.kv, out_logits=d.logits[:B])
+        self.model.forward(self.forward_batch(slot, T, B, P, max_q, segments), self.kv, out_logits=d.logits[:B])
 
     def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:
         """Sample rows [lo, hi) and publish their tokens into the token table."""

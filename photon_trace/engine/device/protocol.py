@@ -12,7 +12,7 @@ import numpy as np
 from . import shm as _shm
 
 # opcodes
-STAGE_FORWARD = 1   # slot, T, B, P, max_q, op
+STAGE_FORWARD = 1   # slot, T, B, P, max_q, op, segments
 SAMPLE = 2          # slot, lo, hi, masked, mode, op
 UPLOAD_MASK = 3     # slot, lo, hi
 UPLOAD_MASK_INLINE = 4  # slot, lo, hi, mask bytes (the pageable-copy bug)
