@@ -5,6 +5,8 @@ loaded by both), same ragged workload (64 requests, mixed prompt and output
 lengths, greedy). transformers gets its usual path: left-padded batches through
 ``generate`` with max_new_tokens = the longest request in the batch; only the
 requested tokens count. Prints tokens/s of each and the ratio; never fails on speed.
+photon_trace runs twice by default: its device on one core (the split the
+pipeline is built for, the scheduler on the other) and on both (as transformers).
 
     python benchmarks/bench_vs_transformers.py [--requests 64] [--hf-batch 16]
 """
@@ -48,12 +50,12 @@ def workload(n: int, seed: int) -> list[tuple[list[int], int]]:
             for _ in range(n)]
 
 
-def run_photon(folder: Path, work) -> tuple[float, int]:
+def run_photon(folder: Path, work, device_threads: int) -> tuple[float, int]:
     from photon_trace.engine.engine import Engine
     from photon_trace.engine.params import SamplingParams
 
     with Engine(model=str(folder), backend="cpu", dtype="float32", max_rows=64, max_seqs=128,
-                kv_tokens=64 * 352, max_context=512) as eng:
+                kv_tokens=64 * 352, max_context=512, device_threads=device_threads) as eng:
         eng.generate([[1, 2, 3]], SamplingParams(max_tokens=4, ignore_eos=True))  # warm-up
         t0 = time.perf_counter()
         outs = eng.generate([p for p, _ in work], [SamplingParams(max_tokens=n, ignore_eos=True) for _, n in work])
@@ -86,20 +88,24 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--hf-batch", type=int, default=16, help="transformers batch size (left padding)")
     ap.add_argument("--hf-threads", type=int, default=2, help="torch threads for transformers (it gets the whole machine)")
+    ap.add_argument("--device-threads", type=int, nargs="+", default=[1, 2],
+                    help="photon_trace runs, one per count: 1 = the device on one core, the scheduler on the "
+                         "other (the pipeline's split); 2 = the device on the whole machine, as transformers")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     work = workload(args.requests, args.seed)
     with tempfile.TemporaryDirectory() as d:
         folder = Path(d)
         make_folder(folder, args.seed)
-        t_ours, n_ours = run_photon(folder, work)
+        ours = {k: run_photon(folder, work, k) for k in args.device_threads}
         t_hf, n_hf = run_transformers(folder, work, args.hf_batch, args.hf_threads)
-    assert n_ours == n_hf == sum(n for _, n in work)
-    ours, hf = n_ours / t_ours, n_hf / t_hf
-    print(f"{args.requests} requests, {n_ours} generated tokens, prompts 8-160, outputs 16-160, greedy")
-    print(f"photon_trace (pipelined, cpu device):       {ours:8.1f} tok/s  ({t_ours:.1f} s)")
-    print(f"transformers generate (batch {args.hf_batch}, {args.hf_threads} thr): {hf:8.1f} tok/s  ({t_hf:.1f} s)")
-    print(f"ratio: {ours / hf:.2f}x")
+    assert all(n == n_hf == sum(n for _, n in work) for _, n in ours.values())
+    hf = n_hf / t_hf
+    print(f"{args.requests} requests, {n_hf} generated tokens, prompts 8-160, outputs 16-160, greedy")
+    for k, (t, n) in ours.items():
+        print(f"photon_trace (pipelined, cpu device, {k} thr):  {n / t:8.1f} tok/s  ({t:.1f} s)  "
+              f"{n / t / hf:.2f}x transformers")
+    print(f"transformers generate (batch {args.hf_batch}, {args.hf_threads} thr):  {hf:8.1f} tok/s  ({t_hf:.1f} s)")
 
 
 if __name__ == "__main__":

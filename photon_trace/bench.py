@@ -49,6 +49,7 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--repeats", type=int, default=1, help="measured runs per mode and stream count")
     p.add_argument("--seed", type=int, default=0, help="workload seed")
     p.add_argument("--cuda-graphs", default="on", choices=("on", "off"))
+    p.add_argument("--device-threads", type=int, default=1, help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
     p.add_argument("--sync-debug", action="store_true",
                    help="CUDA: record torch's sync-debug warnings as accidental syncs")
     p.add_argument("--trace-level", default="on", choices=("on", "full"))
@@ -74,7 +75,7 @@ def run_bench(args: argparse.Namespace) -> int:
                  for s in args.streams}
     sizing = engine_settings(workloads[max(args.streams)])
     common = dict(model=args.model, backend=args.backend, dtype=args.dtype, mask_upload=args.mask_upload,
-                  cuda_graphs=args.cuda_graphs == "on", **sizing)
+                  cuda_graphs=args.cuda_graphs == "on", device_threads=args.device_threads, **sizing)
     tag = _tag(args)
     bar = _progress(args, total=len(args.streams) * (2 + 2 * args.repeats))
     engines = {}

@@ -23,7 +23,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     params = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                             seed=args.seed, max_tokens=args.max_tokens)
-    with Engine(model=args.model, backend=args.backend, dtype=args.dtype, depth=args.depth) as engine:
+    with Engine(model=args.model, backend=args.backend, dtype=args.dtype, depth=args.depth,
+                device_threads=args.device_threads) as engine:
         t0 = time.perf_counter()
         outputs = engine.generate(args.prompts, params)
         seconds = time.perf_counter() - t0
@@ -50,6 +51,7 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto")
     p.add_argument("--depth", type=int, default=2, choices=(1, 2), help="2 pipelined, 1 blocking")
+    p.add_argument("--device-threads", type=int, default=1, help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
     p.set_defaults(func=cmd_generate)
 
 

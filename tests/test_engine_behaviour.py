@@ -111,3 +111,17 @@ def test_the_host_gets_its_cpus_back_when_its_last_engine_closes(monkeypatch):
     finally:
         second.close()
     assert os.sched_getaffinity(0) == before
+
+
+def test_a_device_with_two_threads_is_not_pinned_and_serves():
+    before = os.sched_getaffinity(0)
+    eng = tiny_engine(2, device_threads=2)
+    try:
+        assert "2 intra-op threads" in eng.device.device_name
+        assert os.sched_getaffinity(0) == before            # the host keeps every core
+        (out,) = eng.generate([[1, 2, 3]], SamplingParams(max_tokens=8, ignore_eos=True))
+        assert len(out.token_ids) == 8
+    finally:
+        eng.close()
+    with pytest.raises(ValueError, match="device_threads"):
+        tiny_engine(2, device_threads=0)

@@ -42,7 +42,7 @@ class Engine:
         shape = SlotShape(config.max_rows, config.max_step_tokens, config.max_pages_per_row,
                           bitmask_words(self.model_config.vocab_size))
         spec = DeviceSpec(config.model, config.resolved_dtype(), config.num_pages, config.page_size,
-                          shape, config.max_seqs, config.seed, config.cuda_graphs)
+                          shape, config.max_seqs, config.seed, config.cuda_graphs, config.device_threads)
         self.device = make_device(config.resolved_backend(), spec, tracer)
         self.scheduler = Scheduler(PageAllocator(config.num_pages), config.page_size, config.max_rows,
                                    config.max_step_tokens, config.max_seqs, config.max_pages_per_row)

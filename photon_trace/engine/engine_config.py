@@ -18,6 +18,11 @@ class EngineConfig:
     kv_tokens: int = 32768        # KV pool size in tokens (page 0 extra, as scratch)
     max_context: int | None = None  # prompt + generated tokens of one sequence (None: the model's)
     cuda_graphs: bool = True      # capture decode forwards per batch bucket and slot (CUDA only)
+    # Intra-op threads of the host-process device (cpu backend). 1: the device and the
+    # scheduler get a core each, the split the pipeline is built for. More: the device
+    # also uses the host's cores (unpinned, the host sleeps in its waits), which pays when
+    # forwards are long and bookkeeping short, as in large offline batches.
+    device_threads: int = 1
     seed: int = 0                 # preset weights; and the seeds drawn for unseeded requests
 
     def __post_init__(self) -> None:
@@ -29,7 +34,7 @@ class EngineConfig:
             raise ValueError(f"backend must be auto, cpu or cuda, got {self.backend!r}")
         if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be auto, float32, bfloat16 or float16, got {self.dtype!r}")
-        for name in ("max_rows", "max_step_tokens", "max_seqs", "page_size", "kv_tokens"):
+        for name in ("max_rows", "max_step_tokens", "max_seqs", "page_size", "kv_tokens", "device_threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive")
         if self.max_context is not None and self.max_context < 2:

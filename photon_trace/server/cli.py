@@ -27,6 +27,7 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--kv-tokens", type=int, default=32768, help="KV pool size in tokens")
     p.add_argument("--max-context", type=int, default=None, help="prompt + output tokens (default: the engine's)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device-threads", type=int, default=1, help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
     p.add_argument("--otlp", action="store_true", default=bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")),
                    help="export request and step spans over OTLP (on when OTEL_EXPORTER_OTLP_ENDPOINT is set)")
     p.add_argument("--log-level", default="info")
@@ -38,7 +39,7 @@ def engine_settings(args: argparse.Namespace) -> dict:
     settings = dict(model=args.model, backend=args.backend, dtype=args.dtype, depth=args.depth,
                     mask_upload=args.mask_upload,
                     max_rows=args.max_rows, max_seqs=args.max_seqs, max_step_tokens=args.max_step_tokens,
-                    kv_tokens=args.kv_tokens, seed=args.seed)
+                    kv_tokens=args.kv_tokens, seed=args.seed, device_threads=args.device_threads)
     if args.max_context is not None:  # otherwise the engine takes the model's context
         settings["max_context"] = args.max_context
     return settings

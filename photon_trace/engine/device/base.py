@@ -34,6 +34,7 @@ class DeviceSpec:
     table_rows: int        # sequences that can be resident at once (token-table rows)
     seed: int = 0          # preset weight seed
     cuda_graphs: bool = True
+    threads: int = 1       # host-process device: intra-op threads (1: pinned to a core of its own)
 
 
 def call_site() -> str:

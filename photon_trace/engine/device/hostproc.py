@@ -48,13 +48,14 @@ class HostProcessDevice(Device):
         self._sent = self.state.sent
         # A fresh interpreter rather than fork: no inherited threads, locks or
         # OpenMP state, and no re-import of the caller's main module.
-        cpu = _device_cpu()
+        cpu = _device_cpu() if spec.threads == 1 else -1   # more threads: the OS places them
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "photon_trace.engine.device.worker", str(theirs.fileno()), str(cpu)],
+            [sys.executable, "-m", "photon_trace.engine.device.worker", str(theirs.fileno()), str(cpu),
+             str(spec.threads)],
             pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
         theirs.close()
         self._conn = Connection(ours.detach())
@@ -68,7 +69,8 @@ class HostProcessDevice(Device):
             if time.monotonic() > deadline:
                 raise DeviceError("the device worker did not start in time")
             time.sleep(0.005)
-        self.device_name = f"host process (pid {self._proc.pid}, 1 intra-op thread)"
+        threads = "1 intra-op thread" if spec.threads == 1 else f"{spec.threads} intra-op threads"
+        self.device_name = f"host process (pid {self._proc.pid}, {threads})"
         if _keep_host_off(cpu):
             self._pinned.append(threading.get_native_id())
         self._yield_spin_ns = _YIELD_SPIN_NS if cpu >= 0 else 0

@@ -26,8 +26,8 @@ from .program import DeviceProgram, build_program
 from .staging import SlotStaging
 
 
-def worker_main(conn: Connection, cpu: int = -1) -> None:
-    torch.set_num_threads(1)
+def worker_main(conn: Connection, cpu: int = -1, threads: int = 1) -> None:
+    torch.set_num_threads(threads)
     _pin(cpu)
     spec, state_path, staging_paths = conn.recv()
     state = P.SharedState(2, path=state_path)
@@ -160,4 +160,4 @@ def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict], s
 
 
 if __name__ == "__main__":
-    worker_main(Connection(int(sys.argv[1])), int(sys.argv[2]))
+    worker_main(Connection(int(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 1)
