@@ -83,7 +83,7 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="small", help="preset (tiny, small, 1.5b) or a model folder")
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--streams", type=int, nargs="+", default=[1, 8, 32])
-    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=3, help="measured runs per mode and stream count (medians over them are reported: one run is noisy here)")
     p.add_argument("--out", default="traces/runs", help="where the bench writes its traces")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8050)
