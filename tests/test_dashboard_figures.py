@@ -240,6 +240,7 @@ def test_summary_lists_period_forward_sample_idle_tokens_and_syncs():
     assert items["forward_ms"] == f"{rep.forward_ms:.3f} ms"
     assert items["sample_ms"] == f"{rep.sample_ms:.3f} ms"
     assert items["idle_fraction"] == f"{100 * rep.idle_fraction:.1f} %"
+    assert items["host_idle_fraction"] == f"{100 * rep.host_idle_ns / rep.window_ns:.1f} %"
     assert items["accidental_syncs"] == f"{accidental_syncs(rep):,}"
     assert "tokens_per_s" in items
 
@@ -284,6 +285,7 @@ def test_compare_rows_give_differences_and_which_way_is_better():
     rows = {r["metric"]: r for r in panels.compare_rows(report("blocking"), report("pipelined"))}
     assert rows["device idle"]["verdict"] == "better"
     assert rows["device idle"]["B − A"].endswith("pp")
+    assert rows["idle: host late"]["verdict"] == "better"      # pipelining hides the host
     assert rows["period"]["verdict"] == "better"
     assert rows["accidental syncs"]["verdict"] == "same"
 

@@ -39,6 +39,8 @@ METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("sample_ms", "sample", "ms", "lower"),
     ("bookkeeping_ms", "bookkeeping", "ms", "lower"),
     ("idle_fraction", "device idle", "%", "lower"),
+    # the part of it the host caused (the next op not yet enqueued); the rest is launch latency
+    ("host_idle_fraction", "idle: host late", "%", "lower"),
     ("tokens_per_s", "tokens/s", "", "higher"),
     ("accidental_syncs", "accidental syncs", "", "lower"),
     ("bubbles", "bubbles", "", "lower"),
@@ -58,6 +60,9 @@ def metric_values(report: Any) -> dict[str, float]:
             out[key] = float(accidental_sync_count(report))
         elif key == "bubbles":
             out[key] = float(len(getattr(report, "bubbles", None) or []))
+        elif key == "host_idle_fraction":
+            host, window = getattr(report, "host_idle_ns", None), getattr(report, "window_ns", 0)
+            out[key] = host / window if host is not None and window else float("nan")
         else:
             v = getattr(report, key, None)
             out[key] = float(v) if v is not None else float("nan")
