@@ -219,7 +219,8 @@ def render_tables(summary: dict[str, Any]) -> str:
                        f"{m['accidental_syncs']:>5.0f} {m['e2e_tokens_per_s']:>10.1f}")
     out += ["", "Per row: predicted = T_block / T_pipe x (1 - z) (T: mean step period in the steady-state "
             "window); observed = end-to-end tokens/s ratio;",
-            "medians over the repeat pairs, the observed range over them, and in how many pairs pipelined won",
+            "each column is its own median over the repeat pairs (so predicted need not equal the T columns' ratio);",
+            "then the observed range over the pairs and in how many pairs pipelined won",
             f"{'streams':>7} {'T_block':>8} {'T_pipe':>8} {'L':>6} {'z':>6} {'predicted':>9} "
             f"{'observed':>8} {'error':>7}   {'pred(median T)':>14} {'error':>7}   {'observed range':>15} {'wins':>5}"]
     for row in summary["rows"]:
