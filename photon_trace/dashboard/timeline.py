@@ -21,7 +21,6 @@ trace's start when there is no window), so two traces compare on aligned axes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,6 +29,7 @@ import plotly.graph_objects as go
 from photon_trace.dashboard.timeline_data import (  # noqa: F401  (re-exported: the app and tests use them)
     BUBBLE_CAUSES, COLOURS, NS_PER_MS, Lane, SpanSet, SyncMarkers, TimelineData, prepare_timeline,
 )
+from photon_trace.dashboard.view import View, x_range_from_relayout  # noqa: F401  (re-exported)
 
 SYNC_MARKER_COLOUR = "#B00020"
 STEP_LINE_COLOUR = "rgba(60,60,60,0.18)"
@@ -49,17 +49,6 @@ SYNC_MARKER_DY = HALF + 0.1       # markers sit just above the host lane they ha
 STACKED_GROUPS = ("phase", "device")  # share a lane's height when aggregated
 
 HEIGHT_STEPS = 64                 # aggregated heights are quantised to 1/64 of a lane's band
-
-@dataclass(frozen=True, slots=True)
-class View:
-    """What to draw: an x range in ms (None: everything) and how dense it may get."""
-    x_range: tuple[float, float] | None = None
-    width_px: int = 1600
-    max_spans: int = 6000        # more visible spans than this: aggregate
-    bucket_px: float = 3.0       # aggregated bucket width
-    max_step_lines: int = 400    # step boundaries drawn only when this few are visible
-    min_bubble_px: float = 3.0   # bubbles narrower than this are widened (centred) so they show
-
 
 def _rects(x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Closed rectangles separated by NaN gaps: six points each (four corners, close, gap)."""
@@ -391,23 +380,6 @@ def compare_figure(a: TimelineData, b: TimelineData, view: View = View(),
                           xanchor="left", yanchor="bottom", showarrow=False, xshift=-115)],
     )
     return fig
-
-
-def x_range_from_relayout(relayout: dict | None) -> tuple[str | None, tuple[float, float] | None]:
-    """What a plotly relayout event asks of the x axis: ("range", (lo, hi)), ("reset", None)
-    or (None, None) when it is about something else (legend, y axis, resize)."""
-    if not relayout:
-        return None, None
-    for ax in ("xaxis", "xaxis2"):
-        if f"{ax}.range[0]" in relayout and f"{ax}.range[1]" in relayout:
-            lo, hi = float(relayout[f"{ax}.range[0]"]), float(relayout[f"{ax}.range[1]"])
-            return "range", (min(lo, hi), max(lo, hi))
-        if isinstance(relayout.get(f"{ax}.range"), (list, tuple)) and len(relayout[f"{ax}.range"]) == 2:
-            lo, hi = map(float, relayout[f"{ax}.range"])
-            return "range", (min(lo, hi), max(lo, hi))
-        if relayout.get(f"{ax}.autorange") is True:
-            return "reset", None
-    return None, None
 
 
 def placeholder_figure(message: str, height: int = 260) -> go.Figure:
