@@ -158,7 +158,7 @@ def _row(streams, prepared, reports, runs, cost_model) -> dict[str, Any]:
             "period_ms": _median(r.period_ms for r in reps),
             "bookkeeping_ms": _median(r.bookkeeping_ms for r in reps),
             "idle_fraction": _median(r.idle_fraction for r in reps),
-            "host_idle_fraction": _median(r.host_idle_ns / r.window_ns if r.window_ns else 0.0 for r in reps),
+            "host_idle_fraction": _median(r.host_idle_fraction for r in reps),
             "bookkeeping_share": _median(r.bookkeeping_ms / r.period_ms if r.period_ms else 0.0 for r in reps),
             "e2e_tokens_per_s": _median(r.e2e_tokens_per_s for r in reps),
             "tokens_per_s": _median(r.tokens_per_s for r in reps),

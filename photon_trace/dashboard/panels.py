@@ -60,9 +60,6 @@ def metric_values(report: Any) -> dict[str, float]:
             out[key] = float(accidental_sync_count(report))
         elif key == "bubbles":
             out[key] = float(len(getattr(report, "bubbles", None) or []))
-        elif key == "host_idle_fraction":
-            host, window = getattr(report, "host_idle_ns", None), getattr(report, "window_ns", 0)
-            out[key] = host / window if host is not None and window else float("nan")
         else:
             v = getattr(report, key, None)
             out[key] = float(v) if v is not None else float("nan")

@@ -55,6 +55,11 @@ class Report:
     diagnosis: list[Diagnosis]
     settings: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def host_idle_fraction(self) -> float:
+        """The part of the window the device sat idle because the host was late."""
+        return self.host_idle_ns / self.window_ns if self.window_ns else 0.0
+
     def to_dict(self, *, tables: bool = True) -> dict[str, Any]:
         """JSON-able form; ``tables=False`` leaves out the per-step and per-bubble rows."""
         d = asdict(self)  # NamedTuple rows become lists; rebuild them as dicts
