@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from photon_trace.engine.device import protocol as P
+import photon_trace.engine.device.commands as P
 from photon_trace.engine.engine import Engine
 from photon_trace.telemetry.tracer import Stream
 

@@ -15,9 +15,10 @@ import time
 
 import torch
 
-from photon_trace.engine.kv_cache import KVPool, pages_needed
-from photon_trace.engine.loader import load_model
-from photon_trace.engine.simple_generate import make_forward_batch
+from photon_trace.engine.model.kv_pool import KVPool
+from photon_trace.engine.pages import pages_needed
+from photon_trace.engine.model.loader import load_model
+from helpers.reference_generate import make_forward_batch
 
 
 def median_seconds(fn, steps: int, warmup: int = 3) -> float:

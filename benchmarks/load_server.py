@@ -1,6 +1,6 @@
 """Load on the HTTP server: many concurrent streaming clients, some leaving early.
 
-Starts ``python -m photon_trace.server`` on a free loopback port (its own process, so
+Starts ``python -m photon_trace.cli serve`` on a free loopback port (its own process, so
 the clients here do not share its GIL), waits for /health, warms it up, then runs
 ``--rounds`` rounds of ``--clients`` concurrent streaming completions (httpx, async):
 prompts of mixed length, ``max_tokens`` drawn from ``--lengths`` (``ignore_eos``, so
@@ -229,7 +229,7 @@ def main() -> int:
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "photon_trace.server", "--model", args.model, "--backend", args.backend,
+    cmd = [sys.executable, "-m", "photon_trace.cli", "serve", "--model", args.model, "--backend", args.backend,
            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", *args.server_args]
     print("server:", " ".join(cmd[1:]))
     proc = subprocess.Popen(cmd)

@@ -6,10 +6,11 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from photon_trace.telemetry.analysis import analyze
-from photon_trace.telemetry.analysis.testing import (
+from helpers.trace_builder import (
     MASK_SYNC_SITE, MS, US, TraceBuilder, blocking_trace, host_delay_trace, item_sync_trace, pipelined_trace,
     sync_bug_trace)
-from photon_trace.telemetry.check import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, main, run_check
+from photon_trace.cli.check import main
+from photon_trace.telemetry.analysis.gate import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, run_check
 from photon_trace.telemetry.records import DeviceSpan
 from photon_trace.telemetry.tracefile import write_trace
 
@@ -77,7 +78,7 @@ def test_trace_files_are_loaded_and_checked(tmp_path):
     assert run_check(path).exit_code == EXIT_PASS
     assert run_check(bad, baseline=path).exit_code == EXIT_FAIL
     assert main([str(path)]) == EXIT_PASS
-    assert main([str(bad), "--baseline", str(path), "--md", str(tmp_path / "s.md")]) == EXIT_FAIL
+    assert main([str(bad), "--baseline", str(path), "--markdown", str(tmp_path / "s.md")]) == EXIT_FAIL
     assert (tmp_path / "s.md").exists()
 
 

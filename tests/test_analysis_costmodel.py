@@ -6,7 +6,7 @@ import random
 import pytest
 
 from photon_trace.telemetry.analysis import analyze, cost_model
-from photon_trace.telemetry.analysis.testing import blocking_trace, pipelined_trace
+from helpers.trace_builder import blocking_trace, pipelined_trace
 
 
 def pair(**kw):

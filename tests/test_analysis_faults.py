@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, COPY_WAIT, HOST_BOUND, analyze
-from photon_trace.telemetry.analysis.testing import (
+from helpers.trace_builder import (
     ITEM_SITE, MASK_SYNC_SITE, MS, copy_wait_trace, host_delay_trace, item_sync_trace, pipelined_trace,
     sync_bug_trace)
 

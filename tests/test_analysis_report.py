@@ -7,7 +7,7 @@ import pytest
 
 from photon_trace.telemetry.analysis import (
     ACCIDENTAL_SYNC, COMMIT_WAIT, HOST_BOUND, Bubble, Diagnosis, analyze, diagnose, sync_sites)
-from photon_trace.telemetry.analysis.testing import (
+from helpers.trace_builder import (
     COMMIT_SITE, MS, US, LoopCosts, TraceBuilder, blocking_trace, pipelined_trace)
 
 C = LoopCosts()

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from photon_trace.telemetry.analysis import analyze, steady_state_window
-from photon_trace.telemetry.analysis.testing import US, TraceBuilder, pipelined_trace
+from helpers.trace_builder import US, TraceBuilder, pipelined_trace
 from photon_trace.telemetry.analysis.window import compute_extent, step_starts
 
 

@@ -12,11 +12,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from photon_trace.engine.checkpoint import CheckpointError, read_config, weight_map
-from photon_trace.engine.config import ModelConfig
-from photon_trace.engine.loader import check_prompt_length, load_model
-from photon_trace.engine.model import DecoderModel
-from photon_trace.engine.simple_generate import generate
+from photon_trace.engine.model.checkpoint import CheckpointError, read_config, weight_map
+from photon_trace.engine.model.config import ModelConfig
+from photon_trace.engine.model.loader import check_prompt_length, load_model
+from photon_trace.engine.model.decoder import DecoderModel
+from helpers.reference_generate import generate
 
 HF_CONFIG = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 300, "hidden_size": 32,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from photon_trace.engine.constraints import ConstraintError, ResponseFormat
 from photon_trace.engine.params import SamplingParams
-from engine_helpers import Req, drive, tiny_engine
+from helpers.engine_helpers import Req, drive, tiny_engine
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
                                            "n": {"type": "integer", "minimum": 0, "maximum": 99}},

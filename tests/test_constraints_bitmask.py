@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from photon_trace.engine.constraint import bitmask_words
+from photon_trace.engine.constraints.interface import bitmask_words
 from photon_trace.engine.constraints import apply_bitmask_
 
 

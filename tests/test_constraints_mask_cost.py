@@ -9,9 +9,9 @@ import time
 import numpy as np
 import torch
 
-from photon_trace.engine.constraint import bitmask_words
+from photon_trace.engine.constraints.interface import bitmask_words
 from photon_trace.engine.constraints import ConstraintCompiler, ResponseFormat, apply_bitmask_
-from photon_trace.engine.tokenizer import ByteTokenizer
+from photon_trace.engine.model.tokenizer import ByteTokenizer
 
 VOCAB = 2560
 ROWS = 32

@@ -21,10 +21,10 @@ import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from constraint_tokenizers import HF_PAD_TO, byte_level_bpe, project_hf
-from photon_trace.engine.constraint import Constraint, bitmask_words
+from helpers.constraint_tokenizers import HF_PAD_TO, byte_level_bpe, project_hf
+from photon_trace.engine.constraints.interface import Constraint, bitmask_words
 from photon_trace.engine.constraints import ConstraintCompiler, ResponseFormat, apply_bitmask_
-from photon_trace.engine.tokenizer import COORD_BASE, NUM_COORD_BINS, NUM_SIZE_BINS, SIZE_BASE, ByteTokenizer
+from photon_trace.engine.model.tokenizer import COORD_BASE, NUM_COORD_BINS, NUM_SIZE_BINS, SIZE_BASE, ByteTokenizer
 
 
 

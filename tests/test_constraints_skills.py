@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from photon_trace.engine.constraint import bitmask_words
+from photon_trace.engine.constraints.interface import bitmask_words
 from photon_trace.engine.constraints import ConstraintCompiler, ConstraintViolation, ResponseFormat
-from photon_trace.engine.tokenizer import (
+from photon_trace.engine.model.tokenizer import (
     COORD_BASE,
     NUM_COORD_BINS,
     NUM_SIZE_BINS,

@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from constraint_tokenizers import HF_PAD_TO, byte_level_bpe
-from photon_trace.engine.constraint import bitmask_words
+from helpers.constraint_tokenizers import HF_PAD_TO, byte_level_bpe
+from photon_trace.engine.constraints.interface import bitmask_words
 from photon_trace.engine.constraints import (
     DEFAULT_MAX_COUNT,
     ConstraintCompiler,
@@ -15,7 +15,7 @@ from photon_trace.engine.constraints import (
     ResponseFormat,
     make_constraint,
 )
-from photon_trace.engine.tokenizer import ByteTokenizer
+from photon_trace.engine.model.tokenizer import ByteTokenizer
 
 VOCAB = 2560
 

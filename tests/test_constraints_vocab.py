@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 import xgrammar as xgr
 
-from constraint_tokenizers import byte_fallback_bpe, byte_level_bpe, project_hf
+from helpers.constraint_tokenizers import byte_fallback_bpe, byte_level_bpe, project_hf
 from photon_trace.engine.constraints import ConstraintError, grammar_vocab, hf_vocab_bytes
-from photon_trace.engine.tokenizer import ByteTokenizer
+from photon_trace.engine.model.tokenizer import ByteTokenizer
 
 TEXTS = ['{"name": "Ada", "ok": true}', "naïve café — 東京 🚀", "tabs\tand\nnewlines  x"]
 

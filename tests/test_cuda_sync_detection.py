@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-from fault_helpers import Runs, cost, engine_line, line_after, top_host_cause
+from helpers.fault_helpers import Runs, cost, engine_line, line_after, top_host_cause
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC
 from photon_trace.workload import Workload, engine_settings, prepare
 

@@ -15,7 +15,7 @@ import pytest
 from photon_trace.telemetry.records import Trace
 from photon_trace.telemetry.sinks import RECORD_KINDS, Chunk
 from photon_trace.telemetry.tracefile import TraceFileWriter, write_trace
-from test_dashboard_synth import LONG_STEPS, report, sample, span_count, write_samples
+from helpers.dashboard_samples import LONG_STEPS, report, sample, span_count, write_samples
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -11,7 +11,7 @@ from photon_trace.dashboard import panels
 from photon_trace.dashboard.timeline import (BUBBLE_CAUSES, View, compare_figure, prepare_timeline,
                                              timeline_figure, timeline_traces, x_range_from_relayout)
 from photon_trace.telemetry.analysis import analyze, cost_model
-from test_dashboard_synth import report, sample, span_count
+from helpers.dashboard_samples import report, sample, span_count
 
 
 def polygons(trace) -> int:

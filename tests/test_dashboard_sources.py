@@ -14,7 +14,7 @@ from photon_trace.dashboard.sources import (FileSource, LiveFollower, LoadError,
 from photon_trace.telemetry.records import Trace
 from photon_trace.telemetry.sinks import RECORD_KINDS, Chunk
 from photon_trace.telemetry.tracefile import TraceFileWriter, load_trace
-from test_dashboard_synth import sample, write_samples
+from helpers.dashboard_samples import report, sample, write_samples
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,7 @@ def test_live_follower_waits_for_a_file_that_does_not_exist_yet(tmp_path):
 
 
 def test_dashboard_parser_defaults_to_loopback_and_port_8050():
-    from photon_trace.dashboard.cli import add_dashboard_parser, run_dashboard
+    from photon_trace.cli.dashboard import add_dashboard_parser, run_dashboard
     parser = argparse.ArgumentParser()
     add_dashboard_parser(parser.add_subparsers(dest="cmd"))
     args = parser.parse_args(["dashboard", "a.trace.jsonl", "--live", "http://127.0.0.1:9000/live"])
@@ -149,7 +149,7 @@ def test_dashboard_parser_defaults_to_loopback_and_port_8050():
 
 
 def test_with_no_trace_named_the_newest_under_traces_are_opened(folder, tmp_path):
-    from photon_trace.dashboard.cli import resolve_inputs
+    from photon_trace.cli.dashboard import resolve_inputs
     newest = folder / "mask_sync.trace.jsonl"
     os.utime(newest, (time.time() + 100, time.time() + 100))
     files, allowed = resolve_inputs([], str(folder))
@@ -163,7 +163,7 @@ def test_with_no_trace_named_the_newest_under_traces_are_opened(folder, tmp_path
 def test_importing_the_app_registers_nothing_and_create_app_wires_callbacks(folder):
     import dash._callback as registry
     before = len(registry.GLOBAL_CALLBACK_LIST)
-    for mod in ("photon_trace.dashboard", "photon_trace.dashboard.app", "photon_trace.dashboard.cli"):
+    for mod in ("photon_trace.dashboard", "photon_trace.dashboard.app", "photon_trace.cli.dashboard"):
         sys.modules.pop(mod, None)
         importlib.import_module(mod)
     assert len(registry.GLOBAL_CALLBACK_LIST) == before
@@ -217,3 +217,10 @@ def test_live_follower_reads_records_after_a_cursor_from_a_live_url():
         assert follower.poll() is second and follower.error is None   # nothing new after the last chunk
     finally:
         httpd.shutdown()
+
+
+def test_the_three_runs_differ_as_their_names_say():
+    assert len(report("blocking").bubbles) > 0 and sum(s.count for s in report("blocking").syncs) == 0
+    assert report("pipelined").idle_fraction < report("blocking").idle_fraction
+    assert sum(s.count for s in report("mask_sync").syncs) > 0
+    assert any(b.cause == "accidental_sync" for b in report("mask_sync").bubbles)

@@ -9,7 +9,7 @@ import pytest
 
 from photon_trace.engine.device import DeviceError
 from photon_trace.engine.params import SamplingParams
-from engine_helpers import Req, drive, tiny_engine
+from helpers.engine_helpers import Req, drive, tiny_engine
 
 
 @pytest.fixture(scope="module")

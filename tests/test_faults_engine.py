@@ -18,9 +18,9 @@ import sys
 
 import pytest
 
-from fault_helpers import ROOT, Runs, Sleep, cost, engine_line, line_after, top_host_cause
+from helpers.fault_helpers import ROOT, Runs, Sleep, cost, engine_line, line_after, top_host_cause
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, HOST_BOUND
-from photon_trace.telemetry.check import EXIT_FAIL, EXIT_PASS, run_check
+from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check
 from photon_trace.workload import Workload, engine_settings, prepare
 
 GATE_IDLE = 0.5          # loose: see the module docstring

@@ -14,9 +14,10 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from photon_trace.engine.kv_cache import KVPool, PageAllocator  # noqa: E402
-from photon_trace.engine.loader import load_model  # noqa: E402
-from photon_trace.engine.simple_generate import generate, make_forward_batch  # noqa: E402
+from photon_trace.engine.model.kv_pool import KVPool  # noqa: E402
+from photon_trace.engine.pages import PageAllocator  # noqa: E402
+from photon_trace.engine.model.loader import load_model  # noqa: E402
+from helpers.reference_generate import generate, make_forward_batch  # noqa: E402
 
 PAGE_SIZE = 4
 VOCAB = 384

@@ -4,9 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from photon_trace.engine.kv_cache import SCRATCH_PAGE, KVPool, PageAllocator, pages_needed
-from photon_trace.engine.loader import load_model
-from photon_trace.engine.simple_generate import KVPoolExhausted, generate
+from photon_trace.engine.model.kv_pool import KVPool
+from photon_trace.engine.pages import SCRATCH_PAGE, PageAllocator, pages_needed
+from photon_trace.engine.model.loader import load_model
+from helpers.reference_generate import KVPoolExhausted, generate
 
 
 def test_alloc_hands_out_distinct_pages_and_never_the_scratch_page():
@@ -60,23 +61,21 @@ def test_zero_pages_and_bad_sizes():
     assert pages_needed(0, 16) == 0 and pages_needed(16, 16) == 1 and pages_needed(17, 16) == 2
 
 
-def test_pool_shape_and_budget():
+def test_pool_shape_and_size():
     config = load_model("tiny").config
-    pool = KVPool.from_pages(config, 10, page_size=8)
+    pool = KVPool(config, 10, page_size=8)
     assert pool.k.shape == (config.num_layers, 10, 8, config.num_kv_heads, config.head_dim)
     assert pool.v.shape == pool.k.shape and pool.k.dtype == torch.float32
-    assert pool.tokens_capacity == 9 * 8
-    per_page = KVPool.bytes_per_page(config, 8, torch.bfloat16)
-    pool = KVPool.from_budget(config, 20 * per_page + 5, page_size=8, dtype=torch.bfloat16)
-    assert pool.num_pages == 20 and pool.nbytes == 20 * per_page
+    pool = KVPool(config, 20, page_size=8, dtype=torch.bfloat16)
+    assert pool.nbytes == 20 * 8 * config.kv_bytes_per_token(torch.bfloat16)
     with pytest.raises(ValueError):
-        KVPool.from_budget(config, per_page, page_size=8)
+        KVPool(config, 1, page_size=8)
 
 
 def test_pool_is_all_free_after_generate():
     loaded = load_model("tiny")
     kv = KVPool(loaded.config, 64, page_size=4)
-    alloc = kv.allocator()
+    alloc = PageAllocator(kv.num_pages)
     result = generate(loaded.model, loaded.tokenizer, ["Hello", "a longer prompt here"], max_new_tokens=12,
                       kv=kv, allocator=alloc)
     assert [len(t) for t in result.token_ids] == [12, 12]
@@ -86,7 +85,7 @@ def test_pool_is_all_free_after_generate():
 def test_exhausted_pool_is_reported_and_left_all_free():
     loaded = load_model("tiny")
     kv = KVPool(loaded.config, 4, page_size=4)
-    alloc = kv.allocator()
+    alloc = PageAllocator(kv.num_pages)
     with pytest.raises(KVPoolExhausted):
         generate(loaded.model, loaded.tokenizer, ["Hello there", "and more"], max_new_tokens=8,
                  kv=kv, allocator=alloc)

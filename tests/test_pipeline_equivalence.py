@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from photon_trace.engine.params import SamplingParams
-from engine_helpers import Req, drive, tiny_engine
+from helpers.engine_helpers import Req, drive, tiny_engine
 
 VOCAB = 2560
 

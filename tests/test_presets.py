@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from photon_trace.cli import main
-from photon_trace.engine.config import ModelConfig
-from photon_trace.engine.kv_cache import KVPool
-from photon_trace.engine.loader import ModelSpec, load_model
-from photon_trace.engine.presets import PRESETS
-from photon_trace.engine.simple_generate import SamplingParams, generate, make_forward_batch
+from photon_trace.engine.model.config import ModelConfig
+from photon_trace.engine.model.kv_pool import KVPool
+from photon_trace.engine.model.loader import ModelSpec, load_model
+from photon_trace.engine.model.presets import PRESETS
+from helpers.reference_generate import SamplingParams, generate, make_forward_batch
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from photon_trace.engine.params import SamplingParams
-from photon_trace.engine.sampling import GREEDY, PLAIN, SORT, TOP_P, sample, sampling_mode
+from photon_trace.engine.device.sampling import GREEDY, PLAIN, SORT, TOP_P, sample, sampling_mode
 
 
 def _args(B, temp=0.8, k=0, p=1.0):

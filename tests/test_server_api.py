@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from photon_trace.engine.engine import Engine
-from photon_trace.server.testing import serving
+from helpers.serving import serving
 
 TINY = dict(model="tiny", backend="cpu", max_rows=16, max_step_tokens=64, max_seqs=32,
             kv_tokens=2048, page_size=8, max_context=256)

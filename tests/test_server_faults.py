@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from photon_trace.engine.engine import Engine
-from photon_trace.server.testing import serving, sse_data
+from helpers.serving import serving, sse_data
 
 # mask_upload="sync": the source's bug, kept in the engine so the tooling can be shown to catch it
 TINY_SYNC = dict(model="tiny", backend="cpu", max_rows=16, max_step_tokens=64, max_seqs=32,

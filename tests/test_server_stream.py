@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from photon_trace.engine.engine import Engine
-from photon_trace.server.testing import serving, sse_data
+from helpers.serving import serving, sse_data
 
 TINY = dict(model="tiny", backend="cpu", max_rows=16, max_step_tokens=64, max_seqs=32,
             kv_tokens=2048, page_size=8, max_context=256)

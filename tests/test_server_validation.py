@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from photon_trace.engine.tokenizer import ByteTokenizer
+from photon_trace.engine.model.tokenizer import ByteTokenizer
 from photon_trace.server.device_stats import subtract
 from photon_trace.server.errors import APIError
 from photon_trace.server.protocol import ChatMessage

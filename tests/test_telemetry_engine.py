@@ -8,13 +8,13 @@ from collections import defaultdict
 
 import pytest
 
-from engine_helpers import Req, drive, tiny_engine
+from helpers.engine_helpers import Req, drive, tiny_engine
 from photon_trace.engine.constraints import ResponseFormat
 from photon_trace.engine.params import SamplingParams
 from photon_trace.telemetry.recorder import RecordingTracer
 from photon_trace.telemetry.tracefile import TraceFileWriter, load_trace
 from photon_trace.telemetry.tracer import TraceLevel
-from photon_trace.telemetry.validate import trace_problems
+from helpers.trace_checks import trace_problems
 
 FORMATS = [None, ResponseFormat("point", max_count=2), None, ResponseFormat("json_object"), None,
            ResponseFormat("detect", max_count=1), None]

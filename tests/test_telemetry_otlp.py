@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest, ExportTraceServiceResponse)
 
 from photon_trace.telemetry.otel import OtelSink, export_trace  # noqa: E402
-from photon_trace.telemetry.synthetic import (START_NS, WALL_ANCHOR_NS, SyntheticRun,  # noqa: E402
+from helpers.synthetic import (START_NS, WALL_ANCHOR_NS, SyntheticRun,  # noqa: E402
                                               synthetic_trace, synthetic_tracer)
 
 EVERY = 5

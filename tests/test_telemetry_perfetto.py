@@ -7,7 +7,7 @@ from collections import defaultdict
 import pytest
 
 from photon_trace.telemetry.perfetto import DEVICE_PID, HOST_PID, main, write_chrome_trace
-from photon_trace.telemetry.synthetic import SyntheticRun, synthetic_trace
+from helpers.synthetic import SyntheticRun, synthetic_trace
 from photon_trace.telemetry.tracefile import write_trace
 
 PHASES = {"M", "X", "s", "f", "b", "e", "n"}

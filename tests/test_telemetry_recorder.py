@@ -12,10 +12,10 @@ import pytest
 from photon_trace.telemetry.recorder import RecordingTracer
 from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
 from photon_trace.telemetry.sinks import LiveBuffer
-from photon_trace.telemetry.synthetic import SyntheticRun, VirtualClock, synthetic_trace
+from helpers.synthetic import SyntheticRun, VirtualClock, synthetic_trace
 from photon_trace.telemetry.tracer import (DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer,
                                            TraceLevel)
-from photon_trace.telemetry.validate import trace_problems
+from helpers.trace_checks import trace_problems
 
 
 def one_step(tr: Tracer, clock: VirtualClock, step: int = 7, slot: int = 1) -> None:

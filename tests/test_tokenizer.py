@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from photon_trace.engine import tokenizer as tk
-from photon_trace.engine.tokenizer import ByteTokenizer, HFTokenizer, IncrementalDetokenizer, Tokenizer
+import photon_trace.engine.model.tokenizer as tk
+from photon_trace.engine.model.tokenizer import ByteTokenizer, HFTokenizer, IncrementalDetokenizer, Tokenizer
 
 
 def test_byte_tokenizer_ids_are_fixed():

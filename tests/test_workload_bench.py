@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from photon_trace.bench import add_bench_parser, render_tables
-from photon_trace.check_cli import add_check_parser
+from photon_trace.cli.bench import add_bench_parser, render_tables
+from photon_trace.cli.check import add_check_parser
 from photon_trace.telemetry.tracefile import load_trace
 from photon_trace.workload import Workload, drive, engine_settings, prepare, run_traced
 

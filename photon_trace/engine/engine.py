@@ -12,24 +12,24 @@ from collections.abc import Iterator, Sequence as Seq
 
 import numpy as np
 
-from ..telemetry.tracer import NULL_TRACER, Phase, StepKind, Tracer
-from .constraint import bitmask_words
-from .device import make_device
-from .device.base import DeviceSpec
-from .device.staging import SlotShape
-from .engine_config import EngineConfig
-from .kv_cache import PageAllocator
-from .outputs import RequestDelta, RequestOutput
-from .params import SamplingParams
-from .requests import RequestBook
-from .scheduler import Scheduler, StepPlan
-from .sequence import FinishReason
-from .stage import fill_masks, sampling_mode, stage_plan
+from photon_trace.telemetry.tracer import NULL_TRACER, Phase, StepKind, Tracer
+from photon_trace.engine.constraints.interface import bitmask_words
+from photon_trace.engine.device import make_device
+from photon_trace.engine.device.base import DeviceSpec
+from photon_trace.engine.device.staging import SlotShape
+from photon_trace.engine.engine_config import EngineConfig
+from photon_trace.engine.pages import PageAllocator
+from photon_trace.engine.outputs import RequestDelta, RequestOutput
+from photon_trace.engine.params import SamplingParams
+from photon_trace.engine.request_book import RequestBook
+from photon_trace.engine.scheduler import Scheduler, StepPlan
+from photon_trace.engine.sequence import FinishReason
+from photon_trace.engine.stage import fill_masks, sampling_mode, stage_plan
 
 
 class Engine:
     def __init__(self, config: EngineConfig | None = None, tracer: Tracer = NULL_TRACER, **overrides) -> None:
-        from .host_model import load_host_side
+        from photon_trace.engine.model.host_side import load_host_side
 
         config = config or EngineConfig(**overrides)
         self.model_config, self.tokenizer = load_host_side(config.model)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from ..telemetry.tracer import StepKind
-from .batch import row_segments
-from .kv_cache import PageAllocator, pages_needed
-from .sequence import Sequence
+from photon_trace.telemetry.tracer import StepKind
+from photon_trace.engine.model.batch import row_segments
+from photon_trace.engine.pages import PageAllocator, pages_needed
+from photon_trace.engine.sequence import Sequence
 
 
 @dataclass(slots=True)

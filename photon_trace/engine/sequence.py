@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .constraint import Constraint
-from .params import SamplingParams
+from photon_trace.engine.constraints.interface import Constraint
+from photon_trace.engine.params import SamplingParams
 
 
 class FinishReason(str, Enum):

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .sampling import sampling_mode as sample_mode
+from photon_trace.engine.device.sampling import sampling_mode as sample_mode
 
-from .device.staging import SlotStaging
-from .scheduler import StepPlan
+from photon_trace.engine.device.staging import SlotStaging
+from photon_trace.engine.scheduler import StepPlan
 
 
 def stage_plan(st: SlotStaging, plan: StepPlan, page_size: int, scratch_row: int) -> None:

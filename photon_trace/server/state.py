@@ -20,11 +20,11 @@ from photon_trace.engine.outputs import RequestOutput
 from photon_trace.telemetry.recorder import RecordingTracer
 from photon_trace.telemetry.sinks import LiveBuffer
 
-from . import validate
-from .device_stats import DeviceStats
-from .errors import AUTHENTICATION, UNAVAILABLE, APIError, bad_request
-from .loop import EngineLoop, RequestStream
-from .metrics import ServerMetrics
+from photon_trace.server import validate
+from photon_trace.server.device_stats import DeviceStats
+from photon_trace.server.errors import AUTHENTICATION, UNAVAILABLE, APIError, bad_request
+from photon_trace.server.loop import EngineLoop, RequestStream
+from photon_trace.server.metrics import ServerMetrics
 
 
 class ClientGone(Exception):

@@ -19,11 +19,11 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from photon_trace.engine.outputs import RequestOutput
-from photon_trace.engine.tokenizer import IncrementalDetokenizer
+from photon_trace.engine.model.tokenizer import IncrementalDetokenizer
 
-from .errors import SERVER_ERROR, error_body
-from .loop import RequestStream, Update
-from .protocol import chat_chunk, completion_chunk, finish_reason, usage_chunk
+from photon_trace.server.errors import SERVER_ERROR, error_body
+from photon_trace.server.loop import RequestStream, Update
+from photon_trace.server.protocol import chat_chunk, completion_chunk, finish_reason, usage_chunk
 
 DONE = b"data: [DONE]\n\n"
 

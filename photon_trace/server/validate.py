@@ -14,8 +14,8 @@ from typing import Any
 from photon_trace.engine.constraints import ConstraintError, ResponseFormat
 from photon_trace.engine.params import SamplingParams
 
-from .errors import APIError, bad_request
-from .protocol import ChatMessage
+from photon_trace.server.errors import APIError, bad_request
+from photon_trace.server.protocol import ChatMessage
 
 MAX_TEMPERATURE = 2.0   # OpenAI's range; the engine itself would take up to 100
 MAX_STOP_STRINGS = 4

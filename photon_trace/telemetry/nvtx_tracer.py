@@ -23,7 +23,7 @@ with the step in each range's payload) or summarise it with
 """
 from __future__ import annotations
 
-from .tracer import Phase
+from photon_trace.telemetry.tracer import Phase
 
 DOMAIN = "photon_trace"
 

@@ -37,8 +37,8 @@ import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
-from .records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
-from .sinks import Chunk
+from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
+from photon_trace.telemetry.sinks import Chunk
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from .records import HostSpan, Trace
+from photon_trace.telemetry.records import HostSpan, Trace
 
 HOST_PID = 1
 DEVICE_PID = 2
@@ -181,7 +181,7 @@ def write_chrome_trace(trace: Trace, path: str | os.PathLike) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .tracefile import TraceFormatError, load_trace
+    from photon_trace.telemetry.tracefile import TraceFormatError, load_trace
 
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) not in (1, 2):

@@ -31,10 +31,10 @@ import time
 import weakref
 from threading import current_thread
 
-from .records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
-from .sinks import RECORD_KINDS, Chunk, MemorySink, Sink, merge_header
-from .tracefile import new_header
-from .tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer, TraceLevel
+from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
+from photon_trace.telemetry.sinks import RECORD_KINDS, Chunk, MemorySink, Sink, merge_header
+from photon_trace.telemetry.tracefile import new_header
+from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer, TraceLevel
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class RecordingTracer(Tracer):
             for name in ("begin", "end", "host_wait", "device_op", "step", "request"):
                 setattr(self, name, getattr(Tracer, name).__get__(self))
         else:
-            from .nvtx_tracer import NvtxRanges
+            from photon_trace.telemetry.nvtx_tracer import NvtxRanges
             self.nvtx = NvtxRanges.create() if nvtx else None
             if self.nvtx is not None:
                 self.begin = self._begin_nvtx
@@ -314,15 +314,15 @@ def make_tracer(level: str | TraceLevel | int = "on", *, path=None, trace_dir="t
         level = TraceLevel[level.upper()]
     level = TraceLevel(level)
     if level == TraceLevel.OFF:
-        from .tracer import NULL_TRACER
+        from photon_trace.telemetry.tracer import NULL_TRACER
         return NULL_TRACER
-    from .tracefile import TraceFileWriter, default_trace_path
+    from photon_trace.telemetry.tracefile import TraceFileWriter, default_trace_path
 
     sinks: list = []
     if path is not False:
         sinks.append(TraceFileWriter(path if path is not None else default_trace_path(trace_dir)))
     if otlp:
-        from .otel import OtelSink
+        from photon_trace.telemetry.otel import OtelSink
         sinks.append(otlp if isinstance(otlp, OtelSink) else OtelSink())
     if live is not None:
         sinks.append(live)

@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
+from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
 
 RECORD_KINDS = ("host_spans", "device_spans", "waits", "steps", "requests")
 """The record lists of a ``Trace`` (and of a ``Chunk``), in file order."""

@@ -38,8 +38,8 @@ import warnings
 import zlib
 from pathlib import Path
 
-from .records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
-from .sinks import RECORD_KINDS, Chunk, add_dropped, merge_header
+from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
+from photon_trace.telemetry.sinks import RECORD_KINDS, Chunk, add_dropped, merge_header
 
 FORMAT_NAME = "photon_trace"
 FORMAT_VERSION = 1

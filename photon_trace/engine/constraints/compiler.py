@@ -11,7 +11,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Protocol
 
-from photon_trace.engine.constraint import Constraint
+from photon_trace.engine.constraints.interface import Constraint
 from photon_trace.engine.constraints.skills import SpatialProgram, SpatialVocab
 from photon_trace.engine.constraints.spec import ConstraintError, ResponseFormat
 from photon_trace.engine.constraints.vocab import grammar_vocab
@@ -26,7 +26,7 @@ class ConstraintProgram(Protocol):
 def spatial_vocab(tokenizer: Any, vocab_size: int) -> SpatialVocab | None:
     """Where our ByteTokenizer keeps its coordinate and size bins; None for other tokenizers."""
     try:
-        from photon_trace.engine import tokenizer as tok
+        import photon_trace.engine.model.tokenizer as tok
     except ImportError:
         return None
     if not isinstance(tokenizer, tok.ByteTokenizer):

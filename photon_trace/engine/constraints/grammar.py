@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import xgrammar as xgr
 
-from photon_trace.engine.constraint import Constraint
+from photon_trace.engine.constraints.interface import Constraint
 from photon_trace.engine.constraints.guard import ByteGuard
 from photon_trace.engine.constraints.spec import ConstraintError, ConstraintViolation, ResponseFormat
 from photon_trace.engine.constraints.vocab import GrammarVocab

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from photon_trace.engine.constraint import bitmask_words
+from photon_trace.engine.constraints.interface import bitmask_words
 from photon_trace.engine.constraints.bitmask import pack_bitmask
 
 OUTSIDE, IN_STRING, ESCAPED = 0, 1, 2  # JSON lexical states

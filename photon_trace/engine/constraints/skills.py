@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from photon_trace.engine.constraint import Constraint, bitmask_words
+from photon_trace.engine.constraints.interface import Constraint, bitmask_words
 from photon_trace.engine.constraints.bitmask import pack_bitmask
 from photon_trace.engine.constraints.spec import ConstraintViolation
 

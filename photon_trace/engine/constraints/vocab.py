@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from photon_trace.engine.constraints.spec import ConstraintError
-from photon_trace.engine.tokenizer import byte_level_alphabet
+from photon_trace.engine.model.tokenizer import byte_level_alphabet
 
 
 @dataclass(frozen=True, slots=True)

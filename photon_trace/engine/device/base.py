@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer, now_ns
-from .staging import SlotShape, SlotStaging
+from photon_trace.telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer, now_ns
+from photon_trace.engine.device.staging import SlotShape, SlotStaging
 
 _DEVICE_DIR = os.path.dirname(os.path.abspath(__file__))
 

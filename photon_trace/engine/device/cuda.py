@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer, now_ns
-from .base import Device, DeviceError, DeviceSpec
-from .program import build_program
-from .staging import SlotStaging, layout
-from .syncdebug import PinnedCheck, SyncDebugCapture
+from photon_trace.telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer, now_ns
+from photon_trace.engine.device.base import Device, DeviceError, DeviceSpec
+from photon_trace.engine.device.program import build_program
+from photon_trace.engine.device.staging import SlotStaging, layout
+from photon_trace.engine.device.syncdebug import PinnedCheck, SyncDebugCapture
 
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 

@@ -20,11 +20,11 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from ...telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer, now_ns
-from . import protocol as P
-from . import shm as _shm
-from .base import Device, DeviceError, DeviceSpec
-from .staging import SlotStaging
+from photon_trace.telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer, now_ns
+import photon_trace.engine.device.commands as P
+import photon_trace.engine.device.shm as _shm
+from photon_trace.engine.device.base import Device, DeviceError, DeviceSpec
+from photon_trace.engine.device.staging import SlotStaging
 
 _SPIN_NS = 50_000           # a wait first spins this long without yielding
 _YIELD_SPIN_NS = 1_000_000_000  # then, with a core to itself, spins yielding this long before sleeping

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from ..batch import ForwardBatch, Segment
-from ..sampling import sample
-from .staging import SlotShape
+from photon_trace.engine.model.batch import ForwardBatch, Segment
+from photon_trace.engine.device.sampling import sample
+from photon_trace.engine.device.staging import SlotShape
 
 _TORCH_DTYPES = {"int64": torch.int64, "int32": torch.int32, "float32": torch.float32, "bool": torch.bool}
 
@@ -96,8 +96,8 @@ class DeviceProgram:
 
 def build_program(spec, device: torch.device) -> DeviceProgram:
     """Load the model and allocate everything the device side keeps (both backends)."""
-    from ..kv_cache import KVPool
-    from ..loader import load_model
+    from photon_trace.engine.model.kv_pool import KVPool
+    from photon_trace.engine.model.loader import load_model
 
     loaded = load_model(spec.model, dtype=spec.dtype, device=device, seed=spec.seed)
     kv = KVPool(loaded.config, spec.num_pages, spec.page_size, dtype=loaded.model.dtype, device=device)

@@ -29,7 +29,7 @@ from types import CodeType, FrameType
 
 import torch
 
-from ...telemetry.tracer import now_ns
+from photon_trace.telemetry.tracer import now_ns
 
 SYNC_WARNING = "synchronizing CUDA operation"   # torch: "called a synchronizing CUDA operation"
 SYNC_REASON = "torch sync debug: a synchronizing CUDA operation"

@@ -19,11 +19,11 @@ from multiprocessing.connection import Connection
 import numpy as np
 import torch
 
-from ...telemetry.tracer import DeviceOp
-from . import protocol as P
-from . import shm as _shm
-from .program import DeviceProgram, build_program
-from .staging import SlotStaging
+from photon_trace.telemetry.tracer import DeviceOp
+import photon_trace.engine.device.commands as P
+import photon_trace.engine.device.shm as _shm
+from photon_trace.engine.device.program import DeviceProgram, build_program
+from photon_trace.engine.device.staging import SlotStaging
 
 
 def worker_main(conn: Connection, cpu: int = -1, threads: int = 1) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from photon_trace.telemetry.analysis.bubbles import (
     MIN_BUBBLE_NS, Bubble, busy_intervals, classify, device_gaps)
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose
-from photon_trace.telemetry.analysis.requests import (
+from photon_trace.telemetry.analysis.latency import (
     mean_generated_tokens, run_extent, wasted_step_share, zombie_rows, zombie_tax)
 from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
 from photon_trace.telemetry.analysis.syncs import SyncSite, sync_sites

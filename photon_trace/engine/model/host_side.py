@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .checkpoint import CheckpointError, read_config
-from .config import ModelConfig
-from .presets import PRESETS, preset_config
-from .tokenizer import ByteTokenizer, HFTokenizer
+from photon_trace.engine.model.checkpoint import CheckpointError, read_config
+from photon_trace.engine.model.config import ModelConfig
+from photon_trace.engine.model.presets import PRESETS, preset_config
+from photon_trace.engine.model.tokenizer import ByteTokenizer, HFTokenizer
 
 
 def load_host_side(name_or_path: str) -> tuple[ModelConfig, object]:

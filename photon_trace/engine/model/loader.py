@@ -11,11 +11,11 @@ from pathlib import Path
 
 import torch
 
-from photon_trace.engine.checkpoint import CheckpointError, load_checkpoint
-from photon_trace.engine.config import ModelConfig
-from photon_trace.engine.model import DecoderModel
-from photon_trace.engine.presets import PRESETS, build_preset
-from photon_trace.engine.tokenizer import ByteTokenizer, Tokenizer
+from photon_trace.engine.model.checkpoint import CheckpointError, load_checkpoint
+from photon_trace.engine.model.config import ModelConfig
+from photon_trace.engine.model.decoder import DecoderModel
+from photon_trace.engine.model.presets import PRESETS, build_preset
+from photon_trace.engine.model.tokenizer import ByteTokenizer, Tokenizer
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}

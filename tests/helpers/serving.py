@@ -57,7 +57,7 @@ def sse_data(lines) -> list[str]:
 @contextmanager
 def serving(engine, **app_kwargs) -> Iterator[ServerThread]:
     """``create_app(engine, **app_kwargs)`` served on an ephemeral loopback port for the block."""
-    from .app import create_app
+    from photon_trace.server.api import create_app
 
     srv = ServerThread(create_app(engine, **app_kwargs)).start()
     try:

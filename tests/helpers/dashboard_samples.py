@@ -1,9 +1,9 @@
-"""Traces for the dashboard tests, from ``photon_trace.telemetry.synthetic``.
+"""Traces for the dashboard tests, from ``helpers.synthetic``.
 
 Three runs of one workload (blocking, pipelined, and pipelined with the
 ``mask_upload=sync`` bug), a long one (10,000 steps) and a corrupt file.
-Other dashboard test modules import this one as ``test_dashboard_synth``
-(pytest puts ``tests/`` on ``sys.path``).
+The dashboard test modules import it as ``helpers.dashboard_samples`` (pytest puts
+``tests/`` on ``sys.path``).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.records import Trace
-from photon_trace.telemetry.synthetic import SyntheticRun, synthetic_trace
+from helpers.synthetic import SyntheticRun, synthetic_trace
 from photon_trace.telemetry.tracefile import write_trace
 from photon_trace.telemetry.tracer import TraceLevel
 
@@ -53,10 +53,3 @@ def write_samples(folder: Path, kinds=("blocking", "pipelined", "mask_sync")) ->
 
 def span_count(trace: Trace) -> int:
     return len(trace.host_spans) + len(trace.device_spans)
-
-
-def test_the_three_runs_differ_as_their_names_say():
-    assert len(report("blocking").bubbles) > 0 and sum(s.count for s in report("blocking").syncs) == 0
-    assert report("pipelined").idle_fraction < report("blocking").idle_fraction
-    assert sum(s.count for s in report("mask_sync").syncs) > 0
-    assert any(b.cause == "accidental_sync" for b in report("mask_sync").bubbles)

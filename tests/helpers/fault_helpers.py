@@ -17,7 +17,7 @@ from photon_trace.telemetry.analysis import COPY_WAIT, DISPATCH, analyze
 from photon_trace.telemetry.tracer import TraceLevel
 from photon_trace.workload import trace_run
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MS = 1e6
 
 

@@ -22,11 +22,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from photon_trace.engine.constraints import ConstraintError, ResponseFormat
 from photon_trace.telemetry.sinks import RECORD_KINDS
 
-from . import protocol, validate
-from .errors import NOT_FOUND, SERVER_ERROR, APIError, bad_request, error_body
-from .metrics import CONTENT_TYPE
-from .state import ClientGone, ServerState, parse
-from .streaming import TextStream, chat_stream_parts, completion_stream_parts, sse_events
+from photon_trace.server import protocol, validate
+from photon_trace.server.errors import NOT_FOUND, SERVER_ERROR, APIError, bad_request, error_body
+from photon_trace.server.metrics import CONTENT_TYPE
+from photon_trace.server.state import ClientGone, ServerState, parse
+from photon_trace.server.streaming import TextStream, chat_stream_parts, completion_stream_parts, sse_events
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from photon_trace.engine.attention import AttentionMetadata, PagedAttention, build_metadata
-from photon_trace.engine.batch import ForwardBatch
-from photon_trace.engine.config import ModelConfig
-from photon_trace.engine.kv_cache import KVPool
-from photon_trace.engine.layers import Linear, RMSNorm, SwiGLU
-from photon_trace.engine.rope import RotaryEmbedding
+from photon_trace.engine.model.attention import AttentionMetadata, PagedAttention, build_metadata
+from photon_trace.engine.model.batch import ForwardBatch
+from photon_trace.engine.model.config import ModelConfig
+from photon_trace.engine.model.kv_pool import KVPool
+from photon_trace.engine.model.layers import Linear, RMSNorm, SwiGLU
+from photon_trace.engine.model.rope import RotaryEmbedding
 
 
 class DecoderLayer(nn.Module):

@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from photon_trace.telemetry.check import (
+from photon_trace.telemetry.analysis.gate import (
     DEFAULT_MAX_IDLE_FRACTION, DEFAULT_TOLERANCE, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, run_check)
 
 EXIT_CODES = f"""\

@@ -16,9 +16,7 @@ A Markdown summary and JUnit XML (one testcase per gate) are written when asked.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,24 +240,3 @@ def render_junit(result: CheckResult) -> str:
             ET.SubElement(case, "system-out").text = g.message
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``photon-trace check TRACE [--baseline B] ...``; returns the exit code."""
-    p = argparse.ArgumentParser(prog="photon-trace check", description=__doc__.split("\n\n")[0])
-    p.add_argument("trace", help="trace file to check")
-    p.add_argument("--baseline", help="trace file to compare against")
-    p.add_argument("--max-idle-fraction", type=float, default=DEFAULT_MAX_IDLE_FRACTION)
-    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                   help="allowed regression, as a fraction of the baseline's period")
-    p.add_argument("--md", help="write a Markdown summary here")
-    p.add_argument("--junit", help="write JUnit XML here")
-    a = p.parse_args(argv)
-    result = run_check(a.trace, a.baseline, max_idle_fraction=a.max_idle_fraction, tolerance=a.tolerance,
-                       out_md=a.md, out_junit=a.junit)
-    print(result.summary(), file=sys.stdout if result.passed else sys.stderr)
-    return result.exit_code
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

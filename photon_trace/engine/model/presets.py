@@ -11,10 +11,10 @@ import math
 import torch
 from torch import nn
 
-from photon_trace.engine.config import ModelConfig
-from photon_trace.engine.layers import Linear, RMSNorm
-from photon_trace.engine.model import DecoderModel
-from photon_trace.engine.tokenizer import EOS_ID
+from photon_trace.engine.model.config import ModelConfig
+from photon_trace.engine.model.layers import Linear, RMSNorm
+from photon_trace.engine.model.decoder import DecoderModel
+from photon_trace.engine.model.tokenizer import EOS_ID
 
 PRESET_VOCAB = 2560  # ByteTokenizer's 2307 ids, padded to a multiple of 128
 

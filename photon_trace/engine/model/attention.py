@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from photon_trace.engine.batch import ForwardBatch
-from photon_trace.engine.config import ModelConfig
-from photon_trace.engine.layers import Linear, RMSNorm
-from photon_trace.engine.rope import apply_rope
+from photon_trace.engine.model.batch import ForwardBatch
+from photon_trace.engine.model.config import ModelConfig
+from photon_trace.engine.model.layers import Linear, RMSNorm
+from photon_trace.engine.model.rope import apply_rope
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ import math
 import torch
 from torch import nn
 
-from photon_trace.engine.config import ModelConfig
+from photon_trace.engine.model.config import ModelConfig
 
 
 def rope_inv_freq(config: ModelConfig) -> torch.Tensor:

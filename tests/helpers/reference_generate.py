@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 import torch
 
-from photon_trace.engine.batch import ForwardBatch, row_segments
-from photon_trace.engine.kv_cache import KVPool, PageAllocator, pages_needed
-from photon_trace.engine.loader import check_prompt_length
-from photon_trace.engine.model import DecoderModel
-from photon_trace.engine.tokenizer import Tokenizer
+from photon_trace.engine.model.batch import ForwardBatch, row_segments
+from photon_trace.engine.model.kv_pool import KVPool
+from photon_trace.engine.pages import PageAllocator, pages_needed
+from photon_trace.engine.model.loader import check_prompt_length
+from photon_trace.engine.model.decoder import DecoderModel
+from photon_trace.engine.model.tokenizer import Tokenizer
 
 # One row of a forward: (new token ids, position of the first of them, the row's pages).
 RowInput = tuple[Sequence[int], int, Sequence[int]]
@@ -124,7 +125,7 @@ def generate(model: DecoderModel, tokenizer: Tokenizer, prompts: Sequence[str] |
     need = [pages_needed(len(s) + n, page_size) for s, n in zip(seqs, budgets)]
     if kv is None:
         kv = KVPool(config, max(2, sum(need) + 1), page_size, model.dtype, model.device)
-    allocator = allocator if allocator is not None else kv.allocator()
+    allocator = allocator if allocator is not None else PageAllocator(kv.num_pages)
     eos = set(config.eos_token_ids) | set(tokenizer.eos_token_ids) if stop_on_eos else set()
     generator = None
     if sampling.temperature > 0:

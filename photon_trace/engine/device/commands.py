@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import shm as _shm
+import photon_trace.engine.device.shm as _shm
 
 # opcodes
 STAGE_FORWARD = 1   # slot, T, B, P, max_q, op, segments

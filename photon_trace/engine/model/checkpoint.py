@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from photon_trace.engine.config import ModelConfig
-from photon_trace.engine.model import DecoderModel
-from photon_trace.engine.tokenizer import HFTokenizer
+from photon_trace.engine.model.config import ModelConfig
+from photon_trace.engine.model.decoder import DecoderModel
+from photon_trace.engine.model.tokenizer import HFTokenizer
 
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": "llama",

@@ -16,9 +16,9 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-from .records import Trace
-from .recorder import RecordingTracer
-from .tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer, TraceLevel
+from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.recorder import RecordingTracer
+from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer, TraceLevel
 
 SITE_COMMIT = "engine/scheduler.py:120"
 SITE_MASK_SYNC = "engine/constraint.py:88"

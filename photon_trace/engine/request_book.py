@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 
-from ..telemetry.tracer import RequestEvent, Tracer, now_ns
-from .outputs import RequestDelta, RequestMetrics, RequestOutput
-from .params import SamplingParams
-from .scheduler import StepPlan
-from .sequence import FinishReason, Sequence
+from photon_trace.telemetry.tracer import RequestEvent, Tracer, now_ns
+from photon_trace.engine.outputs import RequestDelta, RequestMetrics, RequestOutput
+from photon_trace.engine.params import SamplingParams
+from photon_trace.engine.scheduler import StepPlan
+from photon_trace.engine.sequence import FinishReason, Sequence
 
 
 class RequestBook:
@@ -39,7 +39,7 @@ class RequestBook:
         """A fresh Constraint for a format (None for plain text); compiles once per format."""
         if response_format is None:
             return None
-        from .constraints import ConstraintCompiler
+        from photon_trace.engine.constraints import ConstraintCompiler
 
         with self._compiler_lock:  # a server compiles on web threads too
             if self._compiler is None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from photon_trace.engine.tokenizer import HFTokenizer
+from photon_trace.engine.model.tokenizer import HFTokenizer
 
 CORPUS = [
     '{"name": "Ada", "age": 36, "tags": ["math", "engine"], "ok": true, "pi": 3.14}',

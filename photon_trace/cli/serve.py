@@ -50,7 +50,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from photon_trace.engine.engine import Engine
 
-    from .app import create_app
+    from photon_trace.server.api import create_app
 
     settings = engine_settings(args)
     app = create_app(lambda tracer: Engine(tracer=tracer, **settings), api_key=args.api_key,

@@ -1,0 +1,11 @@
+"""The ``photon-trace`` command: ``main`` dispatches to one module per subcommand
+(``demo``, ``generate``, ``bench``, ``check``, ``dashboard``, ``serve``)."""
+from __future__ import annotations
+
+
+def main(argv=None) -> int:
+    from photon_trace.cli.main import main as _main
+    return _main(argv)
+
+
+__all__ = ["main"]
