@@ -18,7 +18,7 @@ import torch
 from photon_trace.engine.model.kv_pool import KVPool
 from photon_trace.engine.pages import pages_needed
 from photon_trace.engine.model.loader import load_model
-from helpers.reference_generate import make_forward_batch
+from photon_trace.engine.model.batch import make_forward_batch
 
 
 def median_seconds(fn, steps: int, warmup: int = 3) -> float:

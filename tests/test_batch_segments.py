@@ -6,7 +6,7 @@ import torch
 from photon_trace.engine.model.batch import Segment, row_segments
 from photon_trace.engine.model.kv_pool import KVPool
 from photon_trace.engine.model.presets import build_preset
-from helpers.reference_generate import make_forward_batch
+from photon_trace.engine.model.batch import make_forward_batch
 
 
 def test_runs_of_short_and_long_rows_with_their_tokens_and_pages():

@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from photon_trace.engine.model.kv_pool import KVPool
 from photon_trace.engine.model.loader import load_model
-from helpers.reference_generate import make_forward_batch
+from photon_trace.engine.model.batch import make_forward_batch
 
 SYNCING_OPS = {"_local_scalar_dense", "item", "nonzero", "masked_select", "unique", "_unique2",
                "is_nonzero", "equal", "allclose", "repeat_interleave", "bincount", "index with a bool mask"}

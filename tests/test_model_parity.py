@@ -17,7 +17,8 @@ transformers = pytest.importorskip("transformers")
 from photon_trace.engine.model.kv_pool import KVPool  # noqa: E402
 from photon_trace.engine.pages import PageAllocator  # noqa: E402
 from photon_trace.engine.model.loader import load_model  # noqa: E402
-from helpers.reference_generate import generate, make_forward_batch  # noqa: E402
+from helpers.reference_generate import generate  # noqa: E402
+from photon_trace.engine.model.batch import make_forward_batch  # noqa: E402
 
 PAGE_SIZE = 4
 VOCAB = 384

@@ -9,7 +9,8 @@ from photon_trace.engine.model.config import ModelConfig
 from photon_trace.engine.model.kv_pool import KVPool
 from photon_trace.engine.model.loader import ModelSpec, load_model
 from photon_trace.engine.model.presets import PRESETS
-from helpers.reference_generate import SamplingParams, generate, make_forward_batch
+from helpers.reference_generate import SamplingParams, generate
+from photon_trace.engine.model.batch import make_forward_batch
 
 
 @pytest.fixture(scope="module")

@@ -12,51 +12,15 @@ from dataclasses import dataclass
 
 import torch
 
-from photon_trace.engine.model.batch import ForwardBatch, row_segments
+from photon_trace.engine.model.batch import RowInput, make_forward_batch
 from photon_trace.engine.model.kv_pool import KVPool
 from photon_trace.engine.pages import PageAllocator, pages_needed
 from photon_trace.engine.model.loader import check_prompt_length
 from photon_trace.engine.model.decoder import DecoderModel
 from photon_trace.engine.model.tokenizer import Tokenizer
 
-# One row of a forward: (new token ids, position of the first of them, the row's pages).
-RowInput = tuple[Sequence[int], int, Sequence[int]]
-
-
 class KVPoolExhausted(RuntimeError):
     """The pool has fewer free pages than a request needs."""
-
-
-def make_forward_batch(rows: Sequence[RowInput], page_size: int, pages_per_row: int | None = None,
-                       device: torch.device | str = "cpu") -> ForwardBatch:
-    """A ForwardBatch from host lists; each row's logits are those of its last new token."""
-    width = pages_per_row if pages_per_row is not None else max(len(p) for _, _, p in rows)
-    token_ids, positions, slots, page_table, context_lens, query_start, logits_index = [], [], [], [], [], [0], []
-    for tokens, start, pages in rows:
-        for offset, token in enumerate(tokens):
-            pos = start + offset
-            token_ids.append(token)
-            positions.append(pos)
-            slots.append(pages[pos // page_size] * page_size + pos % page_size)
-        page_table.append([*pages, *[0] * (width - len(pages))])
-        context_lens.append(start + len(tokens))
-        query_start.append(query_start[-1] + len(tokens))
-        logits_index.append(query_start[-1] - 1)
-
-    def as_tensor(values: list, dtype: torch.dtype) -> torch.Tensor:
-        return torch.tensor(values, dtype=dtype, device=device)
-
-    return ForwardBatch(
-        token_ids=as_tensor(token_ids, torch.int64),
-        positions=as_tensor(positions, torch.int64),
-        slot_mapping=as_tensor(slots, torch.int64),
-        page_table=as_tensor(page_table, torch.int32),
-        context_lens=as_tensor(context_lens, torch.int32),
-        query_start=as_tensor(query_start, torch.int32),
-        logits_index=as_tensor(logits_index, torch.int64),
-        max_query_len=max(len(t) for t, _, _ in rows),
-        segments=row_segments([len(t) for t, _, _ in rows], [len(p) for _, _, p in rows]),
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,3 +66,39 @@ class ForwardBatch:
     @property
     def num_tokens(self) -> int:
         return self.token_ids.shape[0]
+
+
+# One row of a forward: (new token ids, position of the first of them, the row's pages).
+RowInput = tuple[Sequence[int], int, Sequence[int]]
+
+
+def make_forward_batch(rows: Sequence[RowInput], page_size: int, pages_per_row: int | None = None,
+                       device: torch.device | str = "cpu") -> ForwardBatch:
+    """A ForwardBatch from host lists; each row's logits are those of its last new token."""
+    width = pages_per_row if pages_per_row is not None else max(len(p) for _, _, p in rows)
+    token_ids, positions, slots, page_table, context_lens, query_start, logits_index = [], [], [], [], [], [0], []
+    for tokens, start, pages in rows:
+        for offset, token in enumerate(tokens):
+            pos = start + offset
+            token_ids.append(token)
+            positions.append(pos)
+            slots.append(pages[pos // page_size] * page_size + pos % page_size)
+        page_table.append([*pages, *[0] * (width - len(pages))])
+        context_lens.append(start + len(tokens))
+        query_start.append(query_start[-1] + len(tokens))
+        logits_index.append(query_start[-1] - 1)
+
+    def as_tensor(values: list, dtype: torch.dtype) -> torch.Tensor:
+        return torch.tensor(values, dtype=dtype, device=device)
+
+    return ForwardBatch(
+        token_ids=as_tensor(token_ids, torch.int64),
+        positions=as_tensor(positions, torch.int64),
+        slot_mapping=as_tensor(slots, torch.int64),
+        page_table=as_tensor(page_table, torch.int32),
+        context_lens=as_tensor(context_lens, torch.int32),
+        query_start=as_tensor(query_start, torch.int32),
+        logits_index=as_tensor(logits_index, torch.int64),
+        max_query_len=max(len(t) for t, _, _ in rows),
+        segments=row_segments([len(t) for t, _, _ in rows], [len(p) for _, _, p in rows]),
+    )
