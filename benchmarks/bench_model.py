@@ -66,6 +66,10 @@ def bench_dtype(name: str, dtype: str, batches: list[int], context: int, steps: 
         batch = make_forward_batch([(list(range(prefill_tokens)), 0, pages)], page_size)
         seconds = median_seconds(lambda: model(batch, kv), max(3, steps // 10), warmup=1)
         rows.append((dtype, f"prefill {prefill_tokens}", seconds * 1e3, prefill_tokens / seconds, None, None, None))
+        # causal prefill: token i attends to i + 1 keys, (n + 1) / 2 on average
+        flops = model.forward_flops(prefill_tokens, (prefill_tokens + 1) // 2)
+        print(f"{dtype} prefill of {prefill_tokens} tokens: {flops / seconds / 1e9:.1f} GFLOP/s "
+              f"({flops / 1e9:.2f} GFLOP, model.forward_flops)")
     return rows
 
 

@@ -299,9 +299,7 @@ def run_header(engine, prepared: PreparedWorkload, **extra) -> dict[str, Any]:
                 "planned_stops": prepared.planned_stops(), **extra}
     header: dict[str, Any] = {"settings": settings, "model": cfg.model, "backend": engine.device.backend,
                               "device": {"name": engine.device.device_name}}
-    error = getattr(engine.device, "anchor_error_ns", None)
-    if error is not None:
-        header["clock"] = {"device_error_ns": int(error)}
+    header["clock"] = {"device_error_ns": int(engine.device.anchor_error_ns)}
     return header
 
 
@@ -326,8 +324,8 @@ def trace_run(engine, prepared: PreparedWorkload, trace_path: str | Path,
     tracer = RecordingTracer(level, sinks=[TraceFileWriter(trace_path)], keep=True,
                              flush_interval_s=None, capacity=capacity,
                              header={**run_header(engine, prepared), **(header or {})})
-    capture = getattr(engine.device, "sync_debug", None) if sync_debug else None
-    with attached(engine, tracer), (capture() if capture is not None else _nothing()):
+    capture = engine.device.sync_debug() if sync_debug else None
+    with attached(engine, tracer), (capture if capture is not None else _nothing()):
         run = drive(engine, prepared.requests, on_tokens)
     tracer.close()
     trace = tracer.snapshot()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from photon_trace.engine.model.batch import Segment, row_segments
+from photon_trace.engine.model.segments import Segment, row_segments
 from photon_trace.engine.model.kv_pool import KVPool
 from photon_trace.engine.model.presets import build_preset
 from photon_trace.engine.model.batch import make_forward_batch

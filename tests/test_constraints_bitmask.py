@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from photon_trace.engine.constraints.interface import bitmask_words
-from photon_trace.engine.constraints import apply_bitmask_
+from photon_trace.engine.device.masking import apply_bitmask_
 
 
 def reference(logits: np.ndarray, bitmask: np.ndarray, rows: list[int] | None) -> np.ndarray:

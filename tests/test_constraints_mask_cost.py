@@ -10,7 +10,8 @@ import numpy as np
 import torch
 
 from photon_trace.engine.constraints.interface import bitmask_words
-from photon_trace.engine.constraints import ConstraintCompiler, ResponseFormat, apply_bitmask_
+from photon_trace.engine.constraints import ConstraintCompiler, ResponseFormat
+from photon_trace.engine.device.masking import apply_bitmask_
 from photon_trace.engine.model.tokenizer import ByteTokenizer
 
 VOCAB = 2560

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from helpers.constraint_tokenizers import HF_PAD_TO, byte_level_bpe, project_hf
 from photon_trace.engine.constraints.interface import Constraint, bitmask_words
-from photon_trace.engine.constraints import ConstraintCompiler, ResponseFormat, apply_bitmask_
+from photon_trace.engine.constraints import ConstraintCompiler, ResponseFormat
+from photon_trace.engine.device.masking import apply_bitmask_
 from photon_trace.engine.model.tokenizer import COORD_BASE, NUM_COORD_BINS, NUM_SIZE_BINS, SIZE_BASE, ByteTokenizer
 
 

@@ -16,7 +16,8 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-from helpers.fault_helpers import Runs, cost, engine_line, line_after, top_host_cause
+from helpers.fault_helpers import Runs, cost, engine_line, line_of, patched, top_host_cause
+from photon_trace.engine.device.base import NUM_SLOTS
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC
 from photon_trace.workload import Workload, engine_settings, prepare
 
@@ -30,11 +31,20 @@ def gpu_test(fn):
     return pytest.mark.gpu(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")(fn))
 
 
-def item_in_commit(eng, plan):
-    return eng.device.program.read_table(plan.rows[0].seq.row).item()   # the site sync debug must name
+def item_in_commit(eng):
+    """Right after commit's wait, an ``.item()`` of a device value. Read on the engine's
+    compute stream: on the legacy default stream it would not wait for the (non-blocking)
+    compute stream and would cost nothing to find."""
+    def wrap(wait_copied):
+        def wait_then_item(slot, step):
+            wait_copied(slot, step)
+            with torch.cuda.stream(eng.device.compute):
+                eng.device.program.read_table(0).item()   # the site sync debug must name
+        return wait_then_item
+    return patched(eng.device, "wait_copied", wrap)
 
 
-ITEM_SITE = line_after(item_in_commit, __file__)
+ITEM_SITE = line_of(__file__, "# the site sync debug must name")
 
 
 @contextmanager
@@ -42,7 +52,7 @@ def pageable_copy_back(device):
     """Point both slots' copy-back landing zones at ordinary (pageable) host memory;
     the commit reads the same memory, so the run's tokens stay right."""
     saved = []
-    for slot in range(device.num_slots):
+    for slot in range(NUM_SLOTS):
         host, staging = device._host[slot], device.staging(slot)
         saved.append((host["out_tokens"], staging.out_tokens))
         pageable = torch.zeros(host["out_tokens"].shape, dtype=host["out_tokens"].dtype)
@@ -66,7 +76,7 @@ def gpu_runs(tmp_path_factory) -> Runs:
             res.run("clean", eng, prepared)
             with pageable_copy_back(eng.device):
                 res.run("pageable_copy_back", eng, prepared)
-            res.run("item_in_commit", eng, prepared, {"commit": item_in_commit})
+            res.run("item_in_commit", eng, prepared, item_in_commit(eng))
     finally:
         eng.close()
     return res
@@ -107,16 +117,20 @@ class _Recorder:
 
 
 class _FakeDevice:
+    """What SyncDebugCapture uses of a device: its tracer and its newest enqueue time."""
+
     def __init__(self):
         self.tracer = _Recorder()
-        self._issued = [{0: (0, 100)}, {}]
+
+    def last_enqueue_ns(self) -> int:
+        return 100
 
 
 def _warn(capture):
     capture._show(UserWarning("called a synchronizing CUDA operation"), UserWarning, "x.py", 1)  # the site
 
 
-WARN_SITE = line_after(_warn, __file__)
+WARN_SITE = line_of(__file__, '"x.py", 1)  # the site')
 
 
 def test_a_sync_warning_is_recorded_at_its_caller_from_the_latest_enqueue():

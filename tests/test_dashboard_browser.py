@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from photon_trace.telemetry.records import Trace
-from photon_trace.telemetry.sinks import RECORD_KINDS, Chunk
+from photon_trace.telemetry.records import RECORD_KINDS
+from photon_trace.telemetry.sinks import Chunk
 from photon_trace.telemetry.tracefile import TraceFileWriter, write_trace
 from helpers.dashboard_samples import LONG_STEPS, report, sample, span_count, write_samples
 
@@ -278,7 +279,7 @@ def _grow(path: Path, trace: Trace):
     def upto(t: int):
         rows = {k: [r for r in getattr(trace, k) if state["t"] < _end(r) <= t] for k in RECORD_KINDS}
         state["seq"] += 1
-        w.write(Chunk(state["seq"], **rows))
+        w.write(Chunk(seq=state["seq"], **rows))
         state["t"] = t
     return w, upto
 

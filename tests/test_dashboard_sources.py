@@ -12,7 +12,8 @@ import pytest
 from photon_trace.dashboard.sources import (FileSource, LiveFollower, LoadError, PathRefused, TraceStore,
                                             is_inside, list_traces)
 from photon_trace.telemetry.records import Trace
-from photon_trace.telemetry.sinks import RECORD_KINDS, Chunk
+from photon_trace.telemetry.records import RECORD_KINDS
+from photon_trace.telemetry.sinks import Chunk
 from photon_trace.telemetry.tracefile import TraceFileWriter, load_trace
 from helpers.dashboard_samples import report, sample, write_samples
 
@@ -83,7 +84,7 @@ def _write_growing(path, trace: Trace, cuts: list[int]):
         nonlocal done
         lo, hi = (cuts[done] if done >= 0 else -1), cuts[i]
         rows = {k: [r for r in getattr(trace, k) if lo < _end(r) <= hi] for k in RECORD_KINDS}
-        w.write(Chunk(i + 1, **rows))
+        w.write(Chunk(seq=i + 1, **rows))
         done = i
     return w, upto
 

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from helpers.fault_helpers import ROOT, Runs, Sleep, cost, engine_line, line_after, top_host_cause
+from helpers.fault_helpers import ROOT, Runs, Sleep, cost, delay_before, engine_line, line_of, patched, top_host_cause
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, HOST_BOUND
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check
 from photon_trace.workload import Workload, engine_settings, prepare
@@ -31,11 +31,17 @@ SIZING = engine_settings(PLAIN)
 MASK_SYNC_SITE = engine_line("self.device.upload_mask_sync(")
 
 
-def read_in_commit(eng, plan):
-    return eng.device.read_token_sync(plan.rows[0].seq.row, plan.index)   # the site (b) must name
+def read_in_commit(eng):
+    """Fault (b): right after commit's wait, a host read of a device value."""
+    def wrap(wait_copied):
+        def wait_then_read(slot, step):
+            wait_copied(slot, step)
+            eng.device.read_token_sync(0, step)   # the site (b) must name
+        return wait_then_read
+    return patched(eng.device, "wait_copied", wrap)
 
 
-READ_SITE = line_after(read_in_commit, __file__)
+READ_SITE = line_of(__file__, "# the site (b) must name")
 
 
 def _engine(**overrides):
@@ -56,11 +62,11 @@ def runs(tmp_path_factory) -> Runs:
         sleep = None
         for _ in range(REPEATS):
             clean = res.run("clean", eng, plain)
-            res.run("read_in_commit", eng, plain, {"commit": read_in_commit})
+            res.run("read_in_commit", eng, plain, read_in_commit(eng))
             # The delay must exceed the device's work per step or the pipeline hides it:
             # 3 ms, or more when this shared machine makes the device slow.
             sleep = sleep or Sleep(max(0.005, 6 * clean.mean_period_ms / 1e3))  # idle ~5/6: clear of the 0.5 gate under load
-            res.run("plan_delay", eng, plain, {"plan": sleep})
+            res.run("plan_delay", eng, plain, patched(eng.scheduler, "plan", delay_before(sleep)))
             res.run("clean_constrained", eng, constrained)
             res.run("mask_sync", eng_sync, constrained)
         res.sleep = sleep
@@ -87,8 +93,11 @@ def test_fault_is_detected_attributed_and_costed(runs, fault, clean, cause, deta
     for rep in runs.reports(fault):
         assert top_host_cause(rep) == (cause, detail), rep.diagnosis[:3]
     attributed, injected, growth = cost(runs, fault, clean, cause, detail)
-    assert injected > 0.05, (injected, growth)
-    assert attributed == pytest.approx(injected, rel=0.2), (attributed, injected, growth)
+    # Tolerances relative to the measured step: how much a fault costs depends on how fast
+    # this machine's host is (a sync costs the host work that follows it), never on a constant.
+    period = sum(r.mean_period_ms for r in runs.reports(clean)) / len(runs.reports(clean))
+    assert injected > 0.002 * period, (injected, growth, period)
+    assert attributed == pytest.approx(injected, rel=0.2, abs=0.02 * period), (attributed, injected, growth)
 
 
 @pytest.mark.parametrize("fault, site, reason", [

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from photon_trace.engine.params import SamplingParams
-from photon_trace.engine.device.sampling import GREEDY, PLAIN, SORT, TOP_P, sample, sampling_mode
+from photon_trace.engine.device.sampling import (GREEDY, PLAIN, SORT, TOP_P, SamplePath, SamplingMode, sample,
+                                                 sampling_mode)
 
 
 def _args(B, temp=0.8, k=0, p=1.0):
@@ -21,9 +22,9 @@ def test_paths_agree_token_for_token():
     p9 = torch.full((16,), 0.9)
     assert torch.equal(sample(logits, t, k, p9, s, pos, TOP_P), sample(logits, t, k, p9, s, pos, SORT))
     k5 = torch.full((16,), 5)
-    via_topk = sample(logits, t, k5, p, s, pos, 5)
+    via_topk = sample(logits, t, k5, p, s, pos, SamplingMode(SamplePath.TOP_K, 5))
     assert torch.equal(via_topk, sample(logits, t, k5, p, s, pos, SORT))
-    assert torch.equal(via_topk, sample(logits, t, k5, p, s, pos, 64))
+    assert torch.equal(via_topk, sample(logits, t, k5, p, s, pos, SamplingMode(SamplePath.TOP_K, 64)))
 
 
 def test_draws_follow_the_distribution():
@@ -38,7 +39,7 @@ def test_top_k_and_top_p_restrict_the_support():
     logits = torch.log(torch.tensor([[0.4, 0.3, 0.2, 0.1]])).repeat(2000, 1)
     seeds = torch.arange(2000)
     t, _, _, _, pos = _args(2000, temp=1.0)
-    topk = sample(logits, t, torch.full((2000,), 2), torch.ones(2000), seeds, pos, 2)
+    topk = sample(logits, t, torch.full((2000,), 2), torch.ones(2000), seeds, pos, SamplingMode(SamplePath.TOP_K, 2))
     assert set(topk.tolist()) == {0, 1}
     topp = sample(logits, t, torch.zeros(2000, dtype=torch.long), torch.full((2000,), 0.65), seeds, pos, TOP_P)
     assert set(topp.tolist()) == {0, 1}   # 0.4 + 0.3 reaches 0.65; 0.2 is outside the nucleus
@@ -56,7 +57,8 @@ def test_mode_is_the_cheapest_exact_path():
     g, hot = SamplingParams(), SamplingParams(temperature=1.0)
     assert sampling_mode([g, None]) == GREEDY
     assert sampling_mode([g, hot]) == PLAIN
-    assert sampling_mode([SamplingParams(temperature=1.0, top_k=7), SamplingParams(temperature=1.0, top_k=3)]) == 7
+    assert sampling_mode([SamplingParams(temperature=1.0, top_k=7), SamplingParams(temperature=1.0, top_k=3)]) == \
+        SamplingMode(SamplePath.TOP_K, 7)
     assert sampling_mode([hot, SamplingParams(temperature=1.0, top_k=3)]) == SORT
     assert sampling_mode([SamplingParams(temperature=1.0, top_p=0.9)]) == TOP_P
     assert sampling_mode([SamplingParams(temperature=1.0, top_p=0.9), SamplingParams(temperature=1.0, top_k=4)]) == SORT

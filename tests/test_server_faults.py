@@ -67,7 +67,7 @@ def test_an_engine_failure_is_answered_with_503s_not_hangs(server):
     def fail() -> None:
         raise RuntimeError("injected device failure")
 
-    engine.fault_hooks["plan"] = fail
+    engine.scheduler.plan = fail    # the engine thread's next plan fails
     t.join(60)
     assert not t.is_alive()
     assert events[-1] == "[DONE]" and "error" in json.loads(events[-2])

@@ -145,10 +145,10 @@ def test_describe_before_the_first_flush_lands_in_the_header_and_later_as_an_upd
     tr = RecordingTracer(TraceLevel.ON, sinks=[live], keep=True, flush_interval_s=None, nvtx=False)
     tr.describe(model="tiny", backend="cpu", clock={"device_error_ns": 1500})
     first = tr.flush()
-    assert first.header_update is None
+    assert first.header == {}
     tr.describe(device={"name": "dev0"})
     second = tr.flush()
-    assert second.header_update == {"device": {"name": "dev0"}}
+    assert second.header == {"device": {"name": "dev0"}}
     t = tr.snapshot()
     tr.close()
     assert t.header["model"] == "tiny" and t.header["device"]["name"] == "dev0"

@@ -15,11 +15,11 @@ import numpy as np
 from photon_trace.telemetry.tracer import NULL_TRACER, Phase, StepKind, Tracer
 from photon_trace.engine.constraints.interface import bitmask_words
 from photon_trace.engine.device import make_device
-from photon_trace.engine.device.base import DeviceSpec
+from photon_trace.engine.device.base import NUM_SLOTS, DeviceSpec, LaunchShape
 from photon_trace.engine.device.staging import SlotShape
 from photon_trace.engine.engine_config import EngineConfig
 from photon_trace.engine.pages import PageAllocator
-from photon_trace.engine.outputs import RequestDelta, RequestOutput
+from photon_trace.engine.outputs import EngineStats, RequestDelta, RequestOutput
 from photon_trace.engine.params import SamplingParams
 from photon_trace.engine.request_book import RequestBook
 from photon_trace.engine.scheduler import Scheduler, StepPlan
@@ -49,11 +49,11 @@ class Engine:
         self.requests = RequestBook(self.tokenizer, self.model_config, tracer)
         self._scratch_row = config.max_seqs
         self._inflight: StepPlan | None = None
-        self._slot_busy = [False, False]
+        self._slot_busy = [False] * NUM_SLOTS
         self._pageable_mask = np.zeros((config.max_rows, shape.mask_words), dtype=np.int32)
         self._rng = random.Random(config.seed)
-        self.fault_hooks: dict[str, object] = {}  # tests inject host delays / device reads here
         self.steps = self.tokens = self.zombie_rows = 0
+        self._stats = self._snapshot()
         self._describe()
 
     def set_tracer(self, tracer: Tracer) -> None:
@@ -69,7 +69,7 @@ class Engine:
         self.tracer.describe(
             settings=asdict(self.config), model=self.config.model, backend=self.device.backend,
             device={"name": self.device.device_name},
-            clock={"device_error_ns": getattr(self.device, "anchor_error_ns", 0)},
+            clock={"device_error_ns": self.device.anchor_error_ns},
             model_config={"params": self.model_config.param_count, "vocab": self.model_config.vocab_size})
 
     # -- requests --------------------------------------------------------------------------
@@ -119,30 +119,28 @@ class Engine:
             if new is not None:
                 self._finalize(new)             # constrained rows sample from the state commit(t) made
             self._inflight = new
+        self._stats = self._snapshot()
         return self.requests.take_deltas()
 
     def _launch(self) -> StepPlan | None:
         tr = self.tracer
         index = self.scheduler.next_step
         t0 = tr.begin(Phase.PLAN, index, -1)
-        if "plan" in self.fault_hooks:
-            self.fault_hooks["plan"]()
         plan = self.scheduler.plan()
         tr.end(Phase.PLAN, index, -1, t0)
         if plan is None:
             return None
-        plan.slot = slot = plan.index % self.device.num_slots
+        plan.slot = slot = plan.index % NUM_SLOTS
         assert not self._slot_busy[slot], "a slot is reused before its commit finished"
         self._slot_busy[slot] = True
         t0 = tr.begin(Phase.LAUNCH, plan.index, slot)
         self.requests.note_admitted(plan)
-        ts = tr.begin(Phase.STAGE, plan.index, slot) if tr.level > 1 else 0
+        ts = tr.begin(Phase.STAGE, plan.index, slot)
         stage_plan(self.device.staging(slot), plan, self.config.page_size, self._scratch_row)
-        if tr.level > 1:
-            tr.end(Phase.STAGE, plan.index, slot, ts)
+        tr.end(Phase.STAGE, plan.index, slot, ts)
         B = plan.num_rows
-        self.device.forward(slot, plan.num_tokens, B, plan.max_pages, plan.max_query_len,
-                            prefill=plan.kind != StepKind.DECODE, segments=plan.segments)
+        self.device.forward(slot, LaunchShape(plan.num_tokens, B, plan.max_pages, plan.max_query_len,
+                                              plan.kind != StepKind.DECODE, plan.segments))
         if plan.split:
             self.device.sample(slot, 0, plan.split, False, sampling_mode(plan, 0, plan.split))
         if plan.split == B:
@@ -159,17 +157,15 @@ class Engine:
         t0 = tr.begin(Phase.FINALIZE, plan.index, slot)
         sync = self.config.mask_upload == "sync"
         masks = self._pageable_mask if sync else self.device.staging(slot).mask
-        tm = tr.begin(Phase.MASK_BUILD, plan.index, slot) if tr.level > 1 else 0
+        tm = tr.begin(Phase.MASK_BUILD, plan.index, slot)
         fill_masks(masks, plan)
-        if tr.level > 1:
-            tr.end(Phase.MASK_BUILD, plan.index, slot, tm)
-            tm = tr.begin(Phase.MASK_UPLOAD, plan.index, slot)
+        tr.end(Phase.MASK_BUILD, plan.index, slot, tm)
+        tm = tr.begin(Phase.MASK_UPLOAD, plan.index, slot)
         if sync:
             self.device.upload_mask_sync(slot, masks, lo, hi, plan.index)
         else:
             self.device.upload_mask(slot, lo, hi)
-        if tr.level > 1:
-            tr.end(Phase.MASK_UPLOAD, plan.index, slot, tm)
+        tr.end(Phase.MASK_UPLOAD, plan.index, slot, tm)
         self.device.sample(slot, lo, hi, True, sampling_mode(plan, lo, hi))
         self.device.copy_back(slot, hi)
         self.device.flush()
@@ -179,10 +175,8 @@ class Engine:
         tr, slot = self.tracer, plan.slot
         t0 = tr.begin(Phase.COMMIT, plan.index, slot)
         self.device.wait_copied(slot, plan.index)
-        if "commit" in self.fault_hooks:
-            self.fault_hooks["commit"](self, plan)
         tokens = self.device.staging(slot).out_tokens[:plan.num_rows].tolist()
-        ts = tr.begin(Phase.STREAM_OUT, plan.index, slot) if tr.level > 1 else 0
+        ts = tr.begin(Phase.STREAM_OUT, plan.index, slot)
         zombies = emitted = 0
         for row, token in zip(plan.rows, tokens):
             seq = row.seq
@@ -195,17 +189,13 @@ class Engine:
             if seq.finalized and seq.inflight_refs == 0 and not seq.freed:
                 self.scheduler.release(seq)     # free late: no launched step references it now
                 self.requests.note_freed(seq)
-        if tr.level > 1:
-            tr.end(Phase.STREAM_OUT, plan.index, slot, ts)
+        tr.end(Phase.STREAM_OUT, plan.index, slot, ts)
         self._slot_busy[slot] = False
         self.steps += 1
         self.tokens += emitted
         self.zombie_rows += zombies
-        if tr.level:
-            for stream, op, d0, d1, enq in self.device.completed_ops(slot):
-                tr.device_op(stream, op, plan.index, slot, d0, d1, enq)
-            tr.step(plan.index, plan.kind, slot, plan.num_rows, zombies,
-                    plan.num_rows - plan.split, emitted)
+        tr.device_ops(plan.index, slot, lambda: self.device.completed_ops(slot))
+        tr.step(plan.index, plan.kind, slot, plan.num_rows, zombies, plan.num_rows - plan.split, emitted)
         tr.end(Phase.COMMIT, plan.index, slot, t0)
 
     # -- conveniences --------------------------------------------------------------------------
@@ -236,16 +226,24 @@ class Engine:
                     if d.finished:
                         return
 
+    def stats(self) -> EngineStats:
+        """The counters as of the last tick: safe to read from any thread (a web handler,
+        a metrics scrape) while the engine's own thread goes on mutating its state."""
+        return self._stats
+
+    def _snapshot(self) -> EngineStats:
+        sched = self.scheduler
+        return EngineStats(steps=self.steps, tokens=self.tokens, zombie_rows=self.zombie_rows,
+                           running=len(sched.running), waiting=len(sched.waiting),
+                           kv_pages_used=sched.allocator.num_used, kv_pages_total=sched.allocator.capacity,
+                           idle=self.idle)
+
     def check_invariants(self) -> None:
-        """Assertions the tests run after every tick."""
-        for seq in self.scheduler.running:
-            assert 0 <= seq.inflight_refs <= 2, seq.inflight_refs
-            assert not seq.freed
+        """Raise AssertionError if a sequence, page, row or slot is accounted wrongly; when idle,
+        everything must be free. Call it from the engine's thread (tests do after every tick)."""
+        self.scheduler.check_invariants()
         if self.idle:
-            assert self.scheduler.allocator.all_free(), "KV pages leaked"
-            assert len(self.scheduler.free_rows) == self.scheduler.num_rows_total, "row ids leaked"
             assert not any(self._slot_busy), "a slot is still held"
-            assert self.scheduler._reserved == 0, "page reservations leaked"
 
     def close(self) -> None:
         if self._inflight is not None:

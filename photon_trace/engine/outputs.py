@@ -31,3 +31,16 @@ class RequestOutput:
     finish_reason: str | None
     metrics: RequestMetrics | None
     result: Any = None        # the constraint's structured result (points, boxes, JSON)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    """A snapshot of the engine's counters, published at the end of every tick."""
+    steps: int                # steps committed
+    tokens: int               # tokens appended at commit
+    zombie_rows: int          # rows committed after their sequence had finished
+    running: int              # requests admitted (holding a row and pages)
+    waiting: int              # requests queued for admission
+    kv_pages_used: int
+    kv_pages_total: int       # pages that can be handed out (all but the scratch page)
+    idle: bool                # nothing running, waiting or in flight

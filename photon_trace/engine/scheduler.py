@@ -6,7 +6,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from photon_trace.telemetry.tracer import StepKind
-from photon_trace.engine.model.batch import row_segments
+from photon_trace.engine.model.segments import row_segments
 from photon_trace.engine.pages import PageAllocator, pages_needed
 from photon_trace.engine.sequence import Sequence
 
@@ -109,6 +109,18 @@ class Scheduler:
     @property
     def free_unreserved(self) -> int:
         return self.allocator.num_free - self._reserved
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError on a leak or a bad count; with nothing running or waiting,
+        every page, row and reservation must be back."""
+        for seq in self.running:
+            assert 0 <= seq.inflight_refs <= 2, seq.inflight_refs
+            assert not seq.freed
+        assert self._reserved >= 0, self._reserved
+        if self.idle:
+            assert self.allocator.all_free(), "KV pages leaked"
+            assert len(self.free_rows) == self.num_rows_total, "row ids leaked"
+            assert self._reserved == 0, "page reservations leaked"
 
     # -- planning ------------------------------------------------------------------------
     def plan(self) -> StepPlan | None:

@@ -3,9 +3,10 @@
     app = create_app(lambda tracer: Engine(model="tiny", backend="cpu", tracer=tracer),
                      model_name="tiny", api_key=None)
 
-Web handlers are asynchronous and never touch the engine: they validate, post
-the request to the engine thread (``EngineLoop``, through ``ServerState``) and read
-its updates from a per-request asyncio queue. Bodies are parsed by hand (after the
+Web handlers are asynchronous and never mutate the engine: they validate, post
+the request to the engine thread (``EngineLoop``, through ``ServerState``), read
+its updates from a per-request asyncio queue and the engine's counters from its
+per-tick ``stats()`` snapshot. Bodies are parsed by hand (after the
 API-key check) so every bad input, malformed JSON included, gets an OpenAI-style 4xx.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from photon_trace.engine.constraints import ConstraintError, ResponseFormat
-from photon_trace.telemetry.sinks import RECORD_KINDS
+from photon_trace.telemetry.records import RECORD_KINDS
 
 from photon_trace.server import protocol, validate
 from photon_trace.server.errors import NOT_FOUND, SERVER_ERROR, APIError, bad_request, error_body
@@ -181,8 +182,9 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
         body = {"status": "ok" if loop.alive else "unavailable", "model": st.model_name,
                 "error": repr(loop.error) if loop.error else None}
         if e is not None:
-            body.update(running=len(e.scheduler.running), waiting=len(e.scheduler.waiting),
-                        kv_pages_used=e.scheduler.allocator.num_used, streams=loop.active_requests,
+            stats = e.stats()
+            body.update(running=stats.running, waiting=stats.waiting,
+                        kv_pages_used=stats.kv_pages_used, streams=loop.active_requests,
                         idle_checks=loop.idle_checks, invariants=loop.invariant_error or "ok")
         return reply(request, body, 200 if loop.alive else 503)
 

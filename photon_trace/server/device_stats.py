@@ -20,7 +20,8 @@ from photon_trace.telemetry.analysis import busy_intervals, device_gaps
 from photon_trace.telemetry.analysis.bubbles import classify
 from photon_trace.telemetry.analysis.steps import step_periods
 from photon_trace.telemetry.records import Trace
-from photon_trace.telemetry.sinks import RECORD_KINDS, Chunk
+from photon_trace.telemetry.records import RECORD_KINDS
+from photon_trace.telemetry.sinks import Chunk
 
 NS = 1e-9
 

@@ -1,9 +1,11 @@
 """The engine thread: the one thread that owns the engine.
 
-The engine is single-threaded. Web handlers never touch it: they post commands
-(add a request, abort one) to a queue this thread drains at the top of every
-tick, and they read their request's output from a ``RequestStream`` the thread
-feeds. Per tick, the deltas bound for one asyncio loop go over in a single
+The engine is single-threaded. Web handlers never mutate it or read its live
+state: they post commands (add a request, abort one) to a queue this thread drains
+at the top of every tick, read their request's output from a ``RequestStream`` the
+thread feeds, and read counters from ``Engine.stats()``, the snapshot the engine
+publishes at the end of each tick. (What they do call directly is thread-safe by
+design: ``compile_format``, and the config and tokenizer, fixed at start-up.) Per tick, the deltas bound for one asyncio loop go over in a single
 ``call_soon_threadsafe``. With no work and no commands the thread sleeps on a
 condition (no spin); it records each sleep, so device statistics can leave out
 the time the engine had nothing to do, and checks the engine's invariants each

@@ -100,18 +100,17 @@ class _EngineCollector:
         yield GaugeMetricFamily("photon_engine_up", "1 while the engine thread is running", value=int(loop.alive))
         if e is None:
             return
-        sched = e.scheduler
-        alloc = sched.allocator
-        yield CounterMetricFamily("photon_engine_steps", "Steps committed by the engine", value=e.steps)
-        yield CounterMetricFamily("photon_engine_generated_tokens", "Tokens appended at commit", value=e.tokens)
+        stats = e.stats()
+        yield CounterMetricFamily("photon_engine_steps", "Steps committed by the engine", value=stats.steps)
+        yield CounterMetricFamily("photon_engine_generated_tokens", "Tokens appended at commit", value=stats.tokens)
         yield CounterMetricFamily("photon_engine_zombie_rows", "Rows committed after their sequence finished",
-                                  value=e.zombie_rows)
+                                  value=stats.zombie_rows)
         yield GaugeMetricFamily("photon_requests_running", "Requests admitted (holding a row and pages)",
-                                value=len(sched.running))
-        yield GaugeMetricFamily("photon_requests_waiting", "Requests queued for admission", value=len(sched.waiting))
-        yield GaugeMetricFamily("photon_kv_pages_used", "KV cache pages in use", value=alloc.num_used)
+                                value=stats.running)
+        yield GaugeMetricFamily("photon_requests_waiting", "Requests queued for admission", value=stats.waiting)
+        yield GaugeMetricFamily("photon_kv_pages_used", "KV cache pages in use", value=stats.kv_pages_used)
         yield GaugeMetricFamily("photon_kv_pages_total", "KV cache pages that can be handed out",
-                                value=alloc.capacity)
+                                value=stats.kv_pages_total)
         yield GaugeMetricFamily("photon_engine_invariant_ok", "1 when the last idle check found every page, "
                                 "row and slot free", value=int(loop.invariant_error is None))
         dropped = getattr(e.tracer, "dropped", None)

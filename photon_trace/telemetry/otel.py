@@ -37,7 +37,8 @@ import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
+from photon_trace.telemetry.records import (RECORD_KINDS, DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord,
+                                            Trace)
 from photon_trace.telemetry.sinks import Chunk
 
 log = logging.getLogger(__name__)
@@ -160,8 +161,8 @@ class OtelSink:
         self._tracer = self._provider.get_tracer("photon_trace.telemetry")
 
     def write(self, chunk: Chunk) -> None:
-        if chunk.header_update and "clock" in chunk.header_update:
-            c = {**self._header.get("clock", {}), **chunk.header_update["clock"]}
+        if "clock" in chunk.header:
+            c = {**self._header.get("clock", {}), **chunk.header["clock"]}
             self._offset = int(c.get("wall_ns", 0)) - int(c.get("mono_ns", 0))
         for s in chunk.host_spans:
             b = self._steps[s.step]
@@ -369,7 +370,6 @@ def export_trace(trace: Trace, sink: OtelSink | None = None, **kwargs) -> OtelSi
     """Export a whole loaded trace through an ``OtelSink`` (built from ``kwargs`` if not given)."""
     sink = sink or OtelSink(**kwargs)
     sink.open(trace.header)
-    sink.write(Chunk(1, list(trace.host_spans), list(trace.device_spans), list(trace.waits),
-                     list(trace.steps), list(trace.requests)))
+    sink.write(Chunk(seq=1, **{k: list(getattr(trace, k)) for k in RECORD_KINDS}))
     sink.close()
     return sink

@@ -31,8 +31,9 @@ import time
 import weakref
 from threading import current_thread
 
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
-from photon_trace.telemetry.sinks import RECORD_KINDS, Chunk, MemorySink, Sink, merge_header
+from photon_trace.telemetry.records import (RECORD_KINDS, DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord,
+                                            Trace)
+from photon_trace.telemetry.sinks import Chunk, MemorySink, Sink, merge_header
 from photon_trace.telemetry.tracefile import new_header
 from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer, TraceLevel
 
@@ -187,7 +188,7 @@ class RecordingTracer(Tracer):
                 else:
                     opening = None
                     if self._pending_update:
-                        chunk.header_update, self._pending_update = self._pending_update, {}
+                        chunk.header, self._pending_update = self._pending_update, {}
             for sink in list(self._sinks):
                 if opening is not None:
                     self._call(sink, "open", opening)
@@ -277,7 +278,7 @@ class RecordingTracer(Tracer):
 
     def _drain(self) -> Chunk:
         self._seq += 1
-        chunk = Chunk(self._seq)
+        chunk = Chunk(seq=self._seq)
         raw, lost = self._take("host_spans")
         chunk.dropped["host_spans"] = lost
         chunk.host_spans = [HostSpan(_PHASE[p], int(s), int(sl), int(t0), int(t1), th.name)

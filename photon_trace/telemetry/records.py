@@ -54,6 +54,10 @@ class RequestRecord(NamedTuple):
     tokens: int
 
 
+RECORD_KINDS = ("host_spans", "device_spans", "waits", "steps", "requests")
+"""The record lists of a ``Trace`` (and of a ``Chunk``), in file order."""
+
+
 @dataclass
 class Trace:
     """A whole trace. ``header`` holds settings, model, backend, device, host,

@@ -14,23 +14,16 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
+from photon_trace.telemetry.records import RECORD_KINDS, Trace
 
-RECORD_KINDS = ("host_spans", "device_spans", "waits", "steps", "requests")
-"""The record lists of a ``Trace`` (and of a ``Chunk``), in file order."""
-
-
-@dataclass(slots=True)
-class Chunk:
-    """Records drained in one flush, in recording order (a host span is recorded when it ends)."""
-    seq: int
-    host_spans: list[HostSpan] = field(default_factory=list)
-    device_spans: list[DeviceSpan] = field(default_factory=list)
-    waits: list[HostWait] = field(default_factory=list)
-    steps: list[StepRecord] = field(default_factory=list)
-    requests: list[RequestRecord] = field(default_factory=list)
+@dataclass
+class Chunk(Trace):
+    """A fragment of a trace: the records drained in one flush, in recording order (a host
+    span is recorded when it ends), and as ``header`` only the header fields set by
+    ``describe()`` since the sinks were opened (empty: none)."""
+    header: dict = field(default_factory=dict)
+    seq: int = 0
     dropped: dict[str, int] = field(default_factory=dict)  # kind -> records lost to ring wrap-around
-    header_update: dict | None = None  # header fields set by describe() since the sinks were opened
 
     def __len__(self) -> int:
         return sum(len(getattr(self, k)) for k in RECORD_KINDS)
@@ -67,8 +60,8 @@ def extend_trace(trace: Trace, chunk: Chunk) -> None:
     """Append a chunk's records (and header changes, drop counts) to ``trace``."""
     for kind in RECORD_KINDS:
         getattr(trace, kind).extend(getattr(chunk, kind))
-    if chunk.header_update:
-        merge_header(trace.header, chunk.header_update)
+    if chunk.header:
+        merge_header(trace.header, chunk.header)
     add_dropped(trace.header, chunk.dropped)
 
 
@@ -120,8 +113,8 @@ class LiveBuffer:
 
     def write(self, chunk: Chunk) -> None:
         with self._lock:
-            if chunk.header_update:
-                merge_header(self._header, chunk.header_update)
+            if chunk.header:
+                merge_header(self._header, chunk.header)
             add_dropped(self._header, chunk.dropped)
             self._chunks.append(chunk)
             self._last_seq = chunk.seq

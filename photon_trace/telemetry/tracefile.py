@@ -38,8 +38,9 @@ import warnings
 import zlib
 from pathlib import Path
 
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
-from photon_trace.telemetry.sinks import RECORD_KINDS, Chunk, add_dropped, merge_header
+from photon_trace.telemetry.records import (RECORD_KINDS, DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord,
+                                            Trace)
+from photon_trace.telemetry.sinks import Chunk, add_dropped, merge_header
 
 FORMAT_NAME = "photon_trace"
 FORMAT_VERSION = 1
@@ -144,8 +145,8 @@ class TraceFileWriter:
         self._line(header)
 
     def write(self, chunk: Chunk) -> None:
-        if chunk.header_update:
-            self._line({"meta": chunk.header_update})
+        if chunk.header:
+            self._line({"meta": chunk.header})
         if not len(chunk) and not any(chunk.dropped.values()):
             return
         line: dict = {"chunk": chunk.seq}
@@ -185,7 +186,7 @@ def write_trace(trace: Trace, path: str | os.PathLike, chunk_rows: int = 4096) -
     longest = max((len(getattr(trace, k)) for k in RECORD_KINDS), default=0)
     for lo in range(0, max(longest, 1), chunk_rows):
         seq += 1
-        chunk = Chunk(seq, **{k: getattr(trace, k)[lo:lo + chunk_rows] for k in RECORD_KINDS})
+        chunk = Chunk(seq=seq, **{k: getattr(trace, k)[lo:lo + chunk_rows] for k in RECORD_KINDS})
         writer.write(chunk)
     writer.close()
     return writer.path

@@ -66,9 +66,9 @@ def now_ns() -> int:
 
 
 class Tracer:
-    """No-op tracer. Subclasses record; the engine never checks which one it has.
-
-    ``level`` lets the engine skip building arguments for FULL-only calls.
+    """No-op tracer. Subclasses record; the engine never checks which one it has, nor its
+    level: it calls every method, and the tracer decides what its level keeps (the
+    sub-phases only at FULL, nothing at OFF).
     """
 
     level: TraceLevel = TraceLevel.OFF
@@ -86,6 +86,14 @@ class Tracer:
     def device_op(self, stream: Stream, op: DeviceOp, step: int, slot: int,
                   t0: int, t1: int, enqueued: int) -> None:
         """A completed device op, on the host clock; ``enqueued`` is when the host issued it."""
+
+    def device_ops(self, step: int, slot: int, read) -> None:
+        """A committed step's device ops: ``read()`` returns them as (stream, op, t0, t1,
+        enqueued) tuples. Called lazily, only by a tracer that records: reading a
+        backend's op times (event queries on CUDA) costs nothing when tracing is off."""
+        if self.level:
+            for stream, op, t0, t1, enqueued in read():
+                self.device_op(stream, op, step, slot, t0, t1, enqueued)
 
     def step(self, step: int, kind: StepKind, slot: int, rows: int, zombie_rows: int,
              constrained_rows: int, tokens: int) -> None:

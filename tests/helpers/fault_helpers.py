@@ -11,6 +11,7 @@ On a quiet machine, or a GPU, the two measures agree.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from photon_trace.telemetry.analysis import COPY_WAIT, DISPATCH, analyze
@@ -28,13 +29,39 @@ def engine_line(needle: str) -> str:
     return f"engine/engine.py:{n}"
 
 
-def line_after(fn, path: str) -> str:
-    """'<file name>:N' of the first body line of ``fn`` (a one-line fault hook)."""
-    return f"{Path(path).name}:{fn.__code__.co_firstlineno + 1}"
+def line_of(path: str, needle: str) -> str:
+    """'<file name>:N' of the one line of ``path`` that contains ``needle`` (the line that
+    asks for it, with ``line_of(``, does not count)."""
+    src = Path(path).read_text().splitlines()
+    (n,) = [i + 1 for i, line in enumerate(src) if needle in line and "line_of(" not in line]
+    return f"{Path(path).name}:{n}"
+
+
+@contextmanager
+def patched(obj, name: str, wrap):
+    """Replace ``obj.name`` by ``wrap(original)`` for the block: a fault injected into a
+    collaborator (the scheduler, the device) as a test would fake any collaborator."""
+    original = getattr(obj, name)
+    setattr(obj, name, wrap(original))
+    try:
+        yield
+    finally:
+        delattr(obj, name)    # the instance attribute goes; the class's method shows again
+
+
+def delay_before(delay):
+    """``wrap`` for ``patched``: run ``delay()`` before each call of the original."""
+    def wrap(original):
+        def delayed(*args, **kwargs):
+            delay()
+            return original(*args, **kwargs)
+        return delayed
+    return wrap
 
 
 class Sleep:
-    """A host delay (for ``fault_hooks["plan"]``); remembers how long each sleep really took."""
+    """An injected host delay (the fault itself, not a way to synchronise); remembers how
+    long each sleep really took."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -54,14 +81,12 @@ class Runs:
         self.sync_debug = sync_debug
         self.runs: dict[str, list] = {}
 
-    def run(self, name, engine, prepared, hooks=None):
-        engine.fault_hooks.update(hooks or {})
-        try:
+    def run(self, name, engine, prepared, fault=None):
+        """A traced run with ``fault`` (a context manager that injects it, e.g. ``patched``)."""
+        with fault if fault is not None else nullcontext():
             path = self.out / f"{name}-{len(self.runs.get(name, ()))}.trace.jsonl"
             trace, _ = trace_run(engine, prepared, path, TraceLevel.ON, analyse=False,
                                  sync_debug=self.sync_debug)
-        finally:
-            engine.fault_hooks.clear()
         report = analyze(trace)
         self.runs.setdefault(name, []).append((trace, report, path))
         return report

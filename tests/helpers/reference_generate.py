@@ -1,8 +1,9 @@
-"""A plain, blocking batch generate over the paged model.
+"""A plain, blocking, greedy batch generate over the paged model: the reference the tests
+compare the model (against transformers) and the pipelined engine with.
 
-The reference the pipelined engine is checked against, and what the CLI runs
-until that engine lands: prefill every prompt in one forward, then decode the
-live rows one token per forward, reading each step's tokens back on the host.
+Prefill every prompt in one forward, then decode the live rows one token per forward,
+reading each step's tokens back on the host. No sampling: the engine's sampler is
+tested on its own (``test_sampling.py``).
 """
 from __future__ import annotations
 
@@ -19,35 +20,9 @@ from photon_trace.engine.model.loader import check_prompt_length
 from photon_trace.engine.model.decoder import DecoderModel
 from photon_trace.engine.model.tokenizer import Tokenizer
 
+
 class KVPoolExhausted(RuntimeError):
     """The pool has fewer free pages than a request needs."""
-
-
-@dataclass(frozen=True, slots=True)
-class SamplingParams:
-    temperature: float = 0.0  # 0 means greedy
-    top_k: int = 0            # 0 means no top-k cut
-    top_p: float = 1.0        # 1 means no nucleus cut
-    seed: int = 0             # seeds the sampling generator (ignored when greedy)
-
-
-def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> torch.Tensor:
-    """(B, V) logits -> (B,) token ids."""
-    if params.temperature <= 0:
-        return logits.argmax(dim=-1)
-    logits = logits.float() / params.temperature
-    if params.top_k > 0:
-        kth = logits.topk(min(params.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if params.top_p < 1.0:
-        sorted_logits, order = logits.sort(dim=-1, descending=True)
-        cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-        drop = cumulative - sorted_logits.softmax(dim=-1) > params.top_p  # keep the token that crosses p
-        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
-    probs = logits.softmax(dim=-1)
-    # Exponential race: argmax(p / E) with E ~ Exp(1) samples from p without a host sync.
-    noise = torch.empty_like(probs).exponential_(generator=generator)
-    return (probs / noise).argmax(dim=-1)
 
 
 @dataclass(slots=True)
@@ -69,7 +44,7 @@ class GenerateResult:
 
 @torch.inference_mode()
 def generate(model: DecoderModel, tokenizer: Tokenizer, prompts: Sequence[str] | Sequence[Sequence[int]],
-             max_new_tokens: int = 32, sampling: SamplingParams = SamplingParams(), page_size: int = 16,
+             max_new_tokens: int = 32, page_size: int = 16,
              kv: KVPool | None = None, allocator: PageAllocator | None = None,
              stop_on_eos: bool = True) -> GenerateResult:
     """Generate up to ``max_new_tokens`` per prompt (strings are encoded with BOS).
@@ -91,9 +66,6 @@ def generate(model: DecoderModel, tokenizer: Tokenizer, prompts: Sequence[str] |
         kv = KVPool(config, max(2, sum(need) + 1), page_size, model.dtype, model.device)
     allocator = allocator if allocator is not None else PageAllocator(kv.num_pages)
     eos = set(config.eos_token_ids) | set(tokenizer.eos_token_ids) if stop_on_eos else set()
-    generator = None
-    if sampling.temperature > 0:
-        generator = torch.Generator(device=model.device).manual_seed(sampling.seed)
 
     page_lists: list[list[int]] = []
     try:
@@ -111,7 +83,7 @@ def generate(model: DecoderModel, tokenizer: Tokenizer, prompts: Sequence[str] |
         prefill_seconds = 0.0
         while live:
             batch = make_forward_batch(rows, page_size, device=model.device)
-            tokens = sample(model(batch, kv), sampling, generator).tolist()
+            tokens = model(batch, kv).argmax(dim=-1).tolist()
             if not prefill_seconds:
                 prefill_seconds = time.perf_counter() - start
             still = []

@@ -2,11 +2,12 @@
 
 `ResponseFormat` says what a request's output must look like; a `ConstraintCompiler` (one
 per engine) turns it into a cached program when the request is added and starts a
-`Constraint` per sequence; `apply_bitmask_` masks logits on the device.
+`Constraint` per sequence, which fills its row's allowed-token bitmask on the host
+(``device/masking.py`` applies it to the logits on the device).
 """
 from __future__ import annotations
 
-from photon_trace.engine.constraints.bitmask import apply_bitmask_, pack_bitmask, unpack_bitmask
+from photon_trace.engine.constraints.bitmask import pack_bitmask
 from photon_trace.engine.constraints.compiler import (
     ConstraintCompiler,
     ConstraintProgram,
@@ -26,8 +27,7 @@ from photon_trace.engine.constraints.vocab import grammar_vocab, hf_vocab_bytes
 __all__ = [
     "DEFAULT_MAX_COUNT", "KINDS", "ConstraintCompiler", "ConstraintError", "ConstraintProgram",
     "ConstraintViolation", "GrammarConstraint", "ResponseFormat", "SpatialConstraint", "SpatialVocab",
-    "apply_bitmask_", "grammar_vocab", "hf_vocab_bytes", "make_constraint", "pack_bitmask", "spatial_vocab",
-    "unpack_bitmask",
+    "grammar_vocab", "hf_vocab_bytes", "make_constraint", "pack_bitmask", "spatial_vocab",
 ]
 
 

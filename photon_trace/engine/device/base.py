@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from photon_trace.telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer, now_ns
+from photon_trace.engine.model.segments import Segment
+from photon_trace.engine.device.sampling import SamplingMode
+from photon_trace.engine.device.sites import first_site
 from photon_trace.engine.device.staging import SlotShape, SlotStaging
 
 _DEVICE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+NUM_SLOTS = 2   # ping-pong: step t uses slot t % NUM_SLOTS; two are enough to overlap one step's
+                # host work with the other's device work
 
 
 class DeviceError(RuntimeError):
@@ -37,42 +45,58 @@ class DeviceSpec:
     threads: int = 1       # host-process device: intra-op threads (1: pinned to a core of its own)
 
 
+@dataclass(frozen=True, slots=True)
+class LaunchShape:
+    """A step's forward as the device sees it: host-known ints, never a device value."""
+    num_tokens: int        # flat input tokens (prefill chunks + decode rows)
+    num_rows: int          # rows (sequences) in the batch
+    max_pages: int         # the widest row's page count (page-table columns to stage)
+    max_query_len: int     # 1 for a pure decode step
+    prefill: bool          # any prompt tokens in it (recorded as a prefill op)
+    segments: tuple[Segment, ...] = ()  # a mixed batch's runs of rows (``batch.row_segments``)
+
+
+class CompletedOp(NamedTuple):
+    """One device op of a committed step, on the host clock."""
+    stream: Stream
+    op: DeviceOp
+    t0: int
+    t1: int
+    enqueued: int          # when the device could first see it (the flush that carried it)
+
+
+def _in_device_layer(path: str) -> bool:
+    return os.path.dirname(path) == _DEVICE_DIR
+
+
 def call_site() -> str:
     """file:line of the first frame outside the device layer (who asked for the wait)."""
-    frame = sys._getframe(2)
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _DEVICE_DIR:
-        frame = frame.f_back
-    if frame is None:
-        return "?"
-    path = frame.f_code.co_filename
-    rel = path.split("photon_trace" + os.sep, 1)[-1] if "photon_trace" + os.sep in path else os.path.basename(path)
-    return f"{rel}:{frame.f_lineno}"
+    return first_site(sys._getframe(2), _in_device_layer)
 
 
 class Device:
     """Base: slot staging, op-timing bookkeeping and traced host waits."""
 
     backend = "?"
-    num_slots = 2
+    num_slots = NUM_SLOTS
+    anchor_error_ns = 0   # bound on the error of device times placed on the host clock
 
     def __init__(self, spec: DeviceSpec, tracer: Tracer = NULL_TRACER) -> None:
         self.spec = spec
         self.tracer = tracer
         self.device_name = "?"
         # per slot: DeviceOp -> (stream, enqueued_ns); filled at enqueue, read at commit
-        self._issued: list[dict[DeviceOp, tuple[Stream, int]]] = [{} for _ in range(self.num_slots)]
+        self._issued: list[dict[DeviceOp, tuple[Stream, int]]] = [{} for _ in range(NUM_SLOTS)]
 
     # -- the operations (backends implement) ----------------------------------------------
     def staging(self, slot: int) -> SlotStaging:
         raise NotImplementedError
 
-    def forward(self, slot: int, T: int, B: int, P: int, max_q: int, prefill: bool,
-                segments: tuple = ()) -> None:
-        """Stage the slot's inputs and enqueue the forward (compute stream); ``segments``:
-        a mixed batch's runs of rows (``batch.row_segments``), host-known ints."""
+    def forward(self, slot: int, shape: LaunchShape) -> None:
+        """Stage the slot's inputs and enqueue the forward (compute stream)."""
         raise NotImplementedError
 
-    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:
+    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
         """Sample rows [lo, hi) on the compute stream; masked rows read the uploaded bitmask."""
         raise NotImplementedError
 
@@ -96,9 +120,14 @@ class Device:
         """A host read of a device value (the ``.item()`` kind): drains the compute stream."""
         raise NotImplementedError
 
-    def completed_ops(self, slot: int) -> list[tuple[Stream, DeviceOp, int, int, int]]:
-        """(stream, op, t0, t1, enqueued) of the slot's step, on the host clock. Call after wait_copied."""
+    def completed_ops(self, slot: int) -> list[CompletedOp]:
+        """The slot's step's ops, on the host clock. Call after wait_copied."""
         raise NotImplementedError
+
+    def sync_debug(self) -> AbstractContextManager | None:
+        """A context manager that records syncs hidden from the wait audit (CUDA's sync debug
+        mode), or None where the backend has none to offer."""
+        return None
 
     def flush(self) -> None:
         """Hand the commands issued since the last flush to the device.
@@ -118,8 +147,11 @@ class Device:
     def _begin_step(self, slot: int) -> None:
         self._issued[slot].clear()
 
+    def last_enqueue_ns(self) -> int:
+        """When the newest op still on record was issued (0: none); bounds a sync's start."""
+        return max((enq for issued in self._issued for _, enq in issued.values()), default=0)
+
     def _traced_wait(self, wait_fn, reason: str, expected: bool, step: int) -> None:
         t0 = now_ns()
         wait_fn()
-        if self.tracer.level:
-            self.tracer.host_wait(reason, expected, t0, now_ns(), call_site(), step)
+        self.tracer.host_wait(reason, expected, t0, now_ns(), call_site(), step)

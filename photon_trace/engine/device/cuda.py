@@ -13,8 +13,9 @@ import numpy as np
 import torch
 
 from photon_trace.telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer, now_ns
-from photon_trace.engine.device.base import Device, DeviceError, DeviceSpec
-from photon_trace.engine.device.program import build_program
+from photon_trace.engine.device.base import CompletedOp, Device, DeviceError, DeviceSpec, LaunchShape
+from photon_trace.engine.device.sampling import SamplingMode
+from photon_trace.engine.device.program import build_program, torch_dtype
 from photon_trace.engine.device.staging import SlotStaging, layout
 from photon_trace.engine.device.syncdebug import PinnedCheck, SyncDebugCapture
 
@@ -46,7 +47,7 @@ class CudaDevice(Device):
         self._pinned = [torch.empty(spec.shape.nbytes(), dtype=torch.uint8, pin_memory=True)
                         for _ in range(self.num_slots)]
         self._staging = [SlotStaging(spec.shape, p.numpy()) for p in self._pinned]
-        self._host = [{name: p[off:off + n].view(_torch_dtype(dt)).view(shape)
+        self._host = [{name: p[off:off + n].view(torch_dtype(dt)).view(shape)
                        for name, (off, n, dt, shape) in lay.items()} for p in self._pinned]
         ev = torch.cuda.Event
         self._sampled = [ev() for _ in range(self.num_slots)]
@@ -94,10 +95,11 @@ class CudaDevice(Device):
             return fn
         return lambda: self._traced_wait(fn, f"{what}: pageable host memory, the copy blocks the host", False, -1)
 
-    def _graph_forward(self, slot: int, T: int, B: int, P: int) -> None:
+    def _graph_forward(self, slot: int, B: int, P: int) -> None:
         rows = _bucket(B, _BATCH_BUCKETS)
         pages = _bucket(P, self._page_buckets)
         key = (slot, rows, pages)
+        padded = LaunchShape(rows, rows, pages, 1, prefill=False)
         graph = self._graphs.get(key)
         if graph is None:
             # First use of this bucket: warm up and capture (a one-off sync, covered by warm-up runs).
@@ -105,11 +107,11 @@ class CudaDevice(Device):
             side = torch.cuda.Stream()
             side.wait_stream(self.compute)
             with torch.cuda.stream(side):
-                self.program.forward(slot, rows, rows, pages, 1)
+                self.program.forward(slot, padded)
             self.compute.wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=self._pool):
-                self.program.forward(slot, rows, rows, pages, 1)
+                self.program.forward(slot, padded)
             self._pool = graph.pool()
             self._graphs[key] = graph
         graph.replay()
@@ -118,28 +120,27 @@ class CudaDevice(Device):
     def staging(self, slot: int) -> SlotStaging:
         return self._staging[slot]
 
-    def forward(self, slot: int, T: int, B: int, P: int, max_q: int, prefill: bool,
-                segments: tuple = ()) -> None:
+    def forward(self, slot: int, shape: LaunchShape) -> None:
         self._begin_step(slot)
-        graphed = self.spec.cuda_graphs and not prefill and max_q == 1
+        T, B, P = shape.num_tokens, shape.num_rows, shape.max_pages
+        graphed = self.spec.cuda_graphs and not shape.prefill and shape.max_query_len == 1
         rows, pages = (_bucket(B, _BATCH_BUCKETS), _bucket(P, self._page_buckets)) if graphed else (B, P)
         if graphed and rows > self.spec.shape.max_rows:
             graphed, rows, pages = False, B, P
         st = self._staging[slot]
         st.pad_rows(T, B, rows, P)
-        Tn = T + (rows - B)
-        op = DeviceOp.PREFILL if prefill else DeviceOp.FORWARD
+        staged = LaunchShape(T + (rows - B), rows, pages, shape.max_query_len, shape.prefill, shape.segments)
+        op = DeviceOp.PREFILL if shape.prefill else DeviceOp.FORWARD
         host = self._host[slot]
         with torch.cuda.stream(self.compute):
             self._timed(slot, DeviceOp.STAGE, self.compute,
-                        self._copy(host.values(), lambda: self.program.stage(slot, host, Tn, rows, pages), "stage"))
+                        self._copy(host.values(), lambda: self.program.stage(slot, host, staged), "stage"))
             if graphed:
-                self._timed(slot, op, self.compute, lambda: self._graph_forward(slot, Tn, B, P))
+                self._timed(slot, op, self.compute, lambda: self._graph_forward(slot, B, P))
             else:
-                self._timed(slot, op, self.compute,
-                            lambda: self.program.forward(slot, T, B, P, max_q, segments))
+                self._timed(slot, op, self.compute, lambda: self.program.forward(slot, shape))
 
-    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:
+    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
         with torch.cuda.stream(self.compute):
             self._timed(slot, op, self.compute, lambda: self.program.sample(slot, lo, hi, masked, mode))
@@ -188,19 +189,16 @@ class CudaDevice(Device):
         self._traced_wait(read, "host read of a device value", False, step)
         return out[0]
 
-    def completed_ops(self, slot: int) -> list[tuple[Stream, DeviceOp, int, int, int]]:
+    def completed_ops(self, slot: int) -> list[CompletedOp]:
         res = []
         for op, (stream, enq) in self._issued[slot].items():
             begin, end = self._timing[slot][op]
             t0 = self.anchor_ns + int(self._anchor_ev.elapsed_time(begin) * 1e6)
             t1 = self.anchor_ns + int(self._anchor_ev.elapsed_time(end) * 1e6)
-            res.append((stream, op, t0, t1, enq))
+            res.append(CompletedOp(stream, op, t0, t1, enq))
         return res
 
     def close(self) -> None:
         torch.cuda.synchronize()
         self._graphs.clear()
 
-
-def _torch_dtype(dt: np.dtype) -> torch.dtype:
-    return {"int64": torch.int64, "int32": torch.int32, "float32": torch.float32, "bool": torch.bool}[dt.name]

@@ -23,7 +23,8 @@ import numpy as np
 from photon_trace.telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer, now_ns
 import photon_trace.engine.device.commands as P
 import photon_trace.engine.device.shm as _shm
-from photon_trace.engine.device.base import Device, DeviceError, DeviceSpec
+from photon_trace.engine.device.base import CompletedOp, Device, DeviceError, DeviceSpec, LaunchShape
+from photon_trace.engine.device.sampling import SamplingMode
 from photon_trace.engine.device.staging import SlotStaging
 
 _SPIN_NS = 50_000           # a wait first spins this long without yielding
@@ -180,15 +181,14 @@ class HostProcessDevice(Device):
     def staging(self, slot: int) -> SlotStaging:
         return self._staging[slot]
 
-    def forward(self, slot: int, T: int, B: int, P_: int, max_q: int, prefill: bool,
-                segments: tuple = ()) -> None:
+    def forward(self, slot: int, shape: LaunchShape) -> None:
         self._begin_step(slot)
-        op = DeviceOp.PREFILL if prefill else DeviceOp.FORWARD
+        op = DeviceOp.PREFILL if shape.prefill else DeviceOp.FORWARD
         self._issue(slot, DeviceOp.STAGE, Stream.COMPUTE)
         self._issue(slot, op, Stream.COMPUTE)
-        self._send((int(Stream.COMPUTE), P.STAGE_FORWARD, slot, T, B, P_, max_q, int(op), segments))
+        self._send((int(Stream.COMPUTE), P.STAGE_FORWARD, slot, shape, int(op)))
 
-    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:
+    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
         self._issue(slot, op, Stream.COMPUTE)
         self._send((int(Stream.COMPUTE), P.SAMPLE, slot, lo, hi, masked, mode, int(op)))
@@ -230,9 +230,9 @@ class HostProcessDevice(Device):
         self._traced_wait(lambda: self._wait_event(ev, gen), "host read of a device value", False, step)
         return int(self.state.scalar[0])
 
-    def completed_ops(self, slot: int) -> list[tuple[Stream, DeviceOp, int, int, int]]:
+    def completed_ops(self, slot: int) -> list[CompletedOp]:
         times = self.state.op_times[slot]
-        return [(stream, op, int(times[op, 0]), int(times[op, 1]), enq)
+        return [CompletedOp(stream, op, int(times[op, 0]), int(times[op, 1]), enq)
                 for op, (stream, enq) in self._issued[slot].items()]
 
     def close(self) -> None:

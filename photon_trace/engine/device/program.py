@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import torch
 
-from photon_trace.engine.model.batch import ForwardBatch, Segment
-from photon_trace.engine.device.sampling import sample
+from photon_trace.engine.model.batch import ForwardBatch
+from photon_trace.engine.device.base import NUM_SLOTS, LaunchShape
+from photon_trace.engine.device.masking import apply_bitmask_
+from photon_trace.engine.device.sampling import SamplingMode, sample
 from photon_trace.engine.device.staging import SlotShape
 
 _TORCH_DTYPES = {"int64": torch.int64, "int32": torch.int32, "float32": torch.float32, "bool": torch.bool}
+
+
+def torch_dtype(dt) -> torch.dtype:
+    """The torch dtype of a staging field's numpy dtype."""
+    return _TORCH_DTYPES[dt.name]
 
 
 class SlotBuffers:
@@ -22,10 +29,9 @@ class SlotBuffers:
         for name, dt, fshape in shape.fields():
             if name == "out_tokens":
                 continue  # host-only landing zone
-            setattr(self, name, torch.zeros(fshape, dtype=_TORCH_DTYPES[dt.name], device=device))
+            setattr(self, name, torch.zeros(fshape, dtype=torch_dtype(dt), device=device))
         self.logits = torch.zeros(shape.max_rows, vocab_size, dtype=torch.float32, device=device)
         self.sampled = torch.zeros(shape.max_rows, dtype=torch.int64, device=device)
-        self.bit_shifts = torch.arange(32, dtype=torch.int32, device=device)
 
 
 class DeviceProgram:
@@ -41,8 +47,9 @@ class DeviceProgram:
         self.slots = [SlotBuffers(shape, self.vocab_size, device) for _ in range(num_slots)]
 
     # -- compute stream ----------------------------------------------------------------
-    def stage(self, slot: int, host: dict[str, torch.Tensor], T: int, B: int, P: int) -> None:
+    def stage(self, slot: int, host: dict[str, torch.Tensor], shape: LaunchShape) -> None:
         """Host staging -> device inputs (non-blocking from pinned memory on CUDA)."""
+        T, B, P = shape.num_tokens, shape.num_rows, shape.max_pages
         d = self.slots[slot]
         for name in ("tokens", "token_row", "from_table", "positions", "slot_mapping"):
             getattr(d, name)[:T].copy_(host[name][:T], non_blocking=True)
@@ -52,7 +59,8 @@ class DeviceProgram:
                      "top_p", "seed", "sample_pos"):
             getattr(d, name)[:B].copy_(host[name][:B], non_blocking=True)
 
-    def forward_batch(self, slot: int, T: int, B: int, P: int, max_q: int, segments: tuple = ()) -> ForwardBatch:
+    def forward_batch(self, slot: int, shape: LaunchShape) -> ForwardBatch:
+        T, B, P = shape.num_tokens, shape.num_rows, shape.max_pages
         d = self.slots[slot]
         # Decode rows read their input from the token table: the token sampled
         # last step never had to visit the host.
@@ -60,28 +68,23 @@ class DeviceProgram:
         return ForwardBatch(
             token_ids=tokens, positions=d.positions[:T], slot_mapping=d.slot_mapping[:T],
             page_table=d.page_table[:B, :P], context_lens=d.context_lens[:B],
-            query_start=d.query_start[:B + 1], logits_index=d.logits_index[:B], max_query_len=max_q,
-            segments=tuple(Segment(*g) for g in segments))
+            query_start=d.query_start[:B + 1], logits_index=d.logits_index[:B],
+            max_query_len=shape.max_query_len, segments=shape.segments)
 
-    def forward(self, slot: int, T: int, B: int, P: int, max_q: int, segments: tuple = ()) -> None:
+    def forward(self, slot: int, shape: LaunchShape) -> None:
         d = self.slots[slot]
-        self.model.forward(self.forward_batch(slot, T, B, P, max_q, segments), self.kv, out_logits=d.logits[:B])
+        self.model.forward(self.forward_batch(slot, shape), self.kv, out_logits=d.logits[:shape.num_rows])
 
-    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: int) -> None:
+    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
         """Sample rows [lo, hi) and publish their tokens into the token table."""
         d = self.slots[slot]
         logits = d.logits[lo:hi]
         if masked:
-            logits = self.apply_mask(logits, d.mask[lo:hi], d.bit_shifts)
+            apply_bitmask_(logits, d.mask[lo:hi])   # in place: the slot's logits of these rows
         tok = sample(logits, d.temperature[lo:hi], d.top_k[lo:hi], d.top_p[lo:hi],
                      d.seed[lo:hi], d.sample_pos[lo:hi], mode)
         d.sampled[lo:hi].copy_(tok)
         self.table.index_copy_(0, d.row_ids[lo:hi], tok)
-
-    def apply_mask(self, logits: torch.Tensor, mask: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
-        """Disallowed tokens -> -inf. mask: (B, W) int32 bitmask, bit i of word w = token 32w+i."""
-        bits = ((mask[:, :, None] >> shifts) & 1).reshape(mask.shape[0], -1)[:, :logits.shape[1]]
-        return logits.masked_fill(bits == 0, float("-inf"))
 
     def read_table(self, row: int) -> torch.Tensor:
         return self.table[row:row + 1]
@@ -101,4 +104,4 @@ def build_program(spec, device: torch.device) -> DeviceProgram:
 
     loaded = load_model(spec.model, dtype=spec.dtype, device=device, seed=spec.seed)
     kv = KVPool(loaded.config, spec.num_pages, spec.page_size, dtype=loaded.model.dtype, device=device)
-    return DeviceProgram(loaded.model, kv, spec.shape, 2, spec.table_rows, device)
+    return DeviceProgram(loaded.model, kv, spec.shape, NUM_SLOTS, spec.table_rows, device)

@@ -10,6 +10,9 @@ backends).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import IntEnum
+
 import numpy as np
 import torch
 
@@ -34,15 +37,34 @@ def uniform_noise(seed: torch.Tensor, pos: torch.Tensor, vocab: int) -> torch.Te
     return (_shr(x, 40).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
 
 
-GREEDY = 0   # every row greedy: argmax only
-PLAIN = 1    # temperature only (no top-k/top-p): Gumbel-max over the whole vocabulary
-SORT = -1    # some row uses top-p and some top-k, or top-k beside an unfiltered row: sorts
-TOP_P = -2   # top-p without top-k: one sort of probabilities
-# any other value k > 1: every sampled row has 0 < top_k <= k and top_p == 1: topk(k), no sort
+class SamplePath(IntEnum):
+    """Which exact path a batch's sampling takes; every path draws the same token."""
+    GREEDY = 0   # every row greedy: argmax only
+    PLAIN = 1    # temperature only (no top-k/top-p): Gumbel-max over the whole vocabulary
+    TOP_K = 2    # every sampled row has 0 < top_k <= k and top_p == 1: topk(k), no sort
+    TOP_P = 3    # top-p without top-k: one sort of probabilities
+    SORT = 4     # some row uses top-p and some top-k, or top-k beside an unfiltered row: sorts
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingMode:
+    """How rows [lo, hi) of a step are sampled: host-known, chosen from the requests' params."""
+    path: SamplePath
+    k: int = 0   # TOP_K: the largest top_k among the rows (the topk width)
+
+    def __post_init__(self) -> None:
+        if (self.path == SamplePath.TOP_K) != (self.k > 0):
+            raise ValueError(f"k is the TOP_K path's width and only its: {self}")
+
+
+GREEDY = SamplingMode(SamplePath.GREEDY)
+PLAIN = SamplingMode(SamplePath.PLAIN)
+TOP_P = SamplingMode(SamplePath.TOP_P)
+SORT = SamplingMode(SamplePath.SORT)
 
 
 def sample(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
-           top_p: torch.Tensor, seed: torch.Tensor, pos: torch.Tensor, mode: int) -> torch.Tensor:
+           top_p: torch.Tensor, seed: torch.Tensor, pos: torch.Tensor, mode: SamplingMode) -> torch.Tensor:
     """Next token per row. (B, V) logits; per-row params (B,). Temperature 0 is greedy.
 
     ``mode`` is host-known (from the requests' params) and picks the cheapest exact
@@ -53,25 +75,26 @@ def sample(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
     """
     logits = logits.float()
     greedy = logits.argmax(dim=-1)
-    if mode == GREEDY:
+    path = mode.path
+    if path == SamplePath.GREEDY:
         return greedy
     B, V = logits.shape
     temp = torch.where(temperature > 0, temperature, torch.ones_like(temperature))
     scaled = logits / temp[:, None]
     # Gumbel-max (the exponential race in log space): argmax draws i with p = softmax(scaled)_i
     score = scaled - torch.log(-torch.log(uniform_noise(seed, pos, V)))
-    if mode != PLAIN:
+    if path != SamplePath.PLAIN:
         # Filters as thresholds on values (ties at a boundary are kept), so every path
         # keeps the same set: top-k keeps scaled >= the row's k-th largest value.
-        if mode > 1:
-            top = scaled.topk(mode, dim=-1).values                      # (B, mode), best first
-            keep = scaled >= top.gather(1, (top_k.clamp(1, mode) - 1)[:, None])
-        elif mode == SORT:
+        if path == SamplePath.TOP_K:
+            top = scaled.topk(mode.k, dim=-1).values                    # (B, k), best first
+            keep = scaled >= top.gather(1, (top_k.clamp(1, mode.k) - 1)[:, None])
+        elif path == SamplePath.SORT:
             k = torch.where(top_k > 0, top_k, torch.full_like(top_k, V))
             keep = scaled >= _sorted_desc(scaled).gather(1, (k - 1)[:, None])
         else:
             keep = torch.ones_like(scaled, dtype=torch.bool)
-        if mode in (SORT, TOP_P):
+        if path in (SamplePath.SORT, SamplePath.TOP_P):
             # top-p: keep tokens whose probability reaches that of the last token of the
             # smallest prefix (by probability) whose mass reaches p; at least one token
             probs = torch.softmax(scaled.masked_fill(~keep, float("-inf")), dim=-1)
@@ -91,7 +114,7 @@ def _sorted_desc(x: torch.Tensor) -> torch.Tensor:
     return x.sort(dim=-1, descending=True).values
 
 
-def sampling_mode(params) -> int:
+def sampling_mode(params) -> SamplingMode:
     """The cheapest exact path for rows with these SamplingParams (None: a row that does not sample)."""
     sampled = [p for p in params if p is not None and p.temperature > 0]
     if not sampled:
@@ -99,7 +122,7 @@ def sampling_mode(params) -> int:
     if all(p.top_k == 0 and p.top_p >= 1.0 for p in sampled):
         return PLAIN
     if all(p.top_k > 0 and p.top_p >= 1.0 for p in sampled):
-        return max(2, max(p.top_k for p in sampled))
+        return SamplingMode(SamplePath.TOP_K, max(p.top_k for p in sampled))
     if all(p.top_k == 0 for p in sampled):
         return TOP_P
     return SORT

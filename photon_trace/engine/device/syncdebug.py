@@ -30,6 +30,7 @@ from types import CodeType, FrameType
 import torch
 
 from photon_trace.telemetry.tracer import now_ns
+from photon_trace.engine.device.sites import first_site
 
 SYNC_WARNING = "synchronizing CUDA operation"   # torch: "called a synchronizing CUDA operation"
 SYNC_REASON = "torch sync debug: a synchronizing CUDA operation"
@@ -39,18 +40,9 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 _WARNINGS_FILE = os.path.abspath(warnings.__file__)
 
 
-def _site(frame: FrameType | None) -> str:
-    """file:line of the first frame outside the device layer, torch and ``warnings``
-    (paths as ``base.call_site`` writes them)."""
-    while frame is not None:
-        path = os.path.abspath(frame.f_code.co_filename)
-        if not (path.startswith(_DEVICE_DIR + os.sep) or path.startswith(_TORCH_DIR + os.sep)
-                or path == _WARNINGS_FILE or frame.f_code.co_filename.startswith("<")):
-            marker = "photon_trace" + os.sep
-            rel = path.split(marker, 1)[-1] if marker in path else os.path.basename(path)
-            return f"{rel}:{frame.f_lineno}"
-        frame = frame.f_back
-    return "?"
+def _outside_the_call(path: str) -> bool:
+    """Frames of the device layer, torch and ``warnings`` are how a sync is reported, not who asked."""
+    return path.startswith(_DEVICE_DIR + os.sep) or path.startswith(_TORCH_DIR + os.sep) or path == _WARNINGS_FILE
 
 
 class SyncDebugCapture:
@@ -96,13 +88,9 @@ class SyncDebugCapture:
                 return
             f = f.f_back
         self.count += 1
-        tracer = self.device.tracer
-        if not tracer.level:
-            return
         t1 = now_ns()
-        enqueued = [enq for issued in self.device._issued for _, enq in issued.values()]
-        t0 = min(max(enqueued, default=t1 - 1), t1 - 1)
-        tracer.host_wait(SYNC_REASON, False, t0, t1, _site(frame), -1)
+        t0 = min(self.device.last_enqueue_ns() or t1 - 1, t1 - 1)
+        self.device.tracer.host_wait(SYNC_REASON, False, t0, t1, first_site(frame, _outside_the_call), -1)
 
 
 class PinnedCheck:

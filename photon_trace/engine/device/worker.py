@@ -113,11 +113,11 @@ def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict], s
         streams[cmd[0]].popleft()
         op = cmd[1]
         if op == P.STAGE_FORWARD:
-            _, _, slot, T, B, Pw, max_q, fop, segments = cmd
+            _, _, slot, shape, fop = cmd
             t0 = time.monotonic_ns()
-            program.stage(slot, host[slot], T, B, Pw)
+            program.stage(slot, host[slot], shape)
             t1 = time.monotonic_ns()
-            program.forward(slot, T, B, Pw, max_q, segments)
+            program.forward(slot, shape)
             t2 = time.monotonic_ns()
             timed += ((slot, DeviceOp.STAGE, t0, t1), (slot, fop, t1, t2))
         elif op == P.SAMPLE:

@@ -208,19 +208,25 @@ def load_weights(model: DecoderModel, folder: str | Path) -> None:
                 dest.copy_(f.get_tensor(name))
 
 
-def load_checkpoint(folder: str | Path, dtype: torch.dtype = torch.float32,
-                    device: torch.device | str = "cpu") -> tuple[DecoderModel, HFTokenizer, ModelConfig]:
-    """Model, tokenizer and config of a Hugging Face model folder."""
+def load_tokenizer(folder: str | Path, config: ModelConfig) -> HFTokenizer:
+    """The tokenizer of a Hugging Face model folder (``tokenizer.json``)."""
     folder = Path(folder)
-    config = read_config(folder)
     tokenizer_path = folder / "tokenizer.json"
     if not tokenizer_path.is_file():
         raise CheckpointError(f"missing file: {tokenizer_path}")
     cfg = _read_json(folder / "config.json")
     try:
-        tokenizer = HFTokenizer(tokenizer_path, config.eos_token_ids, cfg.get("bos_token_id"))
+        return HFTokenizer(tokenizer_path, config.eos_token_ids, cfg.get("bos_token_id"))
     except Exception as e:  # the tokenizers library raises plain Exceptions on bad files
         raise CheckpointError(f"cannot load {tokenizer_path}: {e}") from e
+
+
+def load_checkpoint(folder: str | Path, dtype: torch.dtype = torch.float32,
+                    device: torch.device | str = "cpu") -> tuple[DecoderModel, HFTokenizer, ModelConfig]:
+    """Model, tokenizer and config of a Hugging Face model folder."""
+    folder = Path(folder)
+    config = read_config(folder)
+    tokenizer = load_tokenizer(folder, config)
     model = DecoderModel(config, dtype=dtype, device=device)
     with torch.no_grad():
         load_weights(model, folder)

@@ -61,13 +61,20 @@ def load_model(name_or_path: str, dtype: str | torch.dtype = "float32",
     if name_or_path in PRESETS:
         model = build_preset(name_or_path, torch_dtype, device, seed)
         return LoadedModel(model, ByteTokenizer(), model.config, name_or_path)
+    path = model_folder(name_or_path)
+    model, tokenizer, config = load_checkpoint(path, torch_dtype, device)
+    return LoadedModel(model, tokenizer, config, path.name)
+
+
+def model_folder(name_or_path: str) -> Path:
+    """The folder a model name that is not a preset names; ValueError if there is none,
+    CheckpointError if it is not a folder."""
     path = Path(name_or_path).expanduser()
     if not path.exists():
         raise ValueError(f"{name_or_path!r} is neither a preset ({', '.join(PRESETS)}) nor a model folder")
     if not path.is_dir():
         raise CheckpointError(f"not a model folder: {path}")
-    model, tokenizer, config = load_checkpoint(path, torch_dtype, device)
-    return LoadedModel(model, tokenizer, config, path.name)
+    return path
 
 
 def check_prompt_length(num_prompt_tokens: int, max_context: int) -> None:

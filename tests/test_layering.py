@@ -1,0 +1,110 @@
+"""The architecture, enforced over the imports: model <- device <- engine <- {server, cli};
+the engine sees telemetry only through the tracer interface; analysis imports no engine,
+dashboard or server; the dashboard no engine; the scheduler side is plain Python.
+
+Imports are read from the source (every ``import``/``from`` statement, lazy ones inside
+functions included), so a layer cannot be crossed by an import hidden in a function.
+"""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "photon_trace"
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute names of the photon_trace modules ``path`` imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    pkg = _module(path).rsplit(".", 0 if path.name == "__init__.py" else 1)[0]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                base = ".".join(up + ([base] if base else []))
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)   # "from pkg import module"
+    return {m for m in out if m.startswith("photon_trace")}
+
+
+MODULES = {_module(p): _imports(p) for p in PKG.rglob("*.py")}
+
+
+def _in(module: str, *prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _violations(importers: tuple[str, ...], forbidden: tuple[str, ...], allowed: tuple[str, ...] = ()):
+    return sorted((m, i) for m, deps in MODULES.items() if _in(m, *importers)
+                  for i in deps if _in(i, *forbidden) and not _in(i, *allowed) and i in MODULES)
+
+
+E = "photon_trace.engine"
+OUTER = ("photon_trace.server", "photon_trace.cli", "photon_trace.dashboard", "photon_trace.workload")
+
+
+def test_the_model_imports_nothing_above_it():
+    assert _violations((f"{E}.model",), (E,), allowed=(f"{E}.model",)) == []
+
+
+def test_the_device_layer_imports_only_the_model_and_itself_from_the_engine():
+    assert _violations((f"{E}.device",), (E,), allowed=(f"{E}.device", f"{E}.model")) == []
+
+
+def test_the_engine_sees_telemetry_only_through_the_tracer_interface():
+    assert _violations((E,), ("photon_trace.telemetry",), allowed=("photon_trace.telemetry.tracer",)) == []
+
+
+def test_nothing_inside_the_engine_imports_the_layers_above_it():
+    assert _violations((E,), OUTER + ("photon_trace.telemetry.analysis",)) == []
+
+
+def test_analysis_imports_no_engine_dashboard_or_server():
+    assert _violations(("photon_trace.telemetry",), (E, "photon_trace.dashboard", "photon_trace.server",
+                                                     "photon_trace.cli", "photon_trace.workload")) == []
+
+
+def test_the_dashboard_imports_no_engine_or_server():
+    assert _violations(("photon_trace.dashboard",), (E, "photon_trace.server", "photon_trace.workload")) == []
+
+
+def test_the_server_imports_no_cli_or_dashboard():
+    assert _violations(("photon_trace.server",), ("photon_trace.cli", "photon_trace.dashboard")) == []
+
+
+def test_every_file_name_is_unique():
+    names = [p.name for p in PKG.rglob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_nothing_test_only_ships_in_the_package():
+    for p in PKG.rglob("*.py"):
+        assert not p.name.startswith(("test", "testing", "conftest")), p
+        assert "import pytest" not in p.read_text(encoding="utf-8"), p
+
+
+@pytest.mark.parametrize("module", [f"{E}.scheduler", f"{E}.pages", f"{E}.sequence", f"{E}.request_book",
+                                    f"{E}.model.segments"])
+def test_the_host_side_bookkeeping_is_plain_python(module):
+    """Importable with torch made unimportable: testable anywhere, and no device work in it."""
+    code = ("import sys, importlib.abc\n"
+            "class Block(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name.split('.')[0] == 'torch': raise ImportError('torch is blocked')\n"
+            "sys.meta_path.insert(0, Block())\n"
+            f"import {module}\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=PKG.parent, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
