@@ -15,7 +15,14 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--reverse", action="store_true",
+                     help="run the tests in reverse order (every test must pass in any order)")
+
+
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("--reverse"):
+        items.reverse()
     try:
         import torch
         has_cuda = torch.cuda.is_available()

@@ -4,10 +4,9 @@ from __future__ import annotations
 from photon_trace.telemetry.analysis import (
     ACCIDENTAL_SYNC, COMMIT_WAIT, COPY_WAIT, HOST_BOUND, Bubble, analyze, busy_intervals, device_gaps,
     find_bubbles, DISPATCH)
+from helpers.sites import COMMIT_SITE as COMMIT, ITEM_SITE as SITE
 from helpers.trace_builder import US, TraceBuilder
 
-SITE = "photon_trace/engine/engine.py:131"
-COMMIT = "photon_trace/engine/engine.py:120"
 WINDOW = (0, 10_000 * US)
 
 

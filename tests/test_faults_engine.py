@@ -18,7 +18,8 @@ import sys
 
 import pytest
 
-from helpers.fault_helpers import ROOT, Runs, Sleep, cost, delay_before, engine_line, line_of, patched, top_host_cause
+from helpers.fault_helpers import ROOT, Runs, Sleep, cost, delay_before, patched, read_in_commit, top_host_cause
+from helpers.sites import ITEM_SITE as READ_SITE, MASK_SYNC_SITE
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, HOST_BOUND
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check
 from photon_trace.workload import Workload, engine_settings, prepare
@@ -28,20 +29,6 @@ REPEATS = 2              # each fault and its clean twin run back to back, this 
 PLAIN = Workload(streams=16, tokens=64, seed=3)
 CONSTRAINED = Workload(streams=16, tokens=64, seed=3, constrained="point", constrained_share=1.0)
 SIZING = engine_settings(PLAIN)
-MASK_SYNC_SITE = engine_line("self.device.upload_mask_sync(")
-
-
-def read_in_commit(eng):
-    """Fault (b): right after commit's wait, a host read of a device value."""
-    def wrap(wait_copied):
-        def wait_then_read(slot, step):
-            wait_copied(slot, step)
-            eng.device.read_token_sync(0, step)   # the site (b) must name
-        return wait_then_read
-    return patched(eng.device, "wait_copied", wrap)
-
-
-READ_SITE = line_of(__file__, "# the site (b) must name")
 
 
 def _engine(**overrides):

@@ -7,6 +7,7 @@ from collections import defaultdict
 import pytest
 
 from photon_trace.telemetry.perfetto import DEVICE_PID, HOST_PID, main, write_chrome_trace
+from helpers.sites import MASK_SYNC_SITE
 from helpers.synthetic import SyntheticRun, synthetic_trace
 from photon_trace.telemetry.tracefile import write_trace
 
@@ -59,7 +60,7 @@ def test_slices_match_the_records_in_microseconds(doc, trace):
     assert match[0]["dur"] == pytest.approx((d0.t1 - d0.t0) / 1000, abs=2e-3)
     assert {"rows", "kind", "slot", "zombie_rows", "constrained_rows"} <= set(match[0]["args"])
     bad = [w for w in waits if not w["args"]["expected"]]
-    assert bad and all(w["args"]["site"] == "engine/constraint.py:88" for w in bad)
+    assert bad and all(w["args"]["site"] == MASK_SYNC_SITE for w in bad)
 
 
 def test_slices_on_each_track_nest_without_partial_overlap(doc):

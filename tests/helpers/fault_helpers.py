@@ -18,23 +18,9 @@ from photon_trace.telemetry.analysis import COPY_WAIT, DISPATCH, analyze
 from photon_trace.telemetry.tracer import TraceLevel
 from photon_trace.workload import trace_run
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers.sites import ROOT, engine_line, line_of  # noqa: F401  (the fault tests use them)
+
 MS = 1e6
-
-
-def engine_line(needle: str) -> str:
-    """'engine/engine.py:N' of the one engine line that contains ``needle``."""
-    src = (ROOT / "photon_trace" / "engine" / "engine.py").read_text().splitlines()
-    (n,) = [i + 1 for i, line in enumerate(src) if needle in line]
-    return f"engine/engine.py:{n}"
-
-
-def line_of(path: str, needle: str) -> str:
-    """'<file name>:N' of the one line of ``path`` that contains ``needle`` (the line that
-    asks for it, with ``line_of(``, does not count)."""
-    src = Path(path).read_text().splitlines()
-    (n,) = [i + 1 for i, line in enumerate(src) if needle in line and "line_of(" not in line]
-    return f"{Path(path).name}:{n}"
 
 
 @contextmanager
@@ -57,6 +43,16 @@ def delay_before(delay):
             return original(*args, **kwargs)
         return delayed
     return wrap
+
+
+def read_in_commit(eng):
+    """Fault (b): right after commit's wait, a host read of a device value."""
+    def wrap(wait_copied):
+        def wait_then_read(slot, step):
+            wait_copied(slot, step)
+            eng.device.read_token_sync(0, step)   # the read fault (b)'s site
+        return wait_then_read
+    return patched(eng.device, "wait_copied", wrap)
 
 
 class Sleep:

@@ -22,12 +22,10 @@ from dataclasses import dataclass, field, replace
 from photon_trace.telemetry.records import (
     DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace)
 
+from helpers.sites import COMMIT_SITE, ITEM_SITE, MASK_SYNC_SITE  # noqa: F401  (tests import them from here)
+
 US = 1_000
 MS = 1_000_000
-
-COMMIT_SITE = "photon_trace/engine/engine.py:120"
-ITEM_SITE = "photon_trace/engine/engine.py:131"
-MASK_SYNC_SITE = "photon_trace/engine/slots.py:88"
 
 
 class TraceBuilder:
