@@ -6,6 +6,7 @@ what plotly drew) and compared with what the analysis reports.
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from photon_trace.telemetry.records import Trace
 from photon_trace.telemetry.records import RECORD_KINDS
 from photon_trace.telemetry.sinks import Chunk
 from photon_trace.telemetry.tracefile import TraceFileWriter, write_trace
+from helpers.waiting import wait_until
 from helpers.dashboard_samples import LONG_STEPS, report, sample, span_count, write_samples
 
 CHROMIUM = "/usr/bin/chromium"
@@ -40,6 +42,14 @@ READ_FIGURE = """(sel) => {
           traces: gd._fullData.map(t => ({name: t.name, yaxis: t.yaxis, type: t.type,
                                           n: t.x ? t.x.length : 0, polys: t.fill === 'toself' ? polys(t.x) : 0}))};
 }"""
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+        return True
+    except OSError:
+        return False
 
 
 class Server:
@@ -77,15 +87,11 @@ class ServerProcess:
                                       ",".join(map(str, allowed)), str(port)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{port}/"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        self.close()
-        raise RuntimeError("dashboard process did not start")
+        try:
+            wait_until(lambda: _accepts(port), 30, "the dashboard process accepting connections")
+        except TimeoutError:
+            self.close()
+            raise
 
     def close(self):
         self.proc.terminate()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 import tracemalloc
 import types
 
@@ -12,6 +11,7 @@ import pytest
 from photon_trace.telemetry.recorder import RecordingTracer
 from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
 from photon_trace.telemetry.sinks import LiveBuffer
+from helpers.waiting import wait_until
 from helpers.synthetic import SyntheticRun, VirtualClock, synthetic_trace
 from photon_trace.telemetry.tracer import (DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer,
                                            TraceLevel)
@@ -159,13 +159,14 @@ def test_the_flusher_thread_delivers_while_running():
     live = LiveBuffer()
     tr = RecordingTracer(TraceLevel.ON, sinks=[live], flush_interval_s=0.02, nvtx=False)
     tr.step(1, StepKind.DECODE, 0, 1, 0, 0, 1)
-    deadline = time.monotonic() + 5
-    cursor = 0
-    got = []
-    while time.monotonic() < deadline and not got:
-        t, cursor = live.recent(cursor)
-        got = t.steps
-        time.sleep(0.01)
+    state = {"cursor": 0}
+
+    def delivered():
+        t, state["cursor"] = live.recent(state["cursor"])
+        return t.steps
+
+    got = wait_until(delivered, 30, "the flusher delivering step 1")
+    cursor = state["cursor"]
     assert [s.step for s in got] == [1]
     tr.step(2, StepKind.DECODE, 0, 1, 0, 0, 1)
     tr.close()

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import uvicorn
+
+from helpers.waiting import wait_until
 
 
 class ServerThread:
@@ -28,13 +29,12 @@ class ServerThread:
 
     def start(self) -> ServerThread:
         self._thread.start()
-        deadline = time.monotonic() + self.startup_timeout_s
-        while not self.server.started:
+        def up() -> bool:
             if not self._thread.is_alive():
                 raise RuntimeError("the server stopped during start-up")
-            if time.monotonic() > deadline:
-                raise TimeoutError("the server did not start")
-            time.sleep(0.05)
+            return self.server.started
+
+        wait_until(up, self.startup_timeout_s, "the server starting")
         return self
 
     def stop(self, timeout_s: float = 30.0) -> None:

@@ -27,7 +27,7 @@ def row_segments(lengths: Sequence[int], pages: Sequence[int]) -> tuple[Segment,
     ints: no index tensor, no device read.
     """
     runs: list[Segment] = []
-    row = tok = 0
+    tok = 0
     for b, n in enumerate(lengths):
         if runs and (runs[-1].max_query_len == 1) == (n == 1):
             r = runs[-1]
