@@ -3,12 +3,10 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from photon_trace.engine.params import SamplingParams
 from helpers.engine_helpers import Req, drive, tiny_engine
-
-VOCAB = 2560
+from helpers.request_strategies import VOCAB, assert_same_outputs, requests
 
 
 @pytest.fixture(scope="module")
@@ -19,30 +17,6 @@ def engines():
     pipelined.close()
 
 
-@st.composite
-def requests(draw):
-    n = draw(st.integers(1, 6))
-    out = []
-    for _ in range(n):
-        greedy = draw(st.booleans())
-        params = SamplingParams(
-            temperature=0.0 if greedy else draw(st.sampled_from([0.5, 1.0, 1.5])),
-            top_k=draw(st.sampled_from([0, 0, 5, 50])),
-            top_p=draw(st.sampled_from([1.0, 1.0, 0.9, 0.5])),
-            seed=draw(st.integers(0, 2**31)),
-            max_tokens=draw(st.integers(1, 12)),
-            # a random tenth of the vocabulary stops a request: early, unpredictable finishes
-            stop_token_ids=tuple(draw(st.lists(st.integers(0, VOCAB - 1), max_size=256)))
-            if draw(st.booleans()) else (),
-            ignore_eos=True,
-        )
-        prompt = draw(st.lists(st.integers(0, 255), min_size=1, max_size=90))
-        arrival = draw(st.integers(0, 8))
-        abort_at = draw(st.one_of(st.none(), st.integers(arrival, arrival + 8)))
-        out.append(Req(arrival, prompt, params, abort_at))
-    return out
-
-
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                     HealthCheck.function_scoped_fixture])
 @given(reqs=requests())
@@ -50,15 +24,7 @@ def test_pipelined_equals_blocking(engines, reqs):
     blocking, pipelined = engines
     a = drive(blocking, reqs)
     b = drive(pipelined, reqs)
-    for i, r in enumerate(reqs):
-        if r.abort_at is None:
-            assert a.tokens[i] == b.tokens[i], f"request {i} differs"
-            assert a.reasons[i] == b.reasons[i]
-        else:
-            # an abort lands at a tick, and the modes commit at different ticks:
-            # both outputs are prefixes of the same continuation
-            short, long = sorted((a.tokens[i], b.tokens[i]), key=len)
-            assert long[:len(short)] == short, f"aborted request {i} diverged"
+    assert_same_outputs(a, b, reqs, "pipelined vs blocking")
     assert a.zombie_rows == 0, "blocking mode never launches a step for a stopped sequence"
 
 

@@ -43,8 +43,12 @@ class CudaDevice(Device):
         self.copy = torch.cuda.Stream(dev)
         # Pinned staging, one block per slot; numpy views for the host's writes,
         # torch views of the same pinned storage for truly asynchronous copies.
+        # Zeroed, as the host-process device's shared memory is: the forward gathers
+        # the token table at every token's ``token_row``, prompt tokens included
+        # (``torch.where`` evaluates both sides), so a never-written entry must be a
+        # valid row, not whatever the allocator left there (a device-side assert).
         lay = layout(spec.shape)
-        self._pinned = [torch.empty(spec.shape.nbytes(), dtype=torch.uint8, pin_memory=True)
+        self._pinned = [torch.zeros(spec.shape.nbytes(), dtype=torch.uint8, pin_memory=True)
                         for _ in range(self.num_slots)]
         self._staging = [SlotStaging(spec.shape, p.numpy()) for p in self._pinned]
         self._host = [{name: p[off:off + n].view(torch_dtype(dt)).view(shape)

@@ -1,0 +1,135 @@
+"""The CUDA backend's own code, run on the CPU through a stand-in for ``torch.cuda``.
+
+``helpers/cuda_double.py`` fakes streams, events, graphs, pinned memory and sync
+debug mode; everything else is ``CudaDevice`` as it runs on a GPU: its staging
+views over pinned blocks, batch and page buckets, row padding, graph keys,
+capture and replay, the event arithmetic that places device times on the host
+clock, the sync-debug capture and the pinned-memory check. Its tokens must equal
+the host-process device's at depth 1 and 2 over the same random workloads as
+``test_pipeline_equivalence``.
+
+What the double cannot show, and the GPU tests (``test_gpu_engine``,
+``test_cuda_sync_detection``) and ``scripts/gpu_check.sh`` must: real asynchrony
+(every op runs when enqueued, so a missing stream wait never loses a race here),
+device allocation (no ``cudaMalloc`` to count), capture errors other than a host
+read inside a capture (allocation outside the pool, ops a capture rejects), torch's
+sync warning on reading a device tensor, the host blocking on a pageable copy, and
+timing (events stamp the host clock when the host reaches them).
+"""
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from helpers.cuda_double import DEVICE_NAME, cuda_double
+from helpers.engine_helpers import TINY, Req, drive
+from helpers.request_strategies import assert_same_outputs, requests
+from photon_trace.engine.device.base import NUM_SLOTS
+from photon_trace.engine.engine import Engine
+from photon_trace.engine.params import SamplingParams
+from photon_trace.telemetry.tracer import DeviceOp, Stream
+
+CUDA = dict(TINY, backend="cuda", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def fake():
+    with cuda_double() as f:
+        yield f
+
+
+@pytest.fixture(scope="module")
+def engines(fake):
+    made = {"cpu": Engine(**TINY, depth=1), "cuda1": Engine(**CUDA, depth=1), "cuda2": Engine(**CUDA, depth=2)}
+    yield made
+    for eng in made.values():
+        eng.close()
+
+
+def _prompts(n: int, length: int = 12) -> list[list[int]]:
+    return [[(5 * i + j) % 250 + 1 for j in range(length)] for i in range(n)]
+
+
+def test_the_double_stands_in_for_cuda(engines):
+    dev = engines["cuda2"].device
+    assert dev.backend == "cuda" and dev.device_name == DEVICE_NAME
+    assert dev.program.table.device.type == "cpu"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(reqs=requests())
+def test_cuda_backend_tokens_equal_the_cpu_backend_at_depth_1_and_2(engines, reqs):
+    ref = drive(engines["cpu"], reqs)
+    for name in ("cuda1", "cuda2"):
+        assert_same_outputs(ref, drive(engines[name], reqs), reqs, f"{name} vs cpu")
+
+
+def test_decode_replays_a_graph_per_slot_batch_and_page_bucket(engines):
+    eng = engines["cuda2"]
+    dev = eng.device
+    before = {k: g.replays for k, g in dev._graphs.items()}
+    drive(eng, [Req(0, p, SamplingParams(max_tokens=6, ignore_eos=True)) for p in _prompts(3)])
+    replayed = {k for k, g in dev._graphs.items() if g.replays > before.get(k, 0)}
+    # three rows decode in the 4-row bucket, in both slots, at one page bucket
+    assert {(slot, rows) for slot, rows, _ in replayed} == {(0, 4), (1, 4)}
+    for slot, rows, pages in replayed:
+        assert pages in dev._page_buckets
+
+
+def test_a_host_read_inside_a_capture_is_an_error(fake):
+    import torch
+
+    from helpers.cuda_double import FakeGraph
+
+    g = FakeGraph()
+    with pytest.raises(RuntimeError, match="capturing"):
+        with fake.graph(g):
+            torch.ones(2).sum().item()
+
+
+def test_device_ops_land_on_the_host_clock_in_stream_order(engines):
+    from photon_trace.telemetry.tracer import now_ns
+
+    eng = engines["cuda2"]
+    dev = eng.device
+    seen = []
+    real = dev.completed_ops
+
+    def spy(slot):
+        ops = real(slot)
+        seen.append(ops)
+        return ops
+
+    t0 = now_ns()
+    dev.completed_ops = spy
+    try:
+        from photon_trace.telemetry.recorder import RecordingTracer
+        from photon_trace.workload import attached
+
+        tracer = RecordingTracer(keep=True, flush_interval_s=None, nvtx=False)
+        with attached(eng, tracer):
+            drive(eng, [Req(0, p, SamplingParams(max_tokens=5, ignore_eos=True)) for p in _prompts(2)])
+        tracer.close()
+    finally:
+        del dev.completed_ops
+    t1 = now_ns()
+    assert seen
+    for ops in seen:
+        by_op = {op.op: op for op in ops}
+        for op in ops:
+            assert t0 <= op.t0 <= op.t1 <= t1, op
+            assert op.stream == (Stream.COPY if op.op in (DeviceOp.COPY_BACK, DeviceOp.MASK_UPLOAD)
+                                 else Stream.COMPUTE)
+        fwd = by_op.get(DeviceOp.FORWARD) or by_op[DeviceOp.PREFILL]
+        assert by_op[DeviceOp.STAGE].t1 <= fwd.t0 <= fwd.t1 <= by_op[DeviceOp.SAMPLE].t0
+        assert by_op[DeviceOp.SAMPLE].t1 <= by_op[DeviceOp.COPY_BACK].t0
+
+
+def test_staging_is_pinned_and_the_host_views_alias_it(engines):
+    dev = engines["cuda2"].device
+    for slot in range(NUM_SLOTS):
+        st, host = dev.staging(slot), dev._host[slot]
+        assert not dev._pin_check.pageable(host.values())
+        st.positions[:3] = (7, 8, 9)
+        assert host["positions"][:3].tolist() == [7, 8, 9]
