@@ -133,3 +133,61 @@ def test_staging_is_pinned_and_the_host_views_alias_it(engines):
         assert not dev._pin_check.pageable(host.values())
         st.positions[:3] = (7, 8, 9)
         assert host["positions"][:3].tolist() == [7, 8, 9]
+
+
+def _traced(eng, reqs, sync_debug: bool = False):
+    """Drive ``reqs`` with a recording tracer attached (under sync debug capture if asked);
+    returns the trace."""
+    from contextlib import nullcontext
+
+    from photon_trace.telemetry.recorder import RecordingTracer
+    from photon_trace.workload import attached
+
+    tracer = RecordingTracer(keep=True, flush_interval_s=None, nvtx=False)
+    with attached(eng, tracer), (eng.device.sync_debug() if sync_debug else nullcontext()):
+        drive(eng, reqs)
+    tracer.close()
+    return tracer.snapshot()
+
+
+def test_a_pageable_copy_back_is_reported_at_the_copy_back_and_not_as_staging(engines):
+    """The pinned check covers what each copy moves: the copy-back's landing zone made
+    pageable is one unexpected wait per step at the copy-back's line, and the staging
+    (still pinned) reports nothing."""
+    from helpers.fault_helpers import engine_line, pageable_copy_back
+
+    eng = engines["cuda2"]
+    reqs = [Req(0, p, SamplingParams(max_tokens=5, ignore_eos=True)) for p in _prompts(2)]
+    with pageable_copy_back(eng.device):
+        trace = _traced(eng, reqs)
+    unexpected = [w for w in trace.waits if not w.expected]
+    assert unexpected and len(unexpected) == len(trace.steps)
+    assert {(w.reason, w.site) for w in unexpected} == {
+        ("copy-back: pageable host memory, the copy blocks the host", engine_line("self.device.copy_back(slot, B)"))}
+    assert [w for w in _traced(eng, reqs).waits if not w.expected] == []
+
+
+def test_sync_debug_records_a_synchronize_at_its_caller_and_not_graph_captures(fake):
+    """A fresh engine captures graphs inside the run (each capture synchronizes first:
+    skipped); a synchronize after commit's wait is recorded at this file's line."""
+    from helpers.fault_helpers import line_of, patched
+
+    def sync_after(wait_copied):
+        def wait_then_sync(slot, step):
+            wait_copied(slot, step)
+            fake.synchronize()   # the accidental sync sync-debug must name
+        return wait_then_sync
+
+    reqs = [Req(0, p, SamplingParams(max_tokens=4, ignore_eos=True)) for p in _prompts(3)]
+    with Engine(**CUDA, depth=2) as eng:
+        captures = fake.captures
+        clean = _traced(eng, reqs, sync_debug=True)
+        assert fake.captures > captures, "the run was meant to capture graphs"
+        assert [w for w in clean.waits if not w.expected] == []
+        with patched(eng.device, "wait_copied", sync_after):
+            faulty = _traced(eng, reqs, sync_debug=True)
+    syncs = [w for w in faulty.waits if not w.expected]
+    assert len(syncs) == len(faulty.steps)
+    assert {(w.reason, w.site) for w in syncs} == {
+        ("torch sync debug: a synchronizing CUDA operation", line_of(__file__, "# the accidental sync sync-debug"))}
+    assert fake.sync_debug_mode == 0, "the capture restores the mode it found"

@@ -11,13 +11,11 @@ The CPU tests pin down how a sync-debug warning becomes a host wait.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 
 import pytest
 import torch
 
-from helpers.fault_helpers import Runs, cost, engine_line, line_of, patched, top_host_cause
-from photon_trace.engine.device.base import NUM_SLOTS
+from helpers.fault_helpers import Runs, cost, engine_line, line_of, pageable_copy_back, patched, top_host_cause
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC
 from photon_trace.workload import Workload, engine_settings, prepare
 
@@ -45,23 +43,6 @@ def item_in_commit(eng):
 
 
 ITEM_SITE = line_of(__file__, "# the site sync debug must name")
-
-
-@contextmanager
-def pageable_copy_back(device):
-    """Point both slots' copy-back landing zones at ordinary (pageable) host memory;
-    the commit reads the same memory, so the run's tokens stay right."""
-    saved = []
-    for slot in range(NUM_SLOTS):
-        host, staging = device._host[slot], device.staging(slot)
-        saved.append((host["out_tokens"], staging.out_tokens))
-        pageable = torch.zeros(host["out_tokens"].shape, dtype=host["out_tokens"].dtype)
-        host["out_tokens"], staging.out_tokens = pageable, pageable.numpy()
-    try:
-        yield
-    finally:
-        for slot, (tensor, view) in enumerate(saved):
-            device._host[slot]["out_tokens"], device.staging(slot).out_tokens = tensor, view
 
 
 @pytest.fixture(scope="module")

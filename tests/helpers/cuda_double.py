@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import time
 import types
-import warnings
 from contextlib import contextmanager
 
 import numpy as np
@@ -57,9 +56,6 @@ class FakeStream:
 
     def wait_event(self, event: FakeEvent) -> None:
         self.waited_on.append(event)
-
-    def synchronize(self) -> None:
-        _synchronizing_call()
 
     def query(self) -> bool:
         return True
@@ -153,10 +149,6 @@ class FakeCuda(types.SimpleNamespace):
     def get_device_name(self, device=None) -> str:
         return DEVICE_NAME
 
-    def synchronize(self, device=None) -> None:
-        self.synchronizes += 1
-        _synchronizing_call()
-
     def current_stream(self, device=None) -> FakeStream:
         return self._current
 
@@ -184,16 +176,33 @@ class FakeCuda(types.SimpleNamespace):
         self.sync_debug_mode = {"default": 0, "warn": 1, "error": 2}.get(mode, mode)
 
 
-_ACTIVE: FakeCuda | None = None
+# Torch reports a synchronizing call from inside its own code (c10's
+# warn_or_error_on_sync): these functions are compiled under torch.cuda's file
+# name, so SyncDebugCapture's frame walk passes over them as it passes over torch
+# and names the caller's line.
+_TORCH_SIDE = """
+import warnings
 
+ACTIVE = [None]
 
-def _synchronizing_call() -> None:
-    """What c10's warn_or_error_on_sync does in sync debug mode."""
-    mode = _ACTIVE.sync_debug_mode if _ACTIVE is not None else 0
+def warn_or_error_on_sync():
+    mode = ACTIVE[0].sync_debug_mode if ACTIVE[0] is not None else 0
     if mode == 2:
-        raise RuntimeError(SYNC_MESSAGE)
+        raise RuntimeError(MESSAGE)
     if mode == 1:
-        warnings.warn(SYNC_MESSAGE, UserWarning, stacklevel=3)
+        warnings.warn(MESSAGE, UserWarning)
+
+def device_synchronize(self, device=None):
+    self.synchronizes += 1
+    warn_or_error_on_sync()
+
+def stream_synchronize(self):
+    warn_or_error_on_sync()
+"""
+_torch_side: dict = {"MESSAGE": SYNC_MESSAGE}
+exec(compile(_TORCH_SIDE, torch.cuda.__file__, "exec"), _torch_side)
+FakeCuda.synchronize = _torch_side["device_synchronize"]
+FakeStream.synchronize = _torch_side["stream_synchronize"]
 
 
 class _TorchProxy(types.ModuleType):
@@ -227,7 +236,6 @@ class _TorchProxy(types.ModuleType):
 @contextmanager
 def cuda_double():
     """Within the block, the CUDA backend runs on the CPU through the fake; yields the fake."""
-    global _ACTIVE
     fake = FakeCuda()
     pinned: list[tuple[int, int]] = []
     proxy = _TorchProxy(fake, pinned)
@@ -237,12 +245,13 @@ def cuda_double():
         p = t.data_ptr()
         return any(lo <= p < hi for lo, hi in pinned) or real_is_pinned(t)
 
-    saved = (cuda_module.torch, syncdebug_module.torch, _ACTIVE)
+    active = _torch_side["ACTIVE"]
+    saved = (cuda_module.torch, syncdebug_module.torch, active[0])
     cuda_module.torch = syncdebug_module.torch = proxy
     torch.Tensor.is_pinned = is_pinned
-    _ACTIVE = fake
+    active[0] = fake
     try:
         yield fake
     finally:
-        cuda_module.torch, syncdebug_module.torch, _ACTIVE = saved
+        cuda_module.torch, syncdebug_module.torch, active[0] = saved
         del torch.Tensor.is_pinned   # the class attribute goes; TensorBase's method shows again

@@ -129,3 +129,24 @@ def cost(runs: Runs, fault: str, clean: str, cause: str, detail: str) -> tuple[f
     attributed = attributed_ms(faulty, cause, detail) - attributed_ms(base, cause, detail)
     growth = sum(r.mean_period_ms for r in faulty) / len(faulty) - sum(r.mean_period_ms for r in base) / len(base)
     return attributed, injected, growth
+
+
+@contextmanager
+def pageable_copy_back(device):
+    """CUDA backend: point both slots' copy-back landing zones at ordinary (pageable) host
+    memory; the commit reads the same memory, so the run's tokens stay right."""
+    import torch
+
+    from photon_trace.engine.device.base import NUM_SLOTS
+
+    saved = []
+    for slot in range(NUM_SLOTS):
+        host, staging = device._host[slot], device.staging(slot)
+        saved.append((host["out_tokens"], staging.out_tokens))
+        pageable = torch.zeros(host["out_tokens"].shape, dtype=host["out_tokens"].dtype)
+        host["out_tokens"], staging.out_tokens = pageable, pageable.numpy()
+    try:
+        yield
+    finally:
+        for slot, (tensor, view) in enumerate(saved):
+            device._host[slot]["out_tokens"], device.staging(slot).out_tokens = tensor, view

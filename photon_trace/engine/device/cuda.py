@@ -131,14 +131,12 @@ class CudaDevice(Device):
         rows, pages = (_bucket(B, _BATCH_BUCKETS), _bucket(P, self._page_buckets)) if graphed else (B, P)
         if graphed and rows > self.spec.shape.max_rows:
             graphed, rows, pages = False, B, P
-        st = self._staging[slot]
-        st.pad_rows(T, B, rows, P)
-        staged = LaunchShape(T + (rows - B), rows, pages, shape.max_query_len, shape.prefill, shape.segments)
+        self._staging[slot].pad_rows(T, B, rows, P)   # rows [B, rows) of the bucket: harmless padding
         op = DeviceOp.PREFILL if shape.prefill else DeviceOp.FORWARD
-        host = self._host[slot]
+        block = self._pinned[slot]   # the pinned check covers what is staged, not the copy-back's landing zone
         with torch.cuda.stream(self.compute):
             self._timed(slot, DeviceOp.STAGE, self.compute,
-                        self._copy(host.values(), lambda: self.program.stage(slot, host, staged), "stage"))
+                        self._copy((block,), lambda: self.program.stage(slot, block, rows), "stage"))
             if graphed:
                 self._timed(slot, op, self.compute, lambda: self._graph_forward(slot, B, P))
             else:

@@ -12,7 +12,7 @@ from photon_trace.engine.model.batch import ForwardBatch
 from photon_trace.engine.device.base import NUM_SLOTS, LaunchShape
 from photon_trace.engine.device.masking import apply_bitmask_
 from photon_trace.engine.device.sampling import SamplingMode, sample
-from photon_trace.engine.device.staging import SlotShape
+from photon_trace.engine.device.staging import COPIED_BACK, SlotShape, layout
 
 _TORCH_DTYPES = {"int64": torch.int64, "int32": torch.int32, "float32": torch.float32, "bool": torch.bool}
 
@@ -23,13 +23,17 @@ def torch_dtype(dt) -> torch.dtype:
 
 
 class SlotBuffers:
-    """Device-side working set of one slot: inputs, logits, sampled tokens, mask."""
+    """Device-side working set of one slot: inputs, logits, sampled tokens, mask.
+
+    The inputs and the mask are views of ``mirror``, one device block with the
+    host staging block's layout, so a launch stages every input in one copy.
+    """
 
     def __init__(self, shape: SlotShape, vocab_size: int, device: torch.device) -> None:
-        for name, dt, fshape in shape.fields():
-            if name == "out_tokens":
-                continue  # host-only landing zone
-            setattr(self, name, torch.zeros(fshape, dtype=torch_dtype(dt), device=device))
+        self.mirror = torch.zeros(shape.nbytes(), dtype=torch.uint8, device=device)
+        for name, (offset, n, dt, fshape) in layout(shape).items():
+            if name not in COPIED_BACK:   # host-only landing zones
+                setattr(self, name, self.mirror[offset:offset + n].view(torch_dtype(dt)).view(fshape))
         self.logits = torch.zeros(shape.max_rows, vocab_size, dtype=torch.float32, device=device)
         self.sampled = torch.zeros(shape.max_rows, dtype=torch.int64, device=device)
 
@@ -47,17 +51,11 @@ class DeviceProgram:
         self.slots = [SlotBuffers(shape, self.vocab_size, device) for _ in range(num_slots)]
 
     # -- compute stream ----------------------------------------------------------------
-    def stage(self, slot: int, host: dict[str, torch.Tensor], shape: LaunchShape) -> None:
-        """Host staging -> device inputs (non-blocking from pinned memory on CUDA)."""
-        T, B, P = shape.num_tokens, shape.num_rows, shape.max_pages
-        d = self.slots[slot]
-        for name in ("tokens", "token_row", "from_table", "positions", "slot_mapping"):
-            getattr(d, name)[:T].copy_(host[name][:T], non_blocking=True)
-        d.page_table[:B, :P].copy_(host["page_table"][:B, :P], non_blocking=True)
-        d.query_start[:B + 1].copy_(host["query_start"][:B + 1], non_blocking=True)
-        for name in ("context_lens", "logits_index", "row_ids", "temperature", "top_k",
-                     "top_p", "seed", "sample_pos"):
-            getattr(d, name)[:B].copy_(host[name][:B], non_blocking=True)
+    def stage(self, slot: int, host_block: torch.Tensor, rows: int) -> None:
+        """Host staging -> device inputs of a ``rows``-row launch: one contiguous copy of
+        the block's staged bytes into the mirror (non-blocking from pinned memory on CUDA)."""
+        n = self.shape.stage_bytes(rows)
+        self.slots[slot].mirror[:n].copy_(host_block[:n], non_blocking=True)
 
     def forward_batch(self, slot: int, shape: LaunchShape) -> ForwardBatch:
         T, B, P = shape.num_tokens, shape.num_rows, shape.max_pages

@@ -4,12 +4,32 @@ A slot's staging area is one contiguous block of host memory (pinned on CUDA,
 shared memory on the host-process device) holding every array the host writes
 for a step and the landing zone of its copy-back. Both sides build numpy views
 over the same block from this one layout, so there is no serialisation.
+
+The device keeps a mirror of the same layout, so a launch stages its inputs in
+**one** copy: bytes ``[0, stage_bytes(rows))`` of the block, every *staged*
+field at once (on CUDA one DMA instead of ~17, and never a non-contiguous slice,
+which torch would first gather into a hidden pageable temporary). The roles:
+
+* staged (the default): written by the host before a launch, copied with it;
+* ``UPLOADED_APART``: host -> device by an op of its own (the constraint mask,
+  uploaded at finalize, after commit made its state current);
+* ``COPIED_BACK``: device -> host landing zones (sampled tokens).
+
+A new field needs no change here beyond ``fields()``: it is staged unless its
+name is listed in one of the two sets. The layout puts staged fields first, in
+declaration order but with per-row tables (2-D, ``max_rows`` first) after the
+flat ones, so a step of B rows copies only the first B rows of the last table
+(the page table: its width is the longest context's page count).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
+
+UPLOADED_APART = frozenset({"mask"})       # host -> device by its own op (finalize's mask upload)
+COPIED_BACK = frozenset({"out_tokens"})    # device -> host landing zones, never staged
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +67,14 @@ class SlotShape:
         ]
 
     def nbytes(self) -> int:
-        total = 0
-        for _, dt, shape in self.fields():
-            total = _align(total) + dt.itemsize * int(np.prod(shape))
-        return _align(total)
+        *_, (offset, n, _, _) = layout(self).values()
+        return _align(offset + n)
+
+    def stage_bytes(self, rows: int) -> int:
+        """Bytes a launch of ``rows`` rows copies host -> device: the staged fields,
+        of the last (a per-row table) only its first ``rows`` rows."""
+        start, per_row, end = _stage_extent(self)
+        return start + per_row * rows if per_row else end
 
 
 def _align(n: int, to: int = 64) -> int:
@@ -58,14 +82,14 @@ def _align(n: int, to: int = 64) -> int:
 
 
 class SlotStaging:
-    """Numpy views of one slot's staging block (attribute per field)."""
+    """Numpy views of one slot's staging block (attribute per field; ``block``: all its bytes)."""
 
     def __init__(self, shape: SlotShape, buffer) -> None:
         self.shape = shape
-        base = np.frombuffer(buffer, dtype=np.uint8, count=shape.nbytes())
+        self.block = np.frombuffer(buffer, dtype=np.uint8, count=shape.nbytes())
         self.layout = layout(shape)
         for name, (offset, n, dt, fshape) in self.layout.items():
-            setattr(self, name, base[offset:offset + n].view(dt).reshape(fshape))
+            setattr(self, name, self.block[offset:offset + n].view(dt).reshape(fshape))
         self.names = list(self.layout)
 
     def pad_rows(self, T: int, B: int, rows: int, pages: int) -> None:
@@ -86,10 +110,35 @@ class SlotStaging:
         self.temperature[B:rows] = 0.0
 
 
+def _role(name: str) -> str:
+    return "apart" if name in UPLOADED_APART else "back" if name in COPIED_BACK else "staged"
+
+
+@functools.lru_cache(maxsize=64)
+def _stage_extent(shape: SlotShape) -> tuple[int, int, int]:
+    """(where the last staged field starts, its bytes per row or 0 when it is not a
+    per-row table, where the staged fields end): ``stage_bytes`` on the hot path."""
+    lay = layout(shape)
+    last = [name for name in lay if _role(name) == "staged"][-1]
+    offset, n, _, fshape = lay[last]
+    per_row = n // shape.max_rows if len(fshape) == 2 and fshape[0] == shape.max_rows else 0
+    return offset, per_row, offset + n
+
+
+@functools.lru_cache(maxsize=64)
 def layout(shape: SlotShape) -> dict[str, tuple[int, int, np.dtype, tuple[int, ...]]]:
-    """name -> (byte offset, byte size, dtype, shape) inside a slot's staging block."""
+    """name -> (byte offset, byte size, dtype, shape) inside a slot's staging block (and
+    its device mirror): staged fields first (per-row tables last among them), then the
+    fields uploaded apart, then the copy-back landing zones. Cached: do not mutate it."""
+    order = {"staged": 0, "apart": 2, "back": 3}
+
+    def rank(field) -> int:
+        name, _, fshape = field
+        per_row_table = len(fshape) == 2 and fshape[0] == shape.max_rows
+        return order[_role(name)] + (_role(name) == "staged" and per_row_table)
+
     out, offset = {}, 0
-    for name, dt, fshape in shape.fields():
+    for name, dt, fshape in sorted(shape.fields(), key=rank):   # stable: declaration order within a rank
         offset = _align(offset)
         n = dt.itemsize * int(np.prod(fshape))
         out[name] = (offset, n, dt, fshape)

@@ -25,6 +25,8 @@ import photon_trace.engine.device.shm as _shm
 from photon_trace.engine.device.program import DeviceProgram, build_program
 from photon_trace.engine.device.staging import SlotStaging
 
+BLOCK = "block"   # a slot's whole staging block, beside its per-field views
+
 
 def worker_main(conn: Connection, cpu: int = -1, threads: int = 1) -> None:
     torch.set_num_threads(threads)
@@ -35,7 +37,8 @@ def worker_main(conn: Connection, cpu: int = -1, threads: int = 1) -> None:
         host = []
         for path in staging_paths:
             st = SlotStaging(spec.shape, _shm.attach(path))
-            host.append({name: torch.from_numpy(getattr(st, name)) for name in st.names})
+            views = {name: torch.from_numpy(getattr(st, name)) for name in st.names}
+            host.append({**views, BLOCK: torch.from_numpy(st.block)})
         with torch.inference_mode():
             program = build_program(spec, torch.device("cpu"))
             state.ready[0] = 1
@@ -115,7 +118,7 @@ def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict], s
         if op == P.STAGE_FORWARD:
             _, _, slot, shape, fop = cmd
             t0 = time.monotonic_ns()
-            program.stage(slot, host[slot], shape)
+            program.stage(slot, host[slot][BLOCK], shape.num_rows)
             t1 = time.monotonic_ns()
             program.forward(slot, shape)
             t2 = time.monotonic_ns()
