@@ -299,7 +299,6 @@ def run_header(engine, prepared: PreparedWorkload, **extra) -> dict[str, Any]:
                 "planned_stops": prepared.planned_stops(), **extra}
     header: dict[str, Any] = {"settings": settings, "model": cfg.model, "backend": engine.device.backend,
                               "device": {"name": engine.device.device_name}}
-    header["clock"] = {"device_error_ns": int(engine.device.anchor_error_ns)}
     return header
 
 

@@ -191,3 +191,26 @@ def test_sync_debug_records_a_synchronize_at_its_caller_and_not_graph_captures(f
     assert {(w.reason, w.site) for w in syncs} == {
         ("torch sync debug: a synchronizing CUDA operation", line_of(__file__, "# the accidental sync sync-debug"))}
     assert fake.sync_debug_mode == 0, "the capture restores the mode it found"
+
+
+def test_every_run_re_anchors_the_device_clock_and_records_its_drift(engines):
+    """A run's header states the anchor taken at its start (idle, narrowest of several
+    brackets) and the drift measured at its end; device times of the run lie after it.
+    The double's events stamp the host clock, so the drift is zero within its bound."""
+    from photon_trace.engine.device.cuda import float32_step_ns
+    from photon_trace.telemetry.analysis import analyze
+
+    eng = engines["cuda2"]
+    reqs = [Req(0, p, SamplingParams(max_tokens=4, ignore_eos=True)) for p in _prompts(2)]
+    first, second = _traced(eng, reqs), _traced(eng, reqs)
+    for trace in (first, second):
+        clock = trace.header["clock"]
+        assert clock["anchor_brackets"] >= 3 and clock["device_error_ns"] >= 0
+        assert clock["anchor_ns"] <= min(d.t0 for d in trace.device_spans)
+        assert abs(clock["drift_ns"]) <= clock["drift_error_ns"]
+        assert clock["drift_after_ns"] >= max(d.t1 for d in trace.device_spans) - clock["anchor_ns"]
+        assert analyze(trace).clock_error_ns == max(clock["device_error_ns"],
+                                                    abs(clock["drift_ns"]) + clock["drift_error_ns"])
+    assert second.header["clock"]["anchor_ns"] > first.header["clock"]["anchor_ns"] + first.header["clock"]["drift_after_ns"]
+    # what re-anchoring buys: float32 milliseconds step 62.5 us ten minutes after an anchor
+    assert float32_step_ns(10 * 60 * 1e3) == 62_500 and float32_step_ns(30 * 1e3) <= 2_000

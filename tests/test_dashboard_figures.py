@@ -243,6 +243,7 @@ def test_summary_lists_period_forward_sample_idle_tokens_and_syncs():
     assert items["host_idle_fraction"] == f"{100 * rep.host_idle_ns / rep.window_ns:.1f} %"
     assert items["accidental_syncs"] == f"{accidental_syncs(rep):,}"
     assert "tokens_per_s" in items
+    assert items["clock_error_us"] == f"±{rep.clock_error_ns / 1e3:.1f} µs"   # the device clock's stated error
 
 
 def test_bubble_table_is_sorted_by_cost_with_causes():

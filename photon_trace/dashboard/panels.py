@@ -46,6 +46,8 @@ METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("bubbles", "bubbles", "", "lower"),
     ("L", "L (tokens/sequence)", "", "neither"),  # the workload's, not a quality
     ("z", "z (zombie tax)", "", "lower"),
+    # the bound on device times against the host clock: a bubble shorter than it is not sure
+    ("clock_error_us", "device clock error", "us", "neither"),
 )
 
 
@@ -73,6 +75,8 @@ def fmt(value: float, unit: str) -> str:
         return f"{100 * value:.1f} %"
     if unit == "ms":
         return f"{value:.3f} ms"
+    if unit == "us":
+        return f"±{value:.1f} µs"
     if float(value).is_integer() and abs(value) >= 1:
         return f"{int(value):,}"
     if abs(value) >= 100:
@@ -98,6 +102,8 @@ def compare_rows(a: Any, b: Any) -> list[dict[str, str]]:
             d = y - x
             if unit == "%":  # a difference of fractions is in percentage points
                 delta = f"{100 * d:+.1f} pp" if d else "0"
+            elif unit == "us":
+                delta = f"{d:+.1f} µs" if d else "0"
             else:
                 delta = ("+" if d > 0 else "") + (fmt(d, unit) if d else "0")
             ratio = f"{y / x:.2f}×" if x else "–"

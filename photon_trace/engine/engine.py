@@ -57,8 +57,10 @@ class Engine:
         self._describe()
 
     def set_tracer(self, tracer: Tracer) -> None:
-        """Swap the tracer between runs (benchmarks); call only when idle."""
+        """Swap the tracer between runs (benchmarks); call only when idle. The outgoing
+        tracer gets the device clock's drift over its run, the new one a fresh anchor."""
         assert self.idle, "swap tracers only when no step is in flight"
+        self._close_clock()
         self.tracer = self.device.tracer = self.requests.tracer = tracer
         self._describe()
 
@@ -66,11 +68,16 @@ class Engine:
         """Put what a trace reader needs to know about this run into the trace header."""
         from dataclasses import asdict
 
+        clock = self.device.anchor_clock() if self.tracer.level else {"device_error_ns": self.device.anchor_error_ns}
         self.tracer.describe(
             settings=asdict(self.config), model=self.config.model, backend=self.device.backend,
-            device={"name": self.device.device_name},
-            clock={"device_error_ns": self.device.anchor_error_ns},
+            device={"name": self.device.device_name}, clock=clock,
             model_config={"params": self.model_config.param_count, "vocab": self.model_config.vocab_size})
+
+    def _close_clock(self) -> None:
+        """At the end of a traced run, with the device idle: record how far its clock drifted."""
+        if self.tracer.level and self.idle:
+            self.tracer.describe(clock=self.device.clock_drift())
 
     # -- requests --------------------------------------------------------------------------
     def add_request(self, prompt: str | list[int], params: SamplingParams | None = None,
@@ -251,6 +258,7 @@ class Engine:
                 self._commit(self._inflight)
             finally:
                 self._inflight = None
+        self._close_clock()
         self.device.close()
         self.tracer.close()
 

@@ -124,6 +124,18 @@ class Device:
         """The slot's step's ops, on the host clock. Call after wait_copied."""
         raise NotImplementedError
 
+    def anchor_clock(self) -> dict[str, int | str]:
+        """While the device is idle (start of a run): place device times on the host clock
+        afresh; returns the trace header's ``clock`` fields for it (``device_error_ns``:
+        the bound on that placement). The host-process device stamps its events with the
+        host's own monotonic clock, so there is nothing to place."""
+        return {"device_clock": "host monotonic (the device process stamps it)", "device_error_ns": 0}
+
+    def clock_drift(self) -> dict[str, int]:
+        """While idle (end of a run): how far the device clock, through the anchor, has moved
+        off the host's (``drift_ns``, within ``drift_error_ns``)."""
+        return {"drift_ns": 0, "drift_error_ns": 0}
+
     def sync_debug(self) -> AbstractContextManager | None:
         """A context manager that records syncs hidden from the wait audit (CUDA's sync debug
         mode), or None where the backend has none to offer."""

@@ -43,6 +43,7 @@ from typing import NamedTuple
 
 from photon_trace.telemetry.analysis._index import IntervalIndex, overlap
 from photon_trace.telemetry.analysis.window import COPY, compute_ops
+from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.records import DeviceSpan, HostSpan, Trace
 
 MIN_BUBBLE_NS = 20_000
@@ -167,7 +168,7 @@ def classify(trace: Trace, gaps: list[Gap], *, min_gap_ns: int = MIN_BUBBLE_NS,
              slack_ns: int | None = None) -> list[Bubble]:
     """The bubbles among ``gaps`` (those of at least ``min_gap_ns``), each with its cause."""
     if slack_ns is None:
-        slack_ns = min(int(trace.header.get("clock", {}).get("device_error_ns", 0) or 0), min_gap_ns)
+        slack_ns = min(clock_error_ns(trace.header), min_gap_ns)
     ctx = _Context(trace, slack_ns)
     bubbles: list[Bubble] = []
     waited: Bubble | None = None  # the last bubble a host wait caused, directly or inherited

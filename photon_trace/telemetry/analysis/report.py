@@ -7,6 +7,7 @@ from typing import Any
 
 from photon_trace.telemetry.analysis.bubbles import (
     MIN_BUBBLE_NS, Bubble, busy_intervals, classify, device_gaps)
+from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose
 from photon_trace.telemetry.analysis.latency import (
     mean_generated_tokens, run_extent, wasted_step_share, zombie_rows, zombie_tax)
@@ -54,6 +55,12 @@ class Report:
     run_period_ms: float    # the whole run / its steps: the period end-to-end throughput sees
     diagnosis: list[Diagnosis]
     settings: dict[str, Any] = field(default_factory=dict)
+    # how far any device time may be off the host clock (anchor, drift: ``clock.clock_error_ns``)
+    clock_error_ns: int = 0
+
+    @property
+    def clock_error_us(self) -> float:
+        return self.clock_error_ns / 1e3
 
     @property
     def host_idle_fraction(self) -> float:
@@ -107,4 +114,5 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
         run_period_ms=(r1 - r0) / n_run / 1e6 if n_run else 0.0,
         diagnosis=diagnose(bubbles, window_ns),
         settings=dict(trace.header.get("settings", {})),
+        clock_error_ns=clock_error_ns(trace.header),
     )
