@@ -14,7 +14,7 @@ import argparse
 import statistics
 
 from photon_trace.engine.engine import Engine
-from photon_trace.workload import Workload, drive, engine_settings, prepare
+from photon_trace.workload import Workload, drive, engine_settings, prepare, warm_up
 
 MODES = (("blocking", dict(depth=1, mask_upload="async")),
          ("pipelined async", dict(depth=2, mask_upload="async")),
@@ -42,7 +42,7 @@ def main() -> None:
         for s in args.streams:
             prepared = prepare(engines["pipelined async"], workloads[s])
             for name in ("blocking", "pipelined sync"):
-                prepare(engines[name], workloads[s])  # warm-up
+                warm_up(engines[name], prepared)  # the measured schedule, once untraced
             tps: dict[str, list[float]] = {name: [] for name, _ in MODES}
             digests = set()
             for r in range(args.rounds):

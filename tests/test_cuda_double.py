@@ -214,3 +214,28 @@ def test_every_run_re_anchors_the_device_clock_and_records_its_drift(engines):
     assert second.header["clock"]["anchor_ns"] > first.header["clock"]["anchor_ns"] + first.header["clock"]["drift_after_ns"]
     # what re-anchoring buys: float32 milliseconds step 62.5 us ten minutes after an anchor
     assert float32_step_ns(10 * 60 * 1e3) == 62_500 and float32_step_ns(30 * 1e3) <= 2_000
+
+
+def test_no_graph_is_captured_during_a_measured_run(fake):
+    """``prepare`` ends with replays of the measured schedule: every (slot, bucket) a measured
+    run uses is captured before it, on the pipelined engine and, replayed apart, on the
+    blocking one (its batches differ: no zombies), run after run (step indices run on,
+    so an odd-length schedule meets its batches in alternate slots)."""
+    import tempfile
+
+    from photon_trace.workload import Workload, engine_settings, prepare, trace_run, warm_up
+
+    wl = Workload(streams=5, tokens=12, seed=4)
+    with Engine(model="tiny", backend="cuda", dtype="float32", depth=2, **engine_settings(wl)) as pipe, \
+            Engine(model="tiny", backend="cuda", dtype="float32", depth=1, **engine_settings(wl)) as block, \
+            tempfile.TemporaryDirectory() as d:
+        prepared = prepare(pipe, wl)
+        warm_up(block, prepared)
+        steps = set()
+        for eng in (pipe, block, pipe, block):
+            captures, before = fake.captures, eng.steps
+            trace_run(eng, prepared, f"{d}/run.trace.jsonl", analyse=False)
+            assert fake.captures == captures, f"a graph was captured in a measured depth-{eng.config.depth} run"
+            steps.add((eng.config.depth, (eng.steps - before) % 2))
+        assert any(g.replays for g in pipe.device._graphs.values())
+    assert (1, 1) in steps or (2, 1) in steps, "meant to include an odd-length schedule"

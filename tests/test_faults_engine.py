@@ -22,7 +22,7 @@ from helpers.fault_helpers import ROOT, Runs, Sleep, cost, delay_before, patched
 from helpers.sites import ITEM_SITE as READ_SITE, MASK_SYNC_SITE
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, HOST_BOUND
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check
-from photon_trace.workload import Workload, engine_settings, prepare
+from photon_trace.workload import Workload, engine_settings, prepare, warm_up
 
 GATE_IDLE = 0.5          # loose: see the module docstring
 REPEATS = 2              # each fault and its clean twin run back to back, this many times: load drifts
@@ -45,7 +45,7 @@ def runs(tmp_path_factory) -> Runs:
     try:
         plain = prepare(eng, PLAIN)
         constrained = prepare(eng, CONSTRAINED)
-        prepare(eng_sync, CONSTRAINED)    # warm-up
+        warm_up(eng_sync, constrained)    # the measured schedule, once untraced
         sleep = None
         for _ in range(REPEATS):
             clean = res.run("clean", eng, plain)

@@ -58,3 +58,21 @@ def test_no_device_allocation_and_no_sync_in_steady_state_decode():
         assert len(eng.device._graphs) == graphs_before, "a graph was captured in the steady state"
         eng.run_until_idle()
         eng.check_invariants()
+
+
+def test_no_graph_is_captured_during_a_measured_run(tmp_path):
+    """The bench's warm-up (``prepare`` on the pipelined engine, ``warm_up`` on the blocking
+    one) captures every (slot, batch, page) bucket its measured runs use: a capture inside
+    a traced step would be a synchronize and tens of ms of device idle in the numbers."""
+    from photon_trace.workload import Workload, engine_settings, prepare, trace_run, warm_up
+
+    wl = Workload(streams=8, tokens=24, seed=2)
+    sizes = engine_settings(wl)
+    with Engine(model="tiny", backend="cuda", dtype="float32", depth=2, **sizes) as pipe, \
+            Engine(model="tiny", backend="cuda", dtype="float32", depth=1, **sizes) as block:
+        prepared = prepare(pipe, wl)
+        warm_up(block, prepared)
+        for r, eng in enumerate((pipe, block, pipe, block)):
+            graphs = set(eng.device._graphs)
+            trace_run(eng, prepared, tmp_path / f"run{r}.trace.jsonl", analyse=False)
+            assert set(eng.device._graphs) == graphs, f"captured during a measured run: {set(eng.device._graphs) - graphs}"

@@ -11,8 +11,9 @@ query does). Everything else is real torch on the CPU. What the fake provides:
 * **events** stamp the host's monotonic clock when recorded; ``elapsed_time`` is
   float32 milliseconds, as ``cudaEventElapsedTime`` returns it;
 * **graphs**: capture records every aten op dispatched inside ``torch.cuda.graph``
-  (running it too, for its outputs), and ``replay`` re-runs those ops on the same
-  tensors: a captured graph's fixed addresses. Whatever was a Python value at capture
+  (running it only for its outputs: writes into tensors from outside the capture go
+  to clones, since a real capture executes nothing), and ``replay`` re-runs those
+  ops on the same tensors: a captured graph's fixed addresses. Whatever was a Python value at capture
   (a shape, a host int) stays baked in, so a graph key that misses a dimension
   replays the wrong shape, as on a GPU. A host read of a device value inside a
   capture (``.item()``, ``nonzero``) raises, as capture does;
@@ -91,17 +92,32 @@ class FakeEvent:
 
 
 class _Recorder(TorchDispatchMode):
-    """Inside a capture: run each aten op and keep it, with its inputs and outputs."""
+    """Inside a capture: keep each aten op with its inputs, and run it for its outputs'
+    shapes without touching any tensor that exists outside the capture: an op that
+    writes into its arguments (``index_copy_`` into the KV pool, ``out=`` into the
+    logits) writes into clones, as a real capture executes nothing."""
 
     def __init__(self, ops: list) -> None:
         super().__init__()
         self.ops = ops
+        self.made: set[int] = set()   # ids of tensors the capture itself produced
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in _HOST_READS:
             raise RuntimeError(f"{func}: operation not permitted when stream is capturing (CUDA double)")
-        out = func(*args, **kwargs)
+        run_args, run_kwargs = list(args), dict(kwargs)
+        for i, a in enumerate(func._schema.arguments):
+            if not (a.alias_info is not None and a.alias_info.is_write):
+                continue
+            where, key = (run_kwargs, a.name) if a.kwarg_only or i >= len(args) else (run_args, i)
+            t = where.get(key) if where is run_kwargs else where[key]
+            if isinstance(t, torch.Tensor) and id(t) not in self.made:
+                where[key] = t.clone()
+        out = func(*run_args, **run_kwargs)
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self.made.add(id(t))
         self.ops.append((func, args, kwargs, out))
         return out
 

@@ -120,7 +120,7 @@ class CudaDevice(Device):
     def sync_debug(self) -> SyncDebugCapture:
         """Context manager for a run: torch's sync-debug warnings recorded as accidental syncs
         (not inside the audited waits, nor a graph capture's one-off synchronize)."""
-        return SyncDebugCapture(self, skip=(Device._traced_wait.__code__, CudaDevice._graph_forward.__code__))
+        return SyncDebugCapture(self, skip=(Device._traced_wait.__code__, CudaDevice._capture.__code__))
 
     def _copy(self, host_tensors, fn, what: str):
         """``fn`` enqueues a copy with these host tensors on one side. Sync detection: if one
@@ -131,25 +131,30 @@ class CudaDevice(Device):
         return lambda: self._traced_wait(fn, f"{what}: pageable host memory, the copy blocks the host", False, -1)
 
     def _graph_forward(self, slot: int, B: int, P: int) -> None:
-        rows = _bucket(B, _BATCH_BUCKETS)
-        pages = _bucket(P, self._page_buckets)
-        key = (slot, rows, pages)
-        padded = LaunchShape(rows, rows, pages, 1, prefill=False)
-        graph = self._graphs.get(key)
+        rows, pages = _bucket(B, _BATCH_BUCKETS), _bucket(P, self._page_buckets)
+        graph = self._graphs.get((slot, rows, pages))
         if graph is None:
-            # First use of this bucket: warm up and capture (a one-off sync, covered by warm-up runs).
-            # The warm-up writes the same K/V the real forward writes next, so it is harmless.
-            side = torch.cuda.Stream()
-            side.wait_stream(self.compute)
-            with torch.cuda.stream(side):
-                self.program.forward(slot, padded)
-            self.compute.wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self._pool):
-                self.program.forward(slot, padded)
-            self._pool = graph.pool()
-            self._graphs[key] = graph
+            self._capture(slot, rows, pages)
+            graph = self._graphs[(slot, rows, pages)]
         graph.replay()
+
+    def _capture(self, slot: int, rows: int, pages: int) -> None:
+        """First use of a (slot, batch, page) bucket: warm up, then capture (a one-off sync;
+        ``workload.warm_up`` makes measured runs meet no new bucket). The warm-up forward
+        writes the K/V this step's forward writes next, so it is harmless. Only this
+        slot's buffers hold inputs of this shape now: capturing the other slot too
+        would warm it up on another step's inputs."""
+        padded = LaunchShape(rows, rows, pages, 1, prefill=False)
+        side = torch.cuda.Stream()
+        side.wait_stream(self.compute)
+        with torch.cuda.stream(side):
+            self.program.forward(slot, padded)
+        self.compute.wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool):
+            self.program.forward(slot, padded)
+        self._pool = graph.pool()
+        self._graphs[(slot, rows, pages)] = graph
 
     # -- the operations ------------------------------------------------------------------------
     def staging(self, slot: int) -> SlotStaging:
