@@ -176,6 +176,7 @@ class RunResult:
     wall_s: float                      # first add_request to the engine idle again
     steps: int
     zombie_rows: int
+    prompts: list[list[int]] = dataclasses.field(default_factory=list)   # prompt token ids, as the engine encoded them
 
     @property
     def generated(self) -> int:
@@ -195,6 +196,7 @@ def drive(engine, requests: tuple[RequestSpec, ...] | list[RequestSpec],
     for i, r in enumerate(requests):
         queues.setdefault(r.stream, deque()).append(i)
     tokens: list[list[int]] = [[] for _ in requests]
+    prompts: list[list[int]] = [[] for _ in requests]
     reasons: list[str | None] = [None] * len(requests)
     live: dict[int, int] = {}          # engine req_id -> workload index
     steps0, zombies0 = engine.steps, engine.zombie_rows
@@ -203,7 +205,9 @@ def drive(engine, requests: tuple[RequestSpec, ...] | list[RequestSpec],
         if queues[stream]:
             i = queues[stream].popleft()
             r = requests[i]
-            live[engine.add_request(r.prompt, r.params, r.response_format)] = i
+            rid = engine.add_request(r.prompt, r.params, r.response_format)
+            live[rid] = i
+            prompts[i] = list(engine.requests.get(rid).prompt)
 
     t0 = time.perf_counter()
     for stream in queues:
@@ -223,7 +227,7 @@ def drive(engine, requests: tuple[RequestSpec, ...] | list[RequestSpec],
                 send(requests[i].stream)
     engine.run_until_idle()             # the last zombie step is part of the run's cost
     wall = time.perf_counter() - t0
-    return RunResult(tokens, reasons, wall, engine.steps - steps0, engine.zombie_rows - zombies0)
+    return RunResult(tokens, reasons, wall, engine.steps - steps0, engine.zombie_rows - zombies0, prompts)
 
 
 def prepare(engine, workload: Workload) -> PreparedWorkload:
@@ -323,8 +327,10 @@ def run_header(engine, prepared: PreparedWorkload, **extra) -> dict[str, Any]:
 def trace_run(engine, prepared: PreparedWorkload, trace_path: str | Path,
               level: TraceLevel | int = TraceLevel.ON, *, header: dict | None = None,
               on_tokens: Callable[[int], None] | None = None, analyse: bool = True,
-              sync_debug: bool = False):
+              sync_debug: bool = False, keep_outputs: bool = False):
     """One traced run of ``prepared`` on ``engine``: writes ``trace_path``; returns (Trace, summary).
+    ``keep_outputs``: the summary also holds ``outputs`` (per request: prompt and generated
+    token ids), for comparing runs token by token; not JSON-bound (the bench pops it).
 
     The recorder keeps everything in its ring buffers until the run ends (no
     flusher thread competing with the scheduler for the interpreter), then
@@ -348,6 +354,8 @@ def trace_run(engine, prepared: PreparedWorkload, trace_path: str | Path,
     trace = tracer.snapshot()
     summary = summarize(trace, run, prepared, trace_path, analyse=analyse)
     summary["sync_debug"] = capture is not None
+    if keep_outputs:
+        summary["outputs"] = {"prompts": run.prompts, "tokens": run.tokens}
     return trace, summary
 
 

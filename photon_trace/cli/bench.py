@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from photon_trace.cli.bench_equality import NEAR_TIE_ULPS, ReferenceScores, compare_runs
 from photon_trace.workload import DEFAULT_TOKENS, Workload, engine_settings, prepare, trace_run, warm_up
 
 MODES = ((1, "blocking"), (2, "pipelined"))
@@ -35,7 +36,8 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=("Example: photon-trace bench --model small --streams 1 8 32\n"
                 "Exit status: 0 when every run completed (speed never fails it), "
-                "1 when pipelined and blocking outputs differ, 2 on bad arguments."))
+                "1 when pipelined and blocking outputs differ (in fp32 on the CPU at all; elsewhere "
+                "by more than a near-tie, see --near-tie-ulps), 2 on bad arguments."))
     p.add_argument("--model", default="small", help="preset (tiny, small, 1.5b) or a checkpoint folder")
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto")
@@ -53,6 +55,9 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--device-threads", type=int, default=1, help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
     p.add_argument("--sync-debug", action="store_true",
                    help="CUDA: record torch's sync-debug warnings as accidental syncs")
+    p.add_argument("--near-tie-ulps", type=int, default=NEAR_TIE_ULPS,
+                   help="bf16/fp16/CUDA: a divergence between modes whose two tokens score within this many "
+                        "units in the last place of the top score is a near-tie (reported, not a failure)")
     p.add_argument("--trace-level", default="on", choices=("on", "full"))
     p.add_argument("--out", default="traces/runs", help="folder for the traces and bench_summary.json")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -81,6 +86,7 @@ def run_bench(args: argparse.Namespace) -> int:
     bar = _progress(args, total=len(args.streams) * (2 + 2 * args.repeats))
     engines = {}
     rows: list[dict[str, Any]] = []
+    equalities = []
     started = time.time()
     try:
         for depth, mode in MODES:
@@ -96,6 +102,7 @@ def run_bench(args: argparse.Namespace) -> int:
             bar.update()
             reports: dict[str, list] = {"blocking": [], "pipelined": []}
             runs: dict[str, list] = {"blocking": [], "pipelined": []}
+            outputs: dict[str, dict] = {}
             for r in range(args.repeats):
                 order = ("blocking", "pipelined") if r % 2 == 0 else ("pipelined", "blocking")
                 for mode in order:
@@ -103,13 +110,17 @@ def run_bench(args: argparse.Namespace) -> int:
                     path = out / f"{tag}-s{s}-{mode}-r{r + 1}.trace.jsonl"
                     trace, summary = trace_run(engines[mode], prepared, path, level, analyse=False,
                                                header={"bench": {"repeat": r + 1, "tag": tag}},
-                                               sync_debug=args.sync_debug)
+                                               sync_debug=args.sync_debug, keep_outputs=True)
+                    outputs[f"{mode} r{r + 1}"] = summary.pop("outputs")
                     report = analyze(trace)
                     summary["analysis"] = report.to_dict(tables=False)
                     reports[mode].append(report)
                     runs[mode].append(summary)
                     bar.update()
-            rows.append(_row(s, prepared, reports, runs, cost_model))
+            eq = _equality(engines["pipelined"], prepared, outputs, args.near_tie_ulps)
+            equalities.append(eq)
+            rows.append({**_row(s, prepared, reports, runs, cost_model), "outputs_identical": eq.identical == eq.requests,
+                         "equality": eq.to_dict()})
     finally:
         bar.close()
         for eng in engines.values():
@@ -128,12 +139,24 @@ def run_bench(args: argparse.Namespace) -> int:
     path.write_text(json.dumps(summary, indent=1, default=_jsonable) + "\n", encoding="utf-8")
     print(render_tables(summary))
     print(f"\ntraces and summary: {out}/ ({tag}-*.trace.jsonl, {path.name})")
-    mismatched = [r["streams"] for r in rows if not r["outputs_identical"]]
-    if mismatched:
-        print(f"photon-trace bench: pipelined and blocking outputs differ at {mismatched} streams",
-              file=sys.stderr)
+    failed = [r["streams"] for r, eq in zip(rows, equalities) if not eq.ok]
+    if failed:
+        print(f"photon-trace bench: pipelined and blocking outputs differ at {failed} streams"
+              + ("" if equalities[0].exact else " by more than near-ties"), file=sys.stderr)
         return 1
     return 0
+
+
+def _equality(engine, prepared, outputs: dict[str, dict], ulps: int):
+    """Blocking against pipelined tokens over every measured run of one row (see bench_equality)."""
+    dtype = engine.config.resolved_dtype()
+    exact = dtype == "float32" and engine.device.backend == "cpu"
+    runs = {name: o["tokens"] for name, o in sorted(outputs.items())}   # "blocking r1" first: the reference
+    first = next(iter(outputs.values()))
+    differ = len({str(t) for t in runs.values()}) > 1
+    scores = ReferenceScores(engine) if differ else None
+    return compare_runs(runs, first["prompts"], [r.params for r in prepared.requests], exact=exact, dtype=dtype,
+                        scores=scores, ulps=ulps)
 
 
 def _tag(args: argparse.Namespace) -> str:
@@ -174,11 +197,9 @@ def _row(streams, prepared, reports, runs, cost_model) -> dict[str, Any]:
     models = [cost_model(b, p, period="steady") for b, p in pairs]
     medians = [cost_model(b, p, period="median") for b, p in pairs]
     run_mean = [cost_model(b, p) for b, p in pairs]
-    digests = {x["outputs_digest"] for xs in runs.values() for x in xs}
     return {
         "streams": streams, "planned_stops": prepared.planned_stops(),
         "finish_reasons": runs["pipelined"][0]["finish_reasons"],
-        "outputs_identical": len(digests) == 1,
         "modes": per_mode,
         "cost_model": {
             "T_block_ms": _median(m.T_block for m in models), "T_pipe_ms": _median(m.T_pipe for m in models),
@@ -231,7 +252,21 @@ def render_tables(summary: dict[str, Any]) -> str:
                    f"   {c['predicted_median_periods']:>13.3f}x {c['error_pts_median_periods']:>+6.1f}p"
                    f"   {c['observed_min']:>6.3f}-{c['observed_max']:.3f}x {c['pipelined_wins']:>2}/{c['pairs']}"
                    + ("" if row["outputs_identical"] else "   OUTPUTS DIFFER"))
+    out += ["", "Outputs, blocking against pipelined over every run (per row):"]
+    for row in summary["rows"]:
+        if "equality" in row:
+            out.append(f"{row['streams']:>7}  {_equality_line(row['equality'])}")
     return "\n".join(out)
+
+
+def _equality_line(eq: dict) -> str:
+    rule = "exact (fp32 on the CPU)" if eq["exact"] else f"near-ties allowed ({eq['dtype']})"
+    line = f"identical {eq['identical']}/{eq['requests']} ({eq['share']:.1%}), {rule}"
+    divs = eq["divergences"]
+    parts = [f"req {d['request']} ({d['run']}) at token {d['position']}: "
+             + (f"margin {d['margin']:.4g} vs {d['threshold']:.3g}" if d["margin"] is not None else "margin n/a")
+             + (" near-tie" if d["near_tie"] else " NOT a near-tie") for d in divs[:4]]
+    return line + (": " + "; ".join(parts) + (f", +{len(divs) - 4} more" if len(divs) > 4 else "") if parts else "")
 
 
 def _progress(args: argparse.Namespace, total: int):
