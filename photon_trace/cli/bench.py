@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -127,7 +128,7 @@ def run_bench(args: argparse.Namespace) -> int:
             eng.close()
     summary = {
         "command": "photon-trace bench", "args": {k: v for k, v in vars(args).items() if k != "func"},
-        "tag": tag,
+        "tag": tag, "commit": os.environ.get("PHOTON_TRACE_COMMIT"),
         "started_wall": started, "seconds": time.time() - started,
         "model": args.model, "backend": device.backend, "device": device.device_name,
         "settings": {**common, "tokens": args.tokens, "requests_per_stream": args.requests_per_stream,
