@@ -7,6 +7,8 @@ indexing, ...) may appear.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -65,19 +67,27 @@ def test_decode_forward_captures_in_a_cuda_graph_and_replays_exactly():
     kv = KVPool(config, 4, 16, device="cuda")
     out = torch.empty(3, config.vocab_size, device="cuda")
     with torch.inference_mode():
-        torch.cuda.set_sync_debug_mode("error")
-        try:
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                model(batch, kv, out_logits=out)  # warm-up outside the graph
-            torch.cuda.current_stream().wait_stream(stream)
-            eager = out.clone()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                model(batch, kv, out_logits=out)
-            out.zero_()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream), _sync_is_an_error():
+            model(batch, kv, out_logits=out)  # warm-up outside the graph
+        torch.cuda.current_stream().wait_stream(stream)
+        eager = out.clone()
+        graph = torch.cuda.CUDAGraph()
+        # Not under sync debug "error": torch.cuda.graph synchronizes before it captures. The
+        # capture itself fails on any op that would make the host wait.
+        with torch.cuda.graph(graph):
+            model(batch, kv, out_logits=out)
+        out.zero_()
+        with _sync_is_an_error():
             graph.replay()
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
     torch.testing.assert_close(out, eager)
+
+
+@contextmanager
+def _sync_is_an_error():
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
