@@ -26,7 +26,8 @@
 #   clock   scripts/cupti_clock_check.py: our device times against CUPTI's, 8 streams     60 s
 #   pack    gpu_check.tgz (everything above), at most 15 MiB                             10 s
 # Worst case: 370 s of boxes + 6 x 5 s of kill grace = 400 s, under the 420 s budget.
-# Exit status: 0 when every stage exited 0, 1 otherwise, 2 on bad arguments.
+# Exit status: 0 when every stage exited 0, 1 otherwise (check's 1 is the gate's verdict on the
+# measured idle, a finding rather than a breakage: summary.txt says which), 2 on bad arguments.
 set -uo pipefail
 
 BACKEND=cuda
