@@ -56,7 +56,7 @@ def test_the_double_stands_in_for_cuda(engines):
     assert dev.program.table.device.type == "cpu"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(reqs=requests())
 def test_cuda_backend_tokens_equal_the_cpu_backend_at_depth_1_and_2(engines, reqs):
