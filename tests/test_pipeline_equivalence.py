@@ -35,6 +35,10 @@ def requests(draw):
             stop_token_ids=tuple(draw(st.lists(st.integers(0, VOCAB - 1), max_size=256)))
             if draw(st.booleans()) else (),
             ignore_eos=True,
+            # penalties read token counts the device keeps; logprobs come back with the tokens
+            presence_penalty=draw(st.sampled_from([0.0, 0.0, 1.5, -1.0])),
+            frequency_penalty=draw(st.sampled_from([0.0, 0.0, 0.7, 2.0])),
+            logprobs=draw(st.sampled_from([None, None, 0, 3, 20])),
         )
         prompt = draw(st.lists(st.integers(0, 255), min_size=1, max_size=90))
         arrival = draw(st.integers(0, 8))
@@ -54,6 +58,11 @@ def test_pipelined_equals_blocking(engines, reqs):
         if r.abort_at is None:
             assert a.tokens[i] == b.tokens[i], f"request {i} differs"
             assert a.reasons[i] == b.reasons[i]
+            assert a.outputs[i].logprobs == b.outputs[i].logprobs, f"request {i}'s logprobs differ"
+            if r.params.logprobs is not None:
+                lps = a.outputs[i].logprobs
+                assert [lp.token_id for lp in lps] == a.tokens[i]
+                assert all(len(lp.top) == r.params.logprobs for lp in lps)
         else:
             # an abort lands at a tick, and the modes commit at different ticks:
             # both outputs are prefixes of the same continuation

@@ -104,7 +104,7 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
         body = await parse(request, protocol.ChatCompletionRequest)
         validate.check_model(body.model, st.limits)
         validate.check_supported(body.n, body.logprobs)
-        ids = st.tokenizer.encode(validate.chat_prompt(body.messages), add_bos=True)
+        ids = validate.chat_prompt(body.messages, st.tokenizer)
         if body.max_tokens is None:
             body.max_tokens = body.max_completion_tokens
         return await generate(request, body, ids, "messages", CHAT_DEFAULT_MAX_TOKENS, chat=True)
@@ -147,7 +147,7 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
             fmt = ResponseFormat(kind, max_count=body.max_objects)
         except ConstraintError as e:
             raise bad_request(str(e), "max_objects") from None
-        ids = st.tokenizer.encode(body.prompt or f"{kind}: {body.object}\n", add_bos=True)
+        ids = st.tokenizer.encode(body.prompt or f"{kind}: {body.object}\n", add_special_tokens=True)
         validate.check_context(len(ids), st.limits, "prompt" if body.prompt else "object")
         budget = SKILL_FIELDS[kind] * fmt.max_count + 1     # every field of max_count answers, then EOS
         if len(ids) + budget > st.limits.max_context:

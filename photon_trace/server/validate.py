@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from photon_trace.engine.constraints import ConstraintError, ResponseFormat
+from photon_trace.engine.model.chat_template import ChatTemplateError, chat_prompt_ids
 from photon_trace.engine.params import SamplingParams
 
 from photon_trace.server.errors import APIError, bad_request
@@ -21,8 +22,9 @@ MAX_TEMPERATURE = 2.0   # OpenAI's range; the engine itself would take up to 100
 MAX_STOP_STRINGS = 4
 CONTEXT_EXCEEDED = "context_length_exceeded"
 
-# The chat template for models without one of their own (the presets' byte tokenizer):
-# each message as "<|role|>\n{content}\n", then "<|assistant|>\n" for the reply.
+# Chat prompts use the model's own template (engine/model/chat_template.py); models without
+# one (the presets' byte tokenizer) get each message as "<|role|>\n{content}\n", then
+# "<|assistant|>\n" for the reply.
 CHAT_ROLES = ("system", "developer", "user", "assistant")
 
 
@@ -54,7 +56,7 @@ def prompt_ids(prompt: Any, tokenizer, vocab_size: int) -> list[int]:
     if isinstance(prompt, str):
         if not prompt:
             raise bad_request("prompt must not be empty", "prompt")
-        return tokenizer.encode(prompt, add_bos=True)
+        return tokenizer.encode(prompt, add_special_tokens=True)
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
         if any(t < 0 or t >= vocab_size for t in prompt):
             raise bad_request(f"prompt token ids must lie in [0, {vocab_size})", "prompt")
@@ -67,19 +69,24 @@ def prompt_ids(prompt: Any, tokenizer, vocab_size: int) -> list[int]:
     raise bad_request("prompt must be a string or a list of token ids", "prompt")
 
 
-def chat_prompt(messages: Sequence[ChatMessage]) -> str:
-    """The messages through the documented template (see ``CHAT_ROLES``)."""
+def chat_prompt(messages: Sequence[ChatMessage], tokenizer) -> list[int]:
+    """The messages' prompt ids: through the model's chat template, as transformers'
+    ``apply_chat_template(..., add_generation_prompt=True)`` makes them, or the documented
+    fallback (see ``CHAT_ROLES``). A template's own refusal is a 400 naming ``messages``."""
     if not messages:
         raise bad_request("messages must not be empty", "messages")
-    parts = []
+    plain = []
     for i, m in enumerate(messages):
         if m.role not in CHAT_ROLES:
             raise bad_request(f"messages[{i}].role must be one of {', '.join(CHAT_ROLES)}, got {m.role!r}",
                               f"messages[{i}].role")
-        parts.append(f"<|{m.role}|>\n{_content_text(m.content, i)}\n")
+        plain.append({"role": m.role, "content": _content_text(m.content, i)})
     if not any(m.role == "user" for m in messages):
         raise bad_request("messages must contain a user message", "messages")
-    return "".join(parts) + "<|assistant|>\n"
+    try:
+        return chat_prompt_ids(tokenizer, plain)
+    except ChatTemplateError as e:
+        raise bad_request(str(e), "messages") from None
 
 
 def _content_text(content: str | list[dict[str, Any]] | None, i: int) -> str:

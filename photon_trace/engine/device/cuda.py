@@ -142,6 +142,7 @@ class CudaDevice(Device):
 
     def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
+        self._note_sample(slot, mode)
         with torch.cuda.stream(self.compute):
             self._timed(slot, op, self.compute, lambda: self.program.sample(slot, lo, hi, masked, mode))
 
@@ -170,10 +171,12 @@ class CudaDevice(Device):
     def copy_back(self, slot: int, B: int) -> None:
         self._sampled[slot].record(self.compute)
         self.copy.wait_event(self._sampled[slot])  # this step's sampling only, not what follows it
-        host_out = self._host[slot]["out_tokens"]
+        host = self._host[slot]
+        logprobs = self._logprobs[slot]
+        outs = [t for name, t in host.items() if name.startswith("out_") and (logprobs or name == "out_tokens")]
         with torch.cuda.stream(self.copy):
             self._timed(slot, DeviceOp.COPY_BACK, self.copy,
-                        self._copy((host_out,), lambda: self.program.copy_back(slot, host_out, B), "copy-back"))
+                        self._copy(outs, lambda: self.program.copy_back(slot, host, B, logprobs), "copy-back"))
             self._copied[slot].record(self.copy)
 
     def wait_copied(self, slot: int, step: int) -> None:

@@ -190,6 +190,7 @@ class HostProcessDevice(Device):
 
     def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
+        self._note_sample(slot, mode)
         self._issue(slot, op, Stream.COMPUTE)
         self._send((int(Stream.COMPUTE), P.SAMPLE, slot, lo, hi, masked, mode, int(op)))
 
@@ -214,7 +215,7 @@ class HostProcessDevice(Device):
         sampled = self.state.slot_event(slot, P.EV_SAMPLED)
         self._stream_wait(Stream.COPY, sampled, self._record(sampled, Stream.COMPUTE))
         self._issue(slot, DeviceOp.COPY_BACK, Stream.COPY)
-        self._send((int(Stream.COPY), P.COPY_BACK, slot, B))
+        self._send((int(Stream.COPY), P.COPY_BACK, slot, B, self._logprobs[slot]))
         copied = self.state.slot_event(slot, P.EV_COPIED)
         self._record(copied, Stream.COPY)
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from photon_trace.engine.device.sampling import MAX_TOP_LOGPROBS
+
 
 @dataclass(frozen=True, slots=True)
 class SlotShape:
@@ -21,7 +23,7 @@ class SlotShape:
     mask_words: int    # int32 words of a constraint bitmask row
 
     def fields(self) -> list[tuple[str, np.dtype, tuple[int, ...]]]:
-        R, T, P, W = self.max_rows, self.max_tokens, self.max_pages, self.mask_words
+        R, T, P, W, K = self.max_rows, self.max_tokens, self.max_pages, self.mask_words, MAX_TOP_LOGPROBS
         i64, i32, f32 = np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.float32)
         return [
             # per flat token
@@ -41,9 +43,15 @@ class SlotShape:
             ("top_p", f32, (R,)),
             ("seed", i64, (R,)),
             ("sample_pos", i64, (R,)),     # index of the token being sampled: the seeded RNG's counter
+            ("presence", f32, (R,)),       # presence penalty (0: none)
+            ("frequency", f32, (R,)),      # frequency penalty (0: none)
+            ("first_sample", np.dtype(np.bool_), (R,)),  # the sequence's first draw: its token counts restart
             ("mask", i32, (R, W)),         # allowed-token bitmask of constrained rows
-            # device -> host
-            ("out_tokens", i64, (R,)),     # copy-back landing zone
+            # device -> host (names start with "out_": host-only landing zones of the copy-back)
+            ("out_tokens", i64, (R,)),
+            ("out_logprob", f32, (R,)),    # log-probability of the sampled token (rows that ask)
+            ("out_top_ids", i32, (R, K)),  # the likeliest tokens, best first
+            ("out_top_logprobs", f32, (R, K)),
         ]
 
     def nbytes(self) -> int:
@@ -84,6 +92,8 @@ class SlotStaging:
         self.query_start[B + 1:rows + 1] = np.arange(T + 1, T + n + 1)
         self.logits_index[B:rows] = np.arange(T, T + n)
         self.temperature[B:rows] = 0.0
+        self.presence[B:rows] = 0.0
+        self.frequency[B:rows] = 0.0
 
 
 def layout(shape: SlotShape) -> dict[str, tuple[int, int, np.dtype, tuple[int, ...]]]:

@@ -138,9 +138,9 @@ def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict], s
             program.slots[slot].mask[lo:hi].copy_(mask)
             timed.append((slot, DeviceOp.MASK_UPLOAD, t0, time.monotonic_ns()))
         elif op == P.COPY_BACK:
-            _, _, slot, B = cmd
+            _, _, slot, B, logprobs = cmd
             t0 = time.monotonic_ns()
-            program.copy_back(slot, host[slot]["out_tokens"], B)
+            program.copy_back(slot, host[slot], B, logprobs)
             timed.append((slot, DeviceOp.COPY_BACK, t0, time.monotonic_ns()))
         elif op == P.RECORD:
             # Op times reach shared memory here, before any event the host could wait

@@ -1,0 +1,106 @@
+"""The engine's sampling contract end to end: penalties and logprobs on the device equal a
+host reference, nothing a request carries can hurt the device, and seeds behave."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from photon_trace.engine.model.batch import make_forward_batch
+from photon_trace.engine.model.kv_pool import KVPool
+from photon_trace.engine.model.loader import load_model
+from photon_trace.engine.params import SamplingParams
+from helpers.engine_helpers import tiny_engine
+from helpers.reference_generate import generate as reference_generate
+
+PROMPTS = [[5, 9, 200, 31, 7], [100, 101, 102], [42] * 11]
+
+
+@pytest.fixture(scope="module")
+def engines():
+    blocking, pipelined = tiny_engine(1, seed=0), tiny_engine(2, seed=0)
+    yield blocking, pipelined
+    blocking.close()
+    pipelined.close()
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny")
+
+
+def test_penalised_greedy_equals_a_host_reference_at_both_depths(engines, tiny):
+    """The device keeps per-row token counts; the reference counts on the host."""
+    for presence, frequency in ((1.5, 0.0), (0.0, 2.0), (-0.5, 0.8)):
+        expect = reference_generate(tiny.model, tiny.tokenizer, PROMPTS, max_new_tokens=24, stop_on_eos=False,
+                                    presence_penalty=presence, frequency_penalty=frequency).token_ids
+        params = SamplingParams(max_tokens=24, ignore_eos=True, presence_penalty=presence,
+                                frequency_penalty=frequency)
+        for engine in engines:
+            got = [o.token_ids for o in engine.generate(PROMPTS, params)]
+            assert got == expect, f"presence {presence}, frequency {frequency}, depth {engine.config.depth}"
+    plain = reference_generate(tiny.model, tiny.tokenizer, PROMPTS, max_new_tokens=24, stop_on_eos=False).token_ids
+    assert plain != expect, "the penalties changed nothing: the test would not notice them missing"
+
+
+def test_a_row_reused_by_a_penalised_request_starts_from_zero_counts(engines):
+    """Counts live per token-table row; a row that served another request restarts at a first draw."""
+    _, engine = engines
+    p = SamplingParams(max_tokens=16, ignore_eos=True, frequency_penalty=2.0)
+    first = [o.token_ids for o in engine.generate(PROMPTS, p)]
+    engine.generate([[7] * 5] * 12, SamplingParams(max_tokens=20, ignore_eos=True, presence_penalty=1.0))
+    again = [o.token_ids for o in engine.generate(PROMPTS, p)]
+    assert again == first
+
+
+def test_logprobs_are_log_softmax_of_the_model_logits(engines, tiny):
+    """Greedy, so each token's logits are those of prompt + tokens so far: one full forward checks all."""
+    prompt = PROMPTS[0]
+    for engine in engines:
+        out = engine.generate([prompt], SamplingParams(max_tokens=8, ignore_eos=True, logprobs=5))[0]
+        seq = prompt + out.token_ids
+        pages = list(range(1, -(-len(seq) // 16) + 1))
+        kv = KVPool(tiny.config, len(pages) + 1, 16)
+        with torch.inference_mode():
+            logits = tiny.model(make_forward_batch([(seq, 0, pages)], 16), kv, all_logits=True)
+        expect = torch.log_softmax(logits[len(prompt) - 1:-1].float(), dim=-1)
+        for i, lp in enumerate(out.logprobs):
+            assert lp.token_id == out.token_ids[i]
+            assert abs(lp.logprob - expect[i, lp.token_id].item()) < 1e-4
+            top = expect[i].topk(5)
+            assert [t for t, _ in lp.top] == top.indices.tolist()
+            assert max(abs(v - e) for (_, v), e in zip(lp.top, top.values.tolist())) < 1e-4
+
+
+def test_nothing_a_request_carries_can_hurt_the_device(engines):
+    """top_k past the vocabulary (or 2**63) is every token, as in transformers; a temperature
+    too small to divide by is greedy; bad values never reach the engine."""
+    _, engine = engines
+    vocab = engine.model_config.vocab_size
+    base = dict(temperature=0.9, seed=11, max_tokens=6, ignore_eos=True)
+    unfiltered = engine.generate(PROMPTS, SamplingParams(**base))
+    for k in (vocab, vocab + 1, 2**63):
+        got = engine.generate(PROMPTS, SamplingParams(**base, top_k=k))
+        assert [o.token_ids for o in got] == [o.token_ids for o in unfiltered]
+    greedy = engine.generate(PROMPTS, SamplingParams(max_tokens=6, ignore_eos=True))
+    tiny_t = engine.generate(PROMPTS, SamplingParams(temperature=1e-40, max_tokens=6, ignore_eos=True))
+    assert [o.token_ids for o in tiny_t] == [o.token_ids for o in greedy]
+    for bad in ([1.5, 2], [True], ["a"], [vocab], [-1]):
+        with pytest.raises(ValueError):
+            engine.add_request(bad, SamplingParams())
+    with pytest.raises(ValueError):
+        engine.add_request([1, 2], {"temperature": 1.0})
+    assert engine.idle
+    assert engine.generate([[1, 2, 3]], SamplingParams(max_tokens=2))[0].finish_reason == "length"
+
+
+def test_unseeded_runs_differ_and_a_recorded_seed_replays_them():
+    """Without a seed the engine draws its own from the OS and records it; given back, the run repeats."""
+    p = SamplingParams(temperature=1.0, max_tokens=12, ignore_eos=True)
+    runs = []
+    for seed in (None, None):
+        with tiny_engine(2, seed=seed) as engine:
+            runs.append((engine.config.seed, [o.token_ids for o in engine.generate(PROMPTS, p)]))
+    (seed_a, tokens_a), (seed_b, tokens_b) = runs
+    assert seed_a != seed_b and tokens_a != tokens_b
+    with tiny_engine(1, seed=seed_a) as engine:
+        assert [o.token_ids for o in engine.generate(PROMPTS, p)] == tokens_a
