@@ -104,3 +104,19 @@ def test_unseeded_runs_differ_and_a_recorded_seed_replays_them():
     assert seed_a != seed_b and tokens_a != tokens_b
     with tiny_engine(1, seed=seed_a) as engine:
         assert [o.token_ids for o in engine.generate(PROMPTS, p)] == tokens_a
+
+
+def test_the_context_limit_is_in_tokens_not_pages():
+    """Page size 16, a 40-token context: 48 tokens fit in its 3 pages, but not in the context."""
+    from photon_trace.engine.pages import PageAllocator
+    from photon_trace.engine.scheduler import Scheduler
+
+    sched = Scheduler(PageAllocator(64), page_size=16, max_rows=4, max_step_tokens=64, max_seqs=4, max_context=40)
+    with pytest.raises(ValueError, match=r"prompt \(30 tokens\) \+ max_tokens \(18\) exceeds the context of 40"):
+        sched.check_fits(30, 18)
+    sched.check_fits(30, 10)
+    with tiny_engine(2, max_context=40, page_size=16) as engine:
+        with pytest.raises(ValueError, match="context of 40 tokens"):
+            engine.add_request([1] * 30, SamplingParams(max_tokens=18))
+        out = engine.generate([[1] * 30], SamplingParams(max_tokens=10, ignore_eos=True))[0]
+        assert len(out.token_ids) == 10

@@ -40,13 +40,22 @@ def worker_main(conn: Connection, cpu: int = -1, threads: int = 1) -> None:
             program = build_program(spec, torch.device("cpu"))
             state.ready[0] = 1
             _run(conn, program, state, host, P.WORKER_SPIN_NS if cpu >= 0 else 0)
-    except BaseException:  # report anything, including a model error, then die
+    except BaseException as e:  # report anything, including a model error, then die
         state.error[0] = 1
+        # The exception itself goes too when it is the user's to read (a checkpoint that cannot
+        # load names its file and tensor): the host raises it as is, not a worker traceback.
+        user_error = e if _is_user_error(e) else None
         try:
-            conn.send(("error", traceback.format_exc()))
+            conn.send(("error", traceback.format_exc(), user_error))
         except (BrokenPipeError, OSError):
             pass
         sys.exit(1)
+
+
+def _is_user_error(e: BaseException) -> bool:
+    from photon_trace.engine.model.checkpoint import CheckpointError
+
+    return isinstance(e, (CheckpointError, ValueError))
 
 
 def _pin(cpu: int) -> None:
