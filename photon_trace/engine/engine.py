@@ -21,7 +21,7 @@ from photon_trace.engine.device.staging import SlotShape
 from photon_trace.engine.engine_config import EngineConfig
 from photon_trace.engine.pages import PageAllocator
 from photon_trace.engine.outputs import EngineStats, RequestDelta, RequestOutput
-from photon_trace.engine.params import SamplingParams
+from photon_trace.engine.params import MAX_TOP_LOGPROBS, SamplingParams
 from photon_trace.engine.request_book import RequestBook
 from photon_trace.engine.scheduler import Scheduler, StepPlan
 from photon_trace.engine.sequence import FinishReason
@@ -45,7 +45,7 @@ class Engine:
             config = replace(config, seed=secrets.randbits(62))
         self.config, self.tracer = config, tracer
         shape = SlotShape(config.max_rows, config.max_step_tokens, config.max_pages_per_row,
-                          bitmask_words(self.model_config.vocab_size))
+                          bitmask_words(self.model_config.vocab_size), MAX_TOP_LOGPROBS)
         spec = DeviceSpec(host.source, config.resolved_dtype(), config.num_pages, config.page_size,
                           shape, config.max_seqs, config.weights_seed, config.cuda_graphs, config.device_threads)
         self.device = make_device(config.resolved_backend(), spec, tracer)

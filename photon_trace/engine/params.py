@@ -13,13 +13,12 @@ import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
-from photon_trace.engine.device.sampling import MAX_TOP_LOGPROBS
-
 # Below this a temperature samples greedily: dividing logits by it would overflow float32
 # (1e-40 is denormal; logits / 1e-40 is inf). vLLM uses the same threshold.
 MIN_TEMPERATURE = 1e-5
 MAX_TEMPERATURE = 100.0
 MAX_PENALTY = 2.0          # OpenAI's range for presence/frequency penalties: [-2, 2]
+MAX_TOP_LOGPROBS = 20      # OpenAI's limit on alternatives per token (the staging layout's width)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ import torch
 from photon_trace.engine.model.batch import ForwardBatch
 from photon_trace.engine.device.base import NUM_SLOTS, LaunchShape
 from photon_trace.engine.device.masking import apply_bitmask_
-from photon_trace.engine.device.sampling import MAX_TOP_LOGPROBS, SamplingMode, logprobs, penalize, sample
+from photon_trace.engine.device.sampling import SamplingMode, logprobs, penalize, sample
 from photon_trace.engine.device.staging import SlotShape
 
 _TORCH_DTYPES = {"int64": torch.int64, "int32": torch.int32, "float32": torch.float32, "bool": torch.bool}
@@ -35,8 +35,8 @@ class SlotBuffers:
         self.logits = torch.zeros(R, vocab_size, dtype=torch.float32, device=device)
         self.sampled = torch.zeros(R, dtype=torch.int64, device=device)
         self.logprob = torch.zeros(R, dtype=torch.float32, device=device)
-        self.top_ids = torch.zeros(R, MAX_TOP_LOGPROBS, dtype=torch.int32, device=device)
-        self.top_logprobs = torch.zeros(R, MAX_TOP_LOGPROBS, dtype=torch.float32, device=device)
+        self.top_ids = torch.zeros(R, shape.top_logprobs, dtype=torch.int32, device=device)
+        self.top_logprobs = torch.zeros(R, shape.top_logprobs, dtype=torch.float32, device=device)
 
 
 class DeviceProgram:

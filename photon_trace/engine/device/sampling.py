@@ -28,8 +28,6 @@ _MIX1 = -4658895280553007687     # 0xBF58476D1CE4E5B9
 _MIX2 = -7723592293110705685     # 0x94D049BB133111EB
 _SEED_SALT = 0x5EED5A17C0FFEE    # keeps seed 0 away from mix(0) == 0
 
-MAX_TOP_LOGPROBS = 20            # OpenAI's limit on top_logprobs; the staging layout's width
-
 
 def _shr(x: torch.Tensor, n: int) -> torch.Tensor:
     """Logical right shift of int64 (torch's >> is arithmetic)."""
@@ -73,13 +71,13 @@ class SamplingMode:
     k: int = 0                  # TOP_K: the largest top_k among the rows (the topk width)
     penalties: bool = False     # some row has a presence or frequency penalty: read and update token counts
     logprobs: bool = False      # some row asks for log-probabilities: compute them for the copy-back
-    top_logprobs: int = 0       # the most alternatives any row asks for (<= MAX_TOP_LOGPROBS)
+    top_logprobs: int = 0       # the most alternatives any row asks for (<= SlotShape.top_logprobs)
 
     def __post_init__(self) -> None:
         if (self.path == SamplePath.TOP_K) != (self.k > 0):
             raise ValueError(f"k is the TOP_K path's width and only its: {self}")
-        if not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS or (self.top_logprobs and not self.logprobs):
-            raise ValueError(f"top_logprobs must be in [0, {MAX_TOP_LOGPROBS}] and only with logprobs: {self}")
+        if self.top_logprobs < 0 or (self.top_logprobs and not self.logprobs):
+            raise ValueError(f"top_logprobs must be >= 0 and only with logprobs: {self}")
 
 
 GREEDY = SamplingMode(SamplePath.GREEDY)

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from photon_trace.engine.device.sampling import MAX_TOP_LOGPROBS
-
 
 @dataclass(frozen=True, slots=True)
 class SlotShape:
@@ -21,9 +19,10 @@ class SlotShape:
     max_tokens: int    # flat tokens in one step (prefill chunks + decode rows)
     max_pages: int     # page-table width: pages per row at the longest context
     mask_words: int    # int32 words of a constraint bitmask row
+    top_logprobs: int = 20  # alternatives per token the copy-back can carry (OpenAI's limit)
 
     def fields(self) -> list[tuple[str, np.dtype, tuple[int, ...]]]:
-        R, T, P, W, K = self.max_rows, self.max_tokens, self.max_pages, self.mask_words, MAX_TOP_LOGPROBS
+        R, T, P, W, K = self.max_rows, self.max_tokens, self.max_pages, self.mask_words, self.top_logprobs
         i64, i32, f32 = np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.float32)
         return [
             # per flat token
