@@ -39,6 +39,8 @@ def test_user_errors_are_one_line_and_exit_2(capsys, tmp_path):
     assert "exceeds the context of 8 tokens" in one_line_error(
         capsys, [*GEN, "--model", "tiny", "--max-context", "8", "a prompt longer than eight bytes"], 2)
     assert "temperature" in one_line_error(capsys, [*GEN, "--model", "tiny", "--temperature", "-1", "hi"], 2)
+    err = one_line_error(capsys, ["serve", "--model", str(tmp_path / "nope")], 2)   # before any server starts
+    assert err.startswith("photon-trace serve: error:")
     with pytest.raises(SystemExit) as info:   # a bad flag: argparse's usage and exit 2
         main([*GEN, "--depth", "3", "hi"])
     assert info.value.code == 2

@@ -91,8 +91,7 @@ def test_model_name_and_unsupported_options():
     validate.check_model("tiny", LIMITS)
     e = _err(validate.check_model, "gpt-4", LIMITS)
     assert (e.status, e.code, e.param) == (404, "model_not_found", "model")
-    assert _err(validate.check_supported, 2, None).param == "n"
-    assert _err(validate.check_supported, 1, 5).param == "logprobs"
+    assert _err(validate.check_n, 2).param == "n"
 
 
 def test_error_body_shape():

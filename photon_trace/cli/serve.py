@@ -51,10 +51,16 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from photon_trace.engine.engine import Engine
+    from photon_trace.engine.engine_config import EngineConfig
+    from photon_trace.engine.model.host_side import load_host_side
 
     from photon_trace.server.api import create_app
 
     settings = engine_settings(args)
+    # Bad settings, a bad path, an unsupported or unreadable checkpoint, a Hub id that cannot be
+    # had: one line and exit 2 now (the CLI's handler), not a traceback from the server's start-up.
+    EngineConfig(**settings)
+    load_host_side(args.model)
     app = create_app(lambda tracer: Engine(tracer=tracer, **settings), api_key=args.api_key,
                      model_name=args.served_model_name or args.model, otlp=args.otlp)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)

@@ -7,7 +7,7 @@ shape and parameter names, not to be the only line of defence.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,11 +42,10 @@ def check_model(requested: str | None, limits: Limits) -> None:
                        param="model", code="model_not_found")
 
 
-def check_supported(n: int, logprobs: Any) -> None:
+def check_n(n: int) -> None:
     if n != 1:
-        raise bad_request(f"n must be 1 (one choice per request), got {n}", "n", "unsupported_value")
-    if logprobs not in (None, False, 0):
-        raise bad_request("logprobs are not supported", "logprobs", "unsupported_value")
+        raise bad_request(f"n must be 1 (one choice per request; send n requests with different seeds "
+                          f"for n samples), got {n}", "n", "unsupported_value")
 
 
 def prompt_ids(prompt: Any, tokenizer, vocab_size: int) -> list[int]:
@@ -124,7 +123,14 @@ def max_tokens(requested: int | None, prompt_len: int, limits: Limits, default: 
 
 def sampling_params(*, temperature: float | None, top_p: float | None, top_k: int | None = None,
                     seed: int | None, stop: str | list[str] | None = None, max_tokens: int,
-                    ignore_eos: bool = False) -> SamplingParams:
+                    ignore_eos: bool = False, logprobs: int | None = None,
+                    defaults: Mapping[str, Any] | None = None) -> SamplingParams:
+    """SamplingParams from a request's values; an unset temperature, top_p or top_k takes the
+    model's generation_config.json value (``defaults``, as vLLM does), else OpenAI's default."""
+    defaults = defaults or {}
+    temperature = defaults.get("temperature") if temperature is None else temperature
+    top_p = defaults.get("top_p") if top_p is None else top_p
+    top_k = defaults.get("top_k") if top_k is None else top_k
     t = 1.0 if temperature is None else temperature
     if not 0.0 <= t <= MAX_TEMPERATURE:  # also refuses NaN
         raise bad_request(f"temperature must be in [0, {MAX_TEMPERATURE:g}], got {temperature}", "temperature")
@@ -141,7 +147,7 @@ def sampling_params(*, temperature: float | None, top_p: float | None, top_k: in
         raise bad_request(f"stop takes up to {MAX_STOP_STRINGS} non-empty strings", "stop")
     try:
         return SamplingParams(temperature=t, top_p=p, top_k=k, seed=seed, stop=tuple(stops),
-                              max_tokens=max_tokens, ignore_eos=ignore_eos)
+                              max_tokens=max_tokens, ignore_eos=ignore_eos, logprobs=logprobs)
     except ValueError as e:  # the engine's own rules, should they be stricter than ours
         raise bad_request(str(e)) from None
 

@@ -202,6 +202,11 @@ class HFTokenizer:
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         return b"".join(self.token_bytes(i) for i in ids)
 
+    def token_name(self, token_id: int) -> str:
+        """The vocabulary's name for an id (special tokens included; for logs and logprobs)."""
+        piece = self._tok.id_to_token(token_id) if 0 <= token_id < self.vocab_size else None
+        return piece if piece is not None else f"<unused_{token_id}>"
+
     def token_bytes(self, token_id: int) -> bytes:
         if self._bytes is None:
             self._bytes = self._build_byte_table()
