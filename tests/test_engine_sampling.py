@@ -120,3 +120,30 @@ def test_the_context_limit_is_in_tokens_not_pages():
             engine.add_request([1] * 30, SamplingParams(max_tokens=18))
         out = engine.generate([[1] * 30], SamplingParams(max_tokens=10, ignore_eos=True))[0]
         assert len(out.token_ids) == 10
+
+
+def test_logprobs_and_penalties_add_no_host_wait():
+    """Traced at both depths, with constrained rows among them: the only host wait per step is
+    the commit's expected one; logprobs travel in the copy-back that carries the tokens."""
+    from photon_trace.engine.constraints import ResponseFormat
+    from photon_trace.telemetry.recorder import RecordingTracer
+    from helpers.engine_helpers import Req, drive, logprob_gap
+
+    reqs = [Req(i, [(7 * i + j) % 200 + 1 for j in range(5 + 3 * i)],
+                SamplingParams(max_tokens=6 + i, ignore_eos=True, temperature=0.0 if i % 2 else 0.9, seed=i,
+                               logprobs=[None, 0, 5, 20][i % 4], presence_penalty=0.5 * (i % 3),
+                               frequency_penalty=0.3 * (i % 2)),
+                response_format=ResponseFormat("point", max_count=2) if i == 3 else None) for i in range(6)]
+    outputs = []
+    for depth in (1, 2):
+        tracer = RecordingTracer(keep=True, flush_interval_s=0.05)
+        with tiny_engine(depth, tracer=tracer, seed=0) as engine:
+            run = drive(engine, reqs)
+        trace = tracer.snapshot()
+        assert trace.waits and all(w.expected for w in trace.waits), [w for w in trace.waits if not w.expected]
+        assert len(trace.waits) == run.steps
+        outputs.append([(o.token_ids, o.logprobs) for o in run.outputs.values()])
+    assert [t for t, _ in outputs[0]] == [t for t, _ in outputs[1]]
+    gap = max(logprob_gap(a, b) for (_, a), (_, b) in zip(*outputs))
+    print(f"largest logprob difference between depths: {gap:.1e}")
+    assert gap < 1e-5 and any(lps for _, lps in outputs[0])
