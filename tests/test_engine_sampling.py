@@ -95,11 +95,16 @@ def test_nothing_a_request_carries_can_hurt_the_device(engines):
 
 def test_unseeded_runs_differ_and_a_recorded_seed_replays_them():
     """Without a seed the engine draws its own from the OS and records it; given back, the run repeats."""
+    from photon_trace.telemetry.recorder import RecordingTracer
+
     p = SamplingParams(temperature=1.0, max_tokens=12, ignore_eos=True)
     runs = []
     for seed in (None, None):
-        with tiny_engine(2, seed=seed) as engine:
+        tracer = RecordingTracer(keep=True)
+        with tiny_engine(2, seed=seed, tracer=tracer) as engine:
             runs.append((engine.config.seed, [o.token_ids for o in engine.generate(PROMPTS, p)]))
+        header = tracer.snapshot().header
+        assert header["seed"] == header["settings"]["seed"] == engine.config.seed is not None
     (seed_a, tokens_a), (seed_b, tokens_b) = runs
     assert seed_a != seed_b and tokens_a != tokens_b
     with tiny_engine(1, seed=seed_a) as engine:

@@ -92,6 +92,14 @@ def test_completion_logprobs_legacy_shape(client):
     assert [o for p in parts for o in p["text_offset"]] == lp["text_offset"]
 
 
+def test_top_k_past_the_vocabulary_is_served(client):
+    """2**63 would overflow the device's int64 staging; the engine clips it to the vocabulary."""
+    for k in (10**6, 2**63):
+        r = client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 3, "top_k": k, "temperature": 1.0})
+        assert r.status_code == 200, r.text
+    assert client.get("/health").json()["status"] == "ok"
+
+
 @pytest.mark.parametrize("path, body, param", [
     ("/v1/chat/completions", {"messages": CHAT, "logprobs": True, "top_logprobs": 21}, "top_logprobs"),
     ("/v1/chat/completions", {"messages": CHAT, "top_logprobs": 2}, "top_logprobs"),
