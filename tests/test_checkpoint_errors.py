@@ -149,11 +149,20 @@ def test_rotary_buffers_and_v5_rope_parameters_are_accepted(tmp_path):
     assert config.rope_theta == 500.0 and config.rope_type == "linear"
 
 
-def test_mistral_sliding_window_caps_the_context(tmp_path):
+def test_sliding_windows_are_read_as_transformers_reads_them(tmp_path):
+    """Mistral windows every layer and keeps its full context (attention applies the window);
+    Qwen2 only with use_sliding_window, on the layers from max_window_layers up."""
     folder = tmp_path / "mistral"
     write_folder(folder, {**HF_CONFIG, "architectures": ["MistralForCausalLM"], "model_type": "mistral",
                           "sliding_window": 32})
-    assert load_model(str(folder)).config.max_position == 32
+    config = load_model(str(folder)).config
+    assert (config.max_position, config.sliding_window, config.sliding_layers) == (64, 32, (0, 1))
+    qwen = {**HF_CONFIG, "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "sliding_window": 16}
+    write_folder(tmp_path / "q_off", qwen)
+    assert read_config(tmp_path / "q_off").sliding_window is None       # use_sliding_window absent
+    write_folder(tmp_path / "q_on", {**qwen, "use_sliding_window": True, "max_window_layers": 1})
+    config = read_config(tmp_path / "q_on")
+    assert (config.sliding_window, config.sliding_layers) == (16, (1,))
 
 
 def test_prompt_longer_than_context(good):

@@ -1,7 +1,9 @@
 """Parity with the reference implementation (Hugging Face transformers).
 
-Random small Llama / Qwen2 / Qwen3 models are saved with ``save_pretrained`` and
-loaded through photon_trace. Weights get a larger spread than the default 0.02
+Random small Llama / Qwen2 / Qwen3 / Mistral models are saved with ``save_pretrained`` and
+loaded through photon_trace. Mistral's sliding window (8) and a Qwen2 window on its
+upper layer only are much smaller than prompt + output, so attention past the
+window is checked at every position, in every chunking. Weights get a larger spread than the default 0.02
 (and non-trivial norms and biases) so greedy decoding is diverse and a wrong
 detail cannot hide behind a repeated token.
 """
@@ -51,13 +53,20 @@ def hf_config(kind: str):
         return transformers.Qwen2Config(**common, tie_word_embeddings=True, rope_theta=1e6)
     if kind == "qwen3":  # per-head q/k norm, head_dim decoupled from hidden / heads
         return transformers.Qwen3Config(**common, head_dim=32, tie_word_embeddings=False)
+    if kind == "mistral":  # every layer attends through a window of 8 keys
+        return transformers.MistralConfig(**common, sliding_window=WINDOW, tie_word_embeddings=False)
+    if kind == "qwen2_window":  # the window on layers >= max_window_layers only
+        return transformers.Qwen2Config(**common, tie_word_embeddings=True, use_sliding_window=True,
+                                        sliding_window=WINDOW, max_window_layers=1)
     raise ValueError(kind)
 
 
-MODEL_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+WINDOW = 8
+MODEL_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                 "mistral": "MistralForCausalLM", "qwen2_window": "Qwen2ForCausalLM"}
 
 
-@pytest.fixture(scope="module", params=["llama", "qwen2", "qwen3"])
+@pytest.fixture(scope="module", params=["llama", "qwen2", "qwen3", "mistral", "qwen2_window"])
 def models(request, tmp_path_factory):
     kind = request.param
     torch.manual_seed(1234)
@@ -75,6 +84,9 @@ def models(request, tmp_path_factory):
     if kind == "llama":
         assert (folder / "model.safetensors.index.json").is_file()
     ours = load_model(str(folder), dtype="float32")
+    if kind in ("mistral", "qwen2_window"):
+        layers = (0, 1) if kind == "mistral" else (1,)
+        assert (ours.config.sliding_window, ours.config.sliding_layers) == (WINDOW, layers)
     continuations = [hf_greedy(hf, p) for p in prompts()]
     return kind, hf, ours, continuations
 

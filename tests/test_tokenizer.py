@@ -24,7 +24,7 @@ def test_byte_tokenizer_round_trips_unicode():
     ids = t.encode(text)
     assert ids == list(text.encode("utf-8"))
     assert t.decode(ids) == text
-    assert t.encode("a", add_bos=True) == [257, 97]
+    assert t.encode("a", add_special_tokens=True) == [257, 97]
 
 
 def test_specials_bins_and_ids_past_the_vocab_decode_to_nothing():
@@ -65,7 +65,7 @@ def byte_level_json(tmp_path):
 
 
 def test_hf_byte_level_tokenizer(byte_level_json):
-    t = HFTokenizer(byte_level_json, eos_token_ids=[257], bos_token_id=None)
+    t = HFTokenizer(byte_level_json, eos_token_ids=[257])
     assert isinstance(t, Tokenizer)
     assert t.vocab_size == 258 and t.eos_token_ids == (257,)
     text = "say hé ✓"
@@ -75,7 +75,7 @@ def test_hf_byte_level_tokenizer(byte_level_json):
     assert t.token_bytes(256) == b" he"
     assert t.token_bytes(257) == b""  # special
     assert t.decode([*ids, 257]) == text
-    assert t.encode("x", add_bos=True) == t.encode("x")  # no BOS id known
+    assert t.encode("x", add_special_tokens=True) == t.encode("x")  # the tokenizer adds nothing
 
 
 def test_hf_sentencepiece_style_byte_fallback(tmp_path):
@@ -86,6 +86,6 @@ def test_hf_sentencepiece_style_byte_fallback(tmp_path):
     tok.add_special_tokens(["<unk>"])
     path = tmp_path / "tokenizer.json"
     tok.save(str(path))
-    t = HFTokenizer(path, bos_token_id=1)
+    t = HFTokenizer(path)
     assert t.token_bytes(1) == b" hi" and t.token_bytes(2) == b"A" and t.token_bytes(0) == b""
-    assert t.encode("a", add_bos=True) == [1, 3]
+    assert t.encode("a") == [3]

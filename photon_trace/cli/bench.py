@@ -39,9 +39,10 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                 "Exit status: 0 when every run completed (speed never fails it), "
                 "1 when pipelined and blocking outputs differ (in fp32 on the CPU at all; elsewhere "
                 "by more than a near-tie, see --near-tie-ulps), 2 on bad arguments."))
-    p.add_argument("--model", default="small", help="preset (tiny, small, 1.5b) or a checkpoint folder")
+    p.add_argument("--model", default="small",
+                   help="preset (tiny, small, 1.5b), a checkpoint folder or a Hub id (owner/name)")
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto")
+    p.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 (fp32, bf16, fp16) or auto")
     p.add_argument("--streams", type=int, nargs="+", default=[1, 8, 32], help="concurrent streams per row")
     p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, help="mean generated tokens per request")
     p.add_argument("--requests-per-stream", type=int, default=1)

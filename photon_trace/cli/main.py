@@ -6,6 +6,10 @@
     photon-trace check       the CI gate on idle time and accidental syncs
     photon-trace dashboard   the timeline dashboard
     photon-trace serve       the OpenAI-compatible server
+
+Exit status: what the subcommand returns; a user error (bad path, unsupported
+architecture, bad checkpoint, bad value) prints one line and exits 2, a runtime
+failure (the device died) one line and exits 1. ``--debug`` shows the traceback.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="photon-trace", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     sub = parser.add_subparsers(dest="command", required=True)
     add_demo(sub)
     add_generate(sub)
@@ -31,12 +36,34 @@ def build_parser() -> argparse.ArgumentParser:
     add_check_parser(sub)
     add_dashboard_parser(sub)
     add_serve_parser(sub)
+    for p in sub.choices.values():   # also after the subcommand; SUPPRESS keeps a --debug given before it
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks of errors")
     return parser
 
 
+def user_errors() -> tuple[type[BaseException], ...]:
+    """What a user can fix: exit 2 and one line. Everything else is a runtime failure (exit 1)."""
+    from photon_trace.engine.model.checkpoint import CheckpointError
+
+    return ValueError, CheckpointError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    args = build_parser().parse_args(argv)   # a bad flag: argparse's usage line and exit 2
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        if getattr(args, "debug", False):
+            raise
+        user = isinstance(e, user_errors())
+        kind = "error" if user else f"failed ({type(e).__name__})"
+        message = " ".join(str(e).split()) or type(e).__name__   # one line, whatever the message held
+        if not user:
+            message = message.split(" Traceback ")[0]   # a worker's traceback stays behind --debug
+        print(f"photon-trace {args.command}: {kind}: {message}", file=sys.stderr)
+        return 2 if user else 1
 
 
 if __name__ == "__main__":

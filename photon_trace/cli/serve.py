@@ -10,14 +10,15 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p = sub.add_parser("serve", help="serve the engine over an OpenAI-compatible HTTP API",
                        description="Serve a model over HTTP: /v1/completions, /v1/chat/completions, /v1/point, "
                                    "/v1/detect, /v1/models, /health, /metrics, /v1/trace/recent.")
-    p.add_argument("--model", default="tiny", help="preset (tiny, small, 1.5b) or a model folder")
+    p.add_argument("--model", default="tiny",
+                   help="preset (tiny, small, 1.5b), a Hugging Face model folder or a Hub id (owner/name)")
     p.add_argument("--served-model-name", default=None, help="the name clients send as `model` (default: --model)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback by default)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--api-key", default=os.environ.get("PHOTON_TRACE_API_KEY"),
                    help="require 'Authorization: Bearer KEY' on /v1/* (default: $PHOTON_TRACE_API_KEY)")
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--dtype", default="auto")
+    p.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 (fp32, bf16, fp16) or auto")
     p.add_argument("--depth", type=int, default=2, choices=(1, 2), help="2 = pipelined, 1 = blocking")
     p.add_argument("--mask-upload", default="async", choices=("async", "sync"),
                    help="sync: the source's mask-upload bug, to watch /metrics flag its accidental syncs")
@@ -26,7 +27,8 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--max-step-tokens", type=int, default=256)
     p.add_argument("--kv-tokens", type=int, default=32768, help="KV pool size in tokens")
     p.add_argument("--max-context", type=int, default=None, help="prompt + output tokens (default: the engine's)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None,
+                   help="engine seed: unseeded requests' seeds are drawn from it (default: from the OS)")
     p.add_argument("--device-threads", type=int, default=1, help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
     p.add_argument("--otlp", action="store_true", default=bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")),
                    help="export request and step spans over OTLP (on when OTEL_EXPORTER_OTLP_ENDPOINT is set)")
@@ -49,10 +51,16 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from photon_trace.engine.engine import Engine
+    from photon_trace.engine.engine_config import EngineConfig
+    from photon_trace.engine.model.host_side import load_host_side
 
     from photon_trace.server.api import create_app
 
     settings = engine_settings(args)
+    # Bad settings, a bad path, an unsupported or unreadable checkpoint, a Hub id that cannot be
+    # had: one line and exit 2 now (the CLI's handler), not a traceback from the server's start-up.
+    EngineConfig(**settings)
+    load_host_side(args.model)
     app = create_app(lambda tracer: Engine(tracer=tracer, **settings), api_key=args.api_key,
                      model_name=args.served_model_name or args.model, otlp=args.otlp)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)

@@ -7,6 +7,7 @@ in series (launch, finalize, commit): the blocking loop, everything else equal.
 from __future__ import annotations
 
 import random
+import secrets
 from dataclasses import replace
 from collections.abc import Iterator, Sequence as Seq
 
@@ -15,16 +16,16 @@ import numpy as np
 from photon_trace.telemetry.tracer import NULL_TRACER, Phase, StepKind, Tracer
 from photon_trace.engine.constraints.interface import bitmask_words
 from photon_trace.engine.device import make_device
-from photon_trace.engine.device.base import NUM_SLOTS, DeviceSpec, LaunchShape
+from photon_trace.engine.device.base import NUM_SLOTS, DeviceError, DeviceSpec, LaunchShape
 from photon_trace.engine.device.staging import SlotShape
 from photon_trace.engine.engine_config import EngineConfig
 from photon_trace.engine.pages import PageAllocator
 from photon_trace.engine.outputs import EngineStats, RequestDelta, RequestOutput
-from photon_trace.engine.params import SamplingParams
+from photon_trace.engine.params import MAX_TOP_LOGPROBS, SamplingParams
 from photon_trace.engine.request_book import RequestBook
 from photon_trace.engine.scheduler import Scheduler, StepPlan
 from photon_trace.engine.sequence import FinishReason
-from photon_trace.engine.stage import fill_masks, sampling_mode, stage_plan
+from photon_trace.engine.stage import fill_masks, read_logprob, sampling_mode, stage_plan
 
 
 class Engine:
@@ -32,21 +33,27 @@ class Engine:
         from photon_trace.engine.model.host_side import load_host_side
 
         config = config or EngineConfig(**overrides)
-        self.model_config, self.tokenizer = load_host_side(config.model)
+        host = load_host_side(config.model)
+        self.model_config, self.tokenizer = host.config, host.tokenizer
+        self.sampling_defaults = host.sampling_defaults   # generation_config.json's, for unset fields
         if config.max_context is None:
             config = replace(config, max_context=min(self.model_config.max_position, 4096))
         elif config.max_context > self.model_config.max_position:
             raise ValueError(f"max_context {config.max_context} exceeds the model's "
                              f"{self.model_config.max_position} positions")
+        if config.seed is None:   # recorded in config (and so the trace header): a run can be replayed
+            config = replace(config, seed=secrets.randbits(62))
         self.config, self.tracer = config, tracer
         shape = SlotShape(config.max_rows, config.max_step_tokens, config.max_pages_per_row,
-                          bitmask_words(self.model_config.vocab_size))
-        spec = DeviceSpec(config.model, config.resolved_dtype(), config.num_pages, config.page_size,
-                          shape, config.max_seqs, config.seed, config.cuda_graphs, config.device_threads)
+                          bitmask_words(self.model_config.vocab_size), MAX_TOP_LOGPROBS)
+        spec = DeviceSpec(host.source, config.resolved_dtype(), config.num_pages, config.page_size,
+                          shape, config.max_seqs, config.weights_seed, config.cuda_graphs, config.device_threads)
         self.device = make_device(config.resolved_backend(), spec, tracer)
         self.scheduler = Scheduler(PageAllocator(config.num_pages), config.page_size, config.max_rows,
-                                   config.max_step_tokens, config.max_seqs, config.max_pages_per_row)
+                                   config.max_step_tokens, config.max_seqs, config.max_context)
         self.requests = RequestBook(self.tokenizer, self.model_config, tracer)
+        self._failed = False
+        self._closed = False
         self._scratch_row = config.max_seqs
         self._inflight: StepPlan | None = None
         self._slot_busy = [False] * NUM_SLOTS
@@ -71,7 +78,7 @@ class Engine:
         clock = self.device.anchor_clock() if self.tracer.level else {"device_error_ns": self.device.anchor_error_ns}
         self.tracer.describe(
             settings=asdict(self.config), model=self.config.model, backend=self.device.backend,
-            device={"name": self.device.device_name}, clock=clock,
+            device={"name": self.device.device_name}, clock=clock, seed=self.config.seed,
             model_config={"params": self.model_config.param_count, "vocab": self.model_config.vocab_size})
 
     def _close_clock(self) -> None:
@@ -82,13 +89,21 @@ class Engine:
     # -- requests --------------------------------------------------------------------------
     def add_request(self, prompt: str | list[int], params: SamplingParams | None = None,
                     response_format=None) -> int:
-        """Queue a request; invalid prompts, params or formats raise ValueError and change nothing."""
-        params = params or SamplingParams()
+        """Queue a request; invalid prompts, params or formats raise ValueError and change nothing.
+        Without ``params``, the model's generation_config.json defaults apply."""
+        params = params or self.default_params()
+        if not isinstance(params, SamplingParams):
+            raise ValueError(f"params must be SamplingParams, got {type(params).__name__}")
         seed = params.seed if params.seed is not None else self._rng.randrange(2**62)
         seq = self.requests.create(prompt, params, seed, response_format)
         self.scheduler.add(seq)   # raises if it can never fit; nothing recorded yet
         self.requests.register(seq)
         return seq.req_id
+
+    def default_params(self, **given) -> SamplingParams:
+        """SamplingParams from ``given``; a field given as None (or not given) takes the model's
+        generation_config.json value when it has one (temperature, top_p, top_k), else its default."""
+        return SamplingParams.with_defaults(self.sampling_defaults, **given)
 
     def compile_format(self, response_format) -> None:
         """Compile a response format into the engine's cache (thread-safe), so that a later
@@ -114,7 +129,14 @@ class Engine:
 
     # -- the tick ----------------------------------------------------------------------------
     def step(self) -> list[RequestDelta]:
-        """One scheduler tick; returns what the commit produced."""
+        """One scheduler tick; returns what the commit produced. A DeviceError is fatal."""
+        try:
+            return self._tick()
+        except DeviceError:
+            self._failed = True
+            raise
+
+    def _tick(self) -> list[RequestDelta]:
         new = self._launch()                    # step t+1: plan, stage, forward, free rows' sampling
         if self.config.depth == 1:
             if new is not None:
@@ -182,16 +204,17 @@ class Engine:
         tr, slot = self.tracer, plan.slot
         t0 = tr.begin(Phase.COMMIT, plan.index, slot)
         self.device.wait_copied(slot, plan.index)
-        tokens = self.device.staging(slot).out_tokens[:plan.num_rows].tolist()
+        st = self.device.staging(slot)
+        tokens = st.out_tokens[:plan.num_rows].tolist()
         ts = tr.begin(Phase.STREAM_OUT, plan.index, slot)
         zombies = emitted = 0
-        for row, token in zip(plan.rows, tokens):
+        for b, (row, token) in enumerate(zip(plan.rows, tokens)):
             seq = row.seq
             seq.inflight_refs -= 1
             if seq.finalized:
                 zombies += 1                    # launched before its sequence stopped: no-op
             elif row.samples:
-                self.requests.accept(seq, token)
+                self.requests.accept(seq, token, read_logprob(st, b, token, seq.params.logprobs))
                 emitted += 1
             if seq.finalized and seq.inflight_refs == 0 and not seq.freed:
                 self.scheduler.release(seq)     # free late: no launched step references it now
@@ -213,7 +236,7 @@ class Engine:
     def generate(self, prompts: Seq[str | list[int]], params: SamplingParams | Seq[SamplingParams] | None = None,
                  response_format=None) -> list[RequestOutput]:
         if params is None or isinstance(params, SamplingParams):
-            params = [params or SamplingParams()] * len(prompts)
+            params = [params or self.default_params()] * len(prompts)
         ids = [self.add_request(p, sp, response_format) for p, sp in zip(prompts, params)]
         pending = set(ids)
         while pending:
@@ -253,14 +276,22 @@ class Engine:
             assert not any(self._slot_busy), "a slot is still held"
 
     def close(self) -> None:
-        if self._inflight is not None:
+        """Commit what is in flight (unless the device failed: nothing more can come back),
+        then release the device and the tracer; safe to call after any failure, and twice."""
+        inflight, self._inflight = self._inflight, None
+        try:
+            if inflight is not None and not self._failed:
+                self._commit(inflight)
+            if not self._failed and not self._closed:
+                self._close_clock()
+        except DeviceError:
+            pass   # the failure was (or will be) raised where it happened; closing must not mask it
+        finally:
+            self._closed = True
             try:
-                self._commit(self._inflight)
+                self.device.close()
             finally:
-                self._inflight = None
-        self._close_clock()
-        self.device.close()
-        self.tracer.close()
+                self.tracer.close()
 
     def __enter__(self) -> Engine:
         return self

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Short names users type, as --dtype and in code.
+DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
+
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    model: str = "small"          # preset name (tiny, small, 1.5b) or a checkpoint folder
+    model: str = "small"          # preset name (tiny, small, 1.5b), a checkpoint folder or a Hub id
     backend: str = "auto"         # cuda | cpu (host-process device) | auto
-    dtype: str = "auto"           # float32 | bfloat16 | float16 | auto (bf16 on CUDA, fp32 on CPU)
+    dtype: str = "auto"           # float32 | bfloat16 | float16 (or fp32, bf16, fp16) | auto (bf16 on CUDA, fp32 on CPU)
     depth: int = 2                # 2 = pipelined, 1 = blocking; everything else equal
     mask_upload: str = "async"    # async | sync (the source's bug, kept to show the tooling catches it)
     max_rows: int = 64            # rows (sequences) in one step
@@ -23,8 +26,10 @@ class EngineConfig:
     # also uses the host's cores (unpinned, the host sleeps in its waits), which pays when
     # forwards are long and bookkeeping short, as in large offline batches.
     device_threads: int = 1
-    seed: int = 0                 # preset weights; and the seeds drawn for unseeded requests
-
+    # Where unseeded requests' seeds are drawn from. None: from the OS, so runs differ; the
+    # engine records the seed it used (Engine.config.seed, the trace header) to replay a run.
+    seed: int | None = None
+    weights_seed: int = 0         # the presets' random weights
     def __post_init__(self) -> None:
         if self.depth not in (1, 2):
             raise ValueError(f"depth must be 1 (blocking) or 2 (pipelined), got {self.depth}")
@@ -32,8 +37,13 @@ class EngineConfig:
             raise ValueError(f"mask_upload must be 'async' or 'sync', got {self.mask_upload!r}")
         if self.backend not in ("auto", "cpu", "cuda"):
             raise ValueError(f"backend must be auto, cpu or cuda, got {self.backend!r}")
+        object.__setattr__(self, "dtype", DTYPE_ALIASES.get(self.dtype, self.dtype))
         if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
-            raise ValueError(f"dtype must be auto, float32, bfloat16 or float16, got {self.dtype!r}")
+            raise ValueError(f"dtype must be auto, float32, bfloat16 or float16 (or fp32, bf16, fp16), "
+                             f"got {self.dtype!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
+                                      or not 0 <= self.seed < 2**63):
+            raise ValueError(f"seed must be an int in [0, 2**63), got {self.seed!r}")
         for name in ("max_rows", "max_step_tokens", "max_seqs", "page_size", "kv_tokens", "device_threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive")

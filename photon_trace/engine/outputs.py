@@ -5,6 +5,15 @@ from dataclasses import dataclass
 from typing import Any
 
 
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """A sampled token's log-probability under the model, and the likeliest tokens at its
+    position (best first; as many as the request asked for)."""
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
 @dataclass(slots=True)
 class RequestDelta:
     """New tokens of one request at one commit; ``finished`` on its last."""
@@ -12,6 +21,7 @@ class RequestDelta:
     token_ids: list[int]
     finished: bool
     finish_reason: str | None
+    logprobs: list[TokenLogprob] | None = None   # one per token, when the request asked for them
 
 
 @dataclass(slots=True)
@@ -31,6 +41,7 @@ class RequestOutput:
     finish_reason: str | None
     metrics: RequestMetrics | None
     result: Any = None        # the constraint's structured result (points, boxes, JSON)
+    logprobs: list[TokenLogprob] | None = None   # one per token, when the request asked for them
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,11 @@
 them, and what callers get back (deltas, outputs, metrics)."""
 from __future__ import annotations
 
+import numbers
 import threading
 
 from photon_trace.telemetry.tracer import RequestEvent, Tracer, now_ns
-from photon_trace.engine.outputs import RequestDelta, RequestMetrics, RequestOutput
+from photon_trace.engine.outputs import RequestDelta, RequestMetrics, RequestOutput, TokenLogprob
 from photon_trace.engine.params import SamplingParams
 from photon_trace.engine.scheduler import StepPlan
 from photon_trace.engine.sequence import FinishReason, Sequence
@@ -19,21 +20,31 @@ class RequestBook:
         self.eos = frozenset(getattr(tokenizer, "eos_token_ids", ()) or model_config.eos_token_ids)
         self._seqs: dict[int, Sequence] = {}
         self._deltas: dict[int, list[int]] = {}
+        self._delta_logprobs: dict[int, list[TokenLogprob]] = {}
         self._done: list[int] = []
         self._next_id = 0
         self._compiler = None
         self._compiler_lock = threading.Lock()
 
     def create(self, prompt, params: SamplingParams, seed: int, response_format) -> Sequence:
-        ids = self.tokenizer.encode(prompt, add_bos=True) if isinstance(prompt, str) else [int(t) for t in prompt]
+        """A new sequence; a text prompt is encoded as AutoTokenizer(prompt) would (with the
+        tokenizer's own special tokens). Raises ValueError for anything unusable."""
+        if isinstance(prompt, str):
+            ids = self.tokenizer.encode(prompt, add_special_tokens=True)
+        else:
+            ids = list(prompt)
+            if any(isinstance(t, bool) or not isinstance(t, numbers.Integral) for t in ids):
+                raise ValueError("a prompt is a string or a list of token ids (ints)")
+            ids = [int(t) for t in ids]
         if not ids:
             raise ValueError("the prompt is empty")
         vocab = self.model_config.vocab_size
         if any(t < 0 or t >= vocab for t in ids):
             raise ValueError(f"prompt token ids must be in [0, {vocab})")
         constraint = self.constraint(response_format)
-        return Sequence(req_id=self._next_id, prompt=ids, params=params, seed=seed,
-                        constraint=constraint, arrival_ns=now_ns())
+        return Sequence(req_id=self._next_id, prompt=ids, params=params.for_vocab(vocab), seed=seed,
+                        constraint=constraint, arrival_ns=now_ns(),
+                        logprobs=[] if params.logprobs is not None else None)
 
     def constraint(self, response_format):
         """A fresh Constraint for a format (None for plain text); compiles once per format."""
@@ -63,10 +74,13 @@ class RequestBook:
     def note_freed(self, seq: Sequence) -> None:
         self.tracer.request(seq.req_id, RequestEvent.FREED, now_ns())
 
-    def accept(self, seq: Sequence, token: int) -> None:
+    def accept(self, seq: Sequence, token: int, logprob: TokenLogprob | None = None) -> None:
         """A committed token of a live sequence: append it and check every stop condition."""
         seq.output.append(token)
         self._deltas.setdefault(seq.req_id, []).append(token)
+        if seq.logprobs is not None:
+            seq.logprobs.append(logprob)
+            self._delta_logprobs.setdefault(seq.req_id, []).append(logprob)
         if len(seq.output) == 1:
             seq.first_token_ns = now_ns()
             self.tracer.request(seq.req_id, RequestEvent.FIRST_TOKEN, seq.first_token_ns)
@@ -94,9 +108,17 @@ class RequestBook:
             return True
 
     def _hit_stop_string(self, seq: Sequence) -> bool:
-        # only the tail can complete a stop string: decode a window, not the whole output
-        longest = max(len(s) for s in seq.params.stop)
-        tail = self.tokenizer.decode(seq.output[-(longest + 8):])
+        # Only the tail can complete a stop string: decode a window, not the whole output. The
+        # window is sized in bytes, not tokens (a byte-level token can be a quarter of an emoji):
+        # the stop string's UTF-8 length, plus 3 bytes so that a character the window's start
+        # cuts (which decodes to replacement characters) lies before the stop string.
+        need = max(len(s.encode("utf-8")) for s in seq.params.stop) + 3
+        out, token_bytes = seq.output, self.tokenizer.token_bytes
+        start, have = len(out), 0
+        while start > 0 and have < need:
+            start -= 1
+            have += len(token_bytes(out[start]))
+        tail = self.tokenizer.decode(out[start:])
         return any(s in tail for s in seq.params.stop)
 
     def finish(self, seq: Sequence, reason: FinishReason) -> None:
@@ -116,8 +138,10 @@ class RequestBook:
         for rid, toks in self._deltas.items():
             seq = self._seqs[rid]
             fin = rid in done
-            out.append(RequestDelta(rid, toks, fin, seq.finish_reason.value if fin else None))
+            lps = self._delta_logprobs.get(rid, []) if seq.logprobs is not None else None
+            out.append(RequestDelta(rid, toks, fin, seq.finish_reason.value if fin else None, lps))
         self._deltas.clear()
+        self._delta_logprobs.clear()
         self._done.clear()
         return out
 
@@ -137,7 +161,8 @@ class RequestBook:
             req_id=req_id, prompt_token_ids=seq.prompt, token_ids=list(seq.output),
             text=self.text(seq), finish_reason=seq.finish_reason.value if seq.finish_reason else None,
             metrics=metrics(seq) if seq.finalized else None,
-            result=seq.constraint.result() if seq.constraint is not None else None)
+            result=seq.constraint.result() if seq.constraint is not None else None,
+            logprobs=list(seq.logprobs) if seq.logprobs is not None else None)
 
     def forget(self, req_id: int) -> None:
         seq = self._seqs.get(req_id)

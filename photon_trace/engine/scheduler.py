@@ -53,12 +53,13 @@ class Scheduler:
     """
 
     def __init__(self, allocator: PageAllocator, page_size: int, max_rows: int,
-                 max_step_tokens: int, max_seqs: int, max_pages_per_row: int) -> None:
+                 max_step_tokens: int, max_seqs: int, max_context: int) -> None:
         self.allocator = allocator
         self.page_size = page_size
+        self.max_context = max_context
         self.max_rows = max_rows
         self.max_step_tokens = max_step_tokens
-        self.max_pages_per_row = max_pages_per_row
+        self.max_pages_per_row = pages_needed(max_context, page_size)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.free_rows = list(range(max_seqs - 1, -1, -1))
@@ -68,10 +69,11 @@ class Scheduler:
 
     # -- requests ------------------------------------------------------------------------
     def check_fits(self, prompt_len: int, max_tokens: int) -> None:
+        """Raise ValueError unless the request fits the context (in tokens) and the KV pool."""
+        if prompt_len + max_tokens > self.max_context:
+            raise ValueError(f"prompt ({prompt_len} tokens) + max_tokens ({max_tokens}) exceeds the context "
+                             f"of {self.max_context} tokens")
         need = pages_needed(prompt_len + max_tokens, self.page_size)
-        if need > self.max_pages_per_row:
-            raise ValueError(f"prompt ({prompt_len}) + max_tokens ({max_tokens}) exceeds the context "
-                             f"({self.max_pages_per_row * self.page_size} tokens)")
         if need > self.allocator.capacity:
             raise ValueError(f"request needs {need} KV pages, the pool has {self.allocator.capacity}")
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from photon_trace.engine.constraints.interface import Constraint
+from photon_trace.engine.outputs import TokenLogprob
 from photon_trace.engine.params import SamplingParams
 
 
@@ -38,6 +39,7 @@ class Sequence:
     finish_reason: FinishReason | None = None
     # -- results -----------------------------------------------------------------------
     output: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] | None = None   # one per output token, when params.logprobs is set
     text: str = ""
     admitted_ns: int = 0
     first_token_ns: int = 0

@@ -1,4 +1,5 @@
-"""Write a planned step into its slot's host staging buffers.
+"""Write a planned step into its slot's host staging buffers (and read a committed
+step's log-probabilities back out of them).
 
 Everything here is known on the host before the previous step's tokens are:
 a decode row's input token is not staged at all (``from_table``: the device
@@ -8,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from photon_trace.engine.device.sampling import sampling_mode as sample_mode
+from photon_trace.engine.device.sampling import SamplingMode, sampling_mode as sample_mode
 
 from photon_trace.engine.device.staging import SlotStaging
+from photon_trace.engine.outputs import TokenLogprob
 from photon_trace.engine.scheduler import StepPlan
 
 
@@ -19,7 +21,7 @@ def stage_plan(st: SlotStaging, plan: StepPlan, page_size: int, scratch_row: int
     positions: list[int] = []
     mapping: list[int] = []
     q = 0
-    ctx, qstart, last, row_ids, temp, top_k, top_p, seed = ([] for _ in range(8))
+    ctx, qstart, last, row_ids, temp, top_k, top_p, seed, presence, frequency, first = ([] for _ in range(11))
     st.page_table[:B, :plan.max_pages] = 0
     for b, r in enumerate(plan.rows):
         seq, s, n = r.seq, r.start, r.num_tokens
@@ -42,10 +44,13 @@ def stage_plan(st: SlotStaging, plan: StepPlan, page_size: int, scratch_row: int
         p = seq.params
         row_ids.append(seq.row if r.samples else scratch_row)
         # a row that does not sample (a non-final prefill chunk) is sampled greedily into scratch
-        temp.append(p.temperature if r.samples else 0.0)
+        temp.append(p.temperature if r.samples and not p.greedy else 0.0)
         top_k.append(p.top_k)
         top_p.append(p.top_p)
         seed.append(seq.seed)
+        presence.append(p.presence_penalty if r.samples else 0.0)
+        frequency.append(p.frequency_penalty if r.samples else 0.0)
+        first.append(r.samples and seq.scheduled == 1)   # plan() counted this draw already
     st.positions[:T] = positions
     st.slot_mapping[:T] = mapping
     st.context_lens[:B] = ctx
@@ -57,11 +62,14 @@ def stage_plan(st: SlotStaging, plan: StepPlan, page_size: int, scratch_row: int
     st.top_k[:B] = top_k
     st.top_p[:B] = top_p
     st.seed[:B] = seed
+    st.presence[:B] = presence
+    st.frequency[:B] = frequency
+    st.first_sample[:B] = first
     # the sampling counter is the position of the token being drawn: batch-independent
     st.sample_pos[:B] = ctx
 
 
-def sampling_mode(plan: StepPlan, lo: int, hi: int) -> int:
+def sampling_mode(plan: StepPlan, lo: int, hi: int) -> SamplingMode:
     """How rows [lo, hi) are sampled (see sampling.sample); rows that do not sample are greedy."""
     return sample_mode([r.seq.params if r.samples else None for r in plan.rows[lo:hi]])
 
@@ -76,3 +84,12 @@ def fill_masks(masks: np.ndarray, plan: StepPlan) -> None:
         else:
             m[:] = 0
             seq.constraint.fill_mask(m)
+
+
+def read_logprob(st: SlotStaging, b: int, token: int, top: int | None) -> TokenLogprob | None:
+    """Row b's log-probabilities from the copy-back (None when its request did not ask)."""
+    if top is None:
+        return None
+    ids = st.out_top_ids[b, :top].tolist()
+    values = st.out_top_logprobs[b, :top].tolist()
+    return TokenLogprob(token, float(st.out_logprob[b]), tuple(zip(ids, values)))

@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from photon_trace.engine.constraints import ConstraintError, ResponseFormat
 from photon_trace.telemetry.records import RECORD_KINDS
 
-from photon_trace.server import protocol, validate
+from photon_trace.server import logprobs, protocol, validate
 from photon_trace.server.errors import NOT_FOUND, SERVER_ERROR, APIError, bad_request, error_body
 from photon_trace.server.metrics import CONTENT_TYPE
 from photon_trace.server.state import ClientGone, ServerState, parse
@@ -92,7 +92,7 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
         st.check_key(request)
         body = await parse(request, protocol.CompletionRequest)
         validate.check_model(body.model, st.limits)
-        validate.check_supported(body.n, body.logprobs)
+        validate.check_n(body.n)
         if body.echo:
             raise bad_request("echo is not supported", "echo", "unsupported_value")
         ids = validate.prompt_ids(body.prompt, st.tokenizer, st.limits.vocab_size)
@@ -103,8 +103,8 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
         st.check_key(request)
         body = await parse(request, protocol.ChatCompletionRequest)
         validate.check_model(body.model, st.limits)
-        validate.check_supported(body.n, body.logprobs)
-        ids = st.tokenizer.encode(validate.chat_prompt(body.messages), add_bos=True)
+        validate.check_n(body.n)
+        ids = validate.chat_prompt(body.messages, st.tokenizer)
         if body.max_tokens is None:
             body.max_tokens = body.max_completion_tokens
         return await generate(request, body, ids, "messages", CHAT_DEFAULT_MAX_TOKENS, chat=True)
@@ -112,26 +112,30 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
     async def generate(request: Request, body, ids: list[int], prompt_param: str, default_max: int,
                        *, chat: bool):
         validate.check_context(len(ids), st.limits, prompt_param)
+        top = logprobs.requested(chat, body.logprobs, getattr(body, "top_logprobs", None))
         params = validate.sampling_params(
             temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=body.seed, stop=body.stop,
             max_tokens=validate.max_tokens(body.max_tokens, len(ids), st.limits, default_max),
-            ignore_eos=body.ignore_eos)
+            ignore_eos=body.ignore_eos, logprobs=top, defaults=st.sampling_defaults)
         fmt = validate.response_format(body.response_format)
         stream = await st.run(ids, params, fmt, deltas=body.stream)
         rid = protocol.new_id("chatcmpl" if chat else "cmpl")
+        shape = logprobs.chat_logprobs if chat else logprobs.completion_logprobs
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             parts = chat_stream_parts if chat else completion_stream_parts
             chunk, usage, first = parts(rid, st.model_name, include_usage)
             st.count(request, 200)
             events = sse_events(stream, abort=st.loop.abort, text=TextStream(st.tokenizer, params.stop),
-                                chunk=chunk, usage=usage, first=first)
+                                chunk=chunk, usage=usage, first=first,
+                                logprobs=None if top is None else logprobs.StreamLogprobs(st.tokenizer, chat))
             return StreamingResponse(events, media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         out = await st.output(request, stream)
+        lps = None if out.logprobs is None else shape(st.tokenizer, out.logprobs)
         if chat:
-            return reply(request, protocol.chat_body(rid, st.model_name, out))
-        return reply(request, protocol.completion_body(rid, st.model_name, out, out.text))
+            return reply(request, protocol.chat_body(rid, st.model_name, out, lps))
+        return reply(request, protocol.completion_body(rid, st.model_name, out, out.text, lps))
 
     # -- spatial skills -------------------------------------------------------------------
     async def skill(request: Request, kind: str):
@@ -147,7 +151,7 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
             fmt = ResponseFormat(kind, max_count=body.max_objects)
         except ConstraintError as e:
             raise bad_request(str(e), "max_objects") from None
-        ids = st.tokenizer.encode(body.prompt or f"{kind}: {body.object}\n", add_bos=True)
+        ids = st.tokenizer.encode(body.prompt or f"{kind}: {body.object}\n", add_special_tokens=True)
         validate.check_context(len(ids), st.limits, "prompt" if body.prompt else "object")
         budget = SKILL_FIELDS[kind] * fmt.max_count + 1     # every field of max_count answers, then EOS
         if len(ids) + budget > st.limits.max_context:

@@ -34,6 +34,7 @@ class Update:
     """What a request's stream receives: new tokens; on the last one, the finished output."""
     token_ids: list[int]
     finished: bool = False
+    logprobs: list | None = None   # TokenLogprob per token, when the request asked for them
     output: RequestOutput | None = None
     error: str | None = None       # the engine failed or the server is stopping
 
@@ -217,7 +218,7 @@ class EngineLoop:
                 continue
             if not d.finished and not stream.deltas:
                 continue
-            update = Update(d.token_ids, d.finished)
+            update = Update(d.token_ids, d.finished, logprobs=d.logprobs)
             if d.finished:
                 del self._streams[d.req_id]
                 update.output = engine.requests.output(d.req_id, forget=True)

@@ -37,7 +37,7 @@ class _Generation(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = 1
-    logprobs: Any = None
+    logprobs: Any = None              # chat: a boolean; completions: 0..20 (checked in logprobs.requested)
     response_format: dict[str, Any] | None = None
     ignore_eos: bool = False
 
@@ -56,6 +56,7 @@ class ChatMessage(BaseModel):
 class ChatCompletionRequest(_Generation):
     messages: list[ChatMessage]
     max_completion_tokens: int | None = None  # OpenAI's newer name for max_tokens
+    top_logprobs: Any = None          # 0..20 alternatives per token, with logprobs: true
 
 
 class SkillRequest(BaseModel):
@@ -94,27 +95,30 @@ def extension(out: RequestOutput) -> dict[str, Any]:
                                                "tpot_s": m.tpot_s, "e2e_s": m.e2e_s}}
 
 
-def completion_body(rid: str, model: str, out: RequestOutput, text: str) -> dict[str, Any]:
+def completion_body(rid: str, model: str, out: RequestOutput, text: str,
+                    logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"id": rid, "object": "text_completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason(out)}],
+            "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason(out)}],
             "usage": usage(len(out.prompt_token_ids), len(out.token_ids)), "photon_trace": extension(out)}
 
 
-def chat_body(rid: str, model: str, out: RequestOutput) -> dict[str, Any]:
+def chat_body(rid: str, model: str, out: RequestOutput, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"id": rid, "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": out.text},
-                         "logprobs": None, "finish_reason": finish_reason(out)}],
+                         "logprobs": logprobs, "finish_reason": finish_reason(out)}],
             "usage": usage(len(out.prompt_token_ids), len(out.token_ids)), "photon_trace": extension(out)}
 
 
-def completion_chunk(rid: str, model: str, created: int, text: str, reason: str | None) -> dict[str, Any]:
+def completion_chunk(rid: str, model: str, created: int, text: str, reason: str | None,
+                     logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"id": rid, "object": "text_completion", "created": created, "model": model,
-            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason}]}
+            "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": reason}]}
 
 
-def chat_chunk(rid: str, model: str, created: int, delta: dict[str, Any], reason: str | None) -> dict[str, Any]:
+def chat_chunk(rid: str, model: str, created: int, delta: dict[str, Any], reason: str | None,
+               logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}]}
+            "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": reason}]}
 
 
 def usage_chunk(rid: str, obj: str, model: str, created: int, out: RequestOutput) -> dict[str, Any]:

@@ -68,6 +68,7 @@ class ServerState:
         if self.model_name is None:
             self.model_name = cfg.model if "/" not in cfg.model else Path(cfg.model).name
         self.tokenizer = engine.tokenizer
+        self.sampling_defaults = dict(getattr(engine, "sampling_defaults", {}))   # generation_config.json's
         self.limits = validate.Limits(self.model_name, cfg.max_context, engine.model_config.vocab_size)
         if self.tracer is not None:
             self.tracer.describe(model=self.model_name, backend=cfg.resolved_backend(),

@@ -61,12 +61,23 @@ class TextStream:
 
 
 async def sse_events(stream: RequestStream, *, abort: Callable[[int], None], text: TextStream,
-                     chunk: Callable[[str, str | None], dict], usage: Callable[[RequestOutput], dict] | None,
-                     first: dict | None = None) -> AsyncIterator[bytes]:
+                     chunk: Callable[..., dict], usage: Callable[[RequestOutput], dict] | None,
+                     first: dict | None = None, logprobs: Callable[[list], dict] | None = None
+                     ) -> AsyncIterator[bytes]:
     """The SSE body of one request: ``first`` (if any), a chunk for the first token and for
     each later non-empty text delta, the final chunk with the finish reason, the usage chunk
-    (if asked), ``[DONE]``."""
+    (if asked), ``[DONE]``. With ``logprobs`` (which shapes a list of TokenLogprob), each
+    chunk carries those of the tokens that arrived since the last chunk went out."""
     finished = started = False
+    pending: list = []       # logprobs not yet sent (their text may be held back)
+
+    def take_logprobs() -> dict | None:
+        if logprobs is None:
+            return None
+        out = logprobs(pending[:])
+        pending.clear()
+        return out
+
     try:
         if first is not None:
             yield sse(first)
@@ -77,11 +88,12 @@ async def sse_events(stream: RequestStream, *, abort: Callable[[int], None], tex
                 yield sse(error_body(update.error, SERVER_ERROR))
                 yield DONE
                 return
+            pending.extend(update.logprobs or ())
             if update.finished:
                 finished, out = True, update.output
                 rest = text.finish(out.text)
-                if rest:
-                    yield sse(chunk(rest, None))
+                if rest or pending:
+                    yield sse(chunk(rest, None, take_logprobs()))
                 yield sse(chunk("", finish_reason(out)))
                 if usage is not None:
                     yield sse(usage(out))
@@ -90,7 +102,7 @@ async def sse_events(stream: RequestStream, *, abort: Callable[[int], None], tex
             piece = text.push(update.token_ids)
             if piece or not started:   # the first token always goes out: clients see their TTFT
                 started = True
-                yield sse(chunk(piece, None))
+                yield sse(chunk(piece, None, take_logprobs()))
     finally:
         if not finished and stream.req_id >= 0:
             abort(stream.req_id)    # the client went away: free the request's pages and row now
@@ -100,8 +112,8 @@ def completion_stream_parts(rid: str, model: str, include_usage: bool):
     """``(chunk(text, reason), usage(out) or None, first chunk or None)`` for /v1/completions."""
     created = int(time.time())
 
-    def chunk(text: str, reason: str | None) -> dict:
-        return completion_chunk(rid, model, created, text, reason)
+    def chunk(text: str, reason: str | None, logprobs: dict | None = None) -> dict:
+        return completion_chunk(rid, model, created, text, reason, logprobs)
 
     def usage(out: RequestOutput) -> dict:
         return usage_chunk(rid, "text_completion", model, created, out)
@@ -113,8 +125,9 @@ def chat_stream_parts(rid: str, model: str, include_usage: bool):
     """The same for /v1/chat/completions: the first chunk carries the role; the final delta is empty."""
     created = int(time.time())
 
-    def chunk(text: str, reason: str | None) -> dict:
-        return chat_chunk(rid, model, created, {"content": text} if text or reason is None else {}, reason)
+    def chunk(text: str, reason: str | None, logprobs: dict | None = None) -> dict:
+        delta = {"content": text} if text or reason is None else {}
+        return chat_chunk(rid, model, created, delta, reason, logprobs)
 
     def usage(out: RequestOutput) -> dict:
         return usage_chunk(rid, "chat.completion.chunk", model, created, out)

@@ -7,11 +7,12 @@ shape and parameter names, not to be the only line of defence.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from photon_trace.engine.constraints import ConstraintError, ResponseFormat
+from photon_trace.engine.model.chat_template import ChatTemplateError, chat_prompt_ids
 from photon_trace.engine.params import SamplingParams
 
 from photon_trace.server.errors import APIError, bad_request
@@ -21,8 +22,9 @@ MAX_TEMPERATURE = 2.0   # OpenAI's range; the engine itself would take up to 100
 MAX_STOP_STRINGS = 4
 CONTEXT_EXCEEDED = "context_length_exceeded"
 
-# The chat template for models without one of their own (the presets' byte tokenizer):
-# each message as "<|role|>\n{content}\n", then "<|assistant|>\n" for the reply.
+# Chat prompts use the model's own template (engine/model/chat_template.py); models without
+# one (the presets' byte tokenizer) get each message as "<|role|>\n{content}\n", then
+# "<|assistant|>\n" for the reply.
 CHAT_ROLES = ("system", "developer", "user", "assistant")
 
 
@@ -40,11 +42,10 @@ def check_model(requested: str | None, limits: Limits) -> None:
                        param="model", code="model_not_found")
 
 
-def check_supported(n: int, logprobs: Any) -> None:
+def check_n(n: int) -> None:
     if n != 1:
-        raise bad_request(f"n must be 1 (one choice per request), got {n}", "n", "unsupported_value")
-    if logprobs not in (None, False, 0):
-        raise bad_request("logprobs are not supported", "logprobs", "unsupported_value")
+        raise bad_request(f"n must be 1 (one choice per request; send n requests with different seeds "
+                          f"for n samples), got {n}", "n", "unsupported_value")
 
 
 def prompt_ids(prompt: Any, tokenizer, vocab_size: int) -> list[int]:
@@ -54,7 +55,7 @@ def prompt_ids(prompt: Any, tokenizer, vocab_size: int) -> list[int]:
     if isinstance(prompt, str):
         if not prompt:
             raise bad_request("prompt must not be empty", "prompt")
-        return tokenizer.encode(prompt, add_bos=True)
+        return tokenizer.encode(prompt, add_special_tokens=True)
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
         if any(t < 0 or t >= vocab_size for t in prompt):
             raise bad_request(f"prompt token ids must lie in [0, {vocab_size})", "prompt")
@@ -67,19 +68,24 @@ def prompt_ids(prompt: Any, tokenizer, vocab_size: int) -> list[int]:
     raise bad_request("prompt must be a string or a list of token ids", "prompt")
 
 
-def chat_prompt(messages: Sequence[ChatMessage]) -> str:
-    """The messages through the documented template (see ``CHAT_ROLES``)."""
+def chat_prompt(messages: Sequence[ChatMessage], tokenizer) -> list[int]:
+    """The messages' prompt ids: through the model's chat template, as transformers'
+    ``apply_chat_template(..., add_generation_prompt=True)`` makes them, or the documented
+    fallback (see ``CHAT_ROLES``). A template's own refusal is a 400 naming ``messages``."""
     if not messages:
         raise bad_request("messages must not be empty", "messages")
-    parts = []
+    plain = []
     for i, m in enumerate(messages):
         if m.role not in CHAT_ROLES:
             raise bad_request(f"messages[{i}].role must be one of {', '.join(CHAT_ROLES)}, got {m.role!r}",
                               f"messages[{i}].role")
-        parts.append(f"<|{m.role}|>\n{_content_text(m.content, i)}\n")
+        plain.append({"role": m.role, "content": _content_text(m.content, i)})
     if not any(m.role == "user" for m in messages):
         raise bad_request("messages must contain a user message", "messages")
-    return "".join(parts) + "<|assistant|>\n"
+    try:
+        return chat_prompt_ids(tokenizer, plain)
+    except ChatTemplateError as e:
+        raise bad_request(str(e), "messages") from None
 
 
 def _content_text(content: str | list[dict[str, Any]] | None, i: int) -> str:
@@ -117,7 +123,14 @@ def max_tokens(requested: int | None, prompt_len: int, limits: Limits, default: 
 
 def sampling_params(*, temperature: float | None, top_p: float | None, top_k: int | None = None,
                     seed: int | None, stop: str | list[str] | None = None, max_tokens: int,
-                    ignore_eos: bool = False) -> SamplingParams:
+                    ignore_eos: bool = False, logprobs: int | None = None,
+                    defaults: Mapping[str, Any] | None = None) -> SamplingParams:
+    """SamplingParams from a request's values; an unset temperature, top_p or top_k takes the
+    model's generation_config.json value (``defaults``, as vLLM does), else OpenAI's default."""
+    defaults = defaults or {}
+    temperature = defaults.get("temperature") if temperature is None else temperature
+    top_p = defaults.get("top_p") if top_p is None else top_p
+    top_k = defaults.get("top_k") if top_k is None else top_k
     t = 1.0 if temperature is None else temperature
     if not 0.0 <= t <= MAX_TEMPERATURE:  # also refuses NaN
         raise bad_request(f"temperature must be in [0, {MAX_TEMPERATURE:g}], got {temperature}", "temperature")
@@ -134,7 +147,7 @@ def sampling_params(*, temperature: float | None, top_p: float | None, top_k: in
         raise bad_request(f"stop takes up to {MAX_STOP_STRINGS} non-empty strings", "stop")
     try:
         return SamplingParams(temperature=t, top_p=p, top_k=k, seed=seed, stop=tuple(stops),
-                              max_tokens=max_tokens, ignore_eos=ignore_eos)
+                              max_tokens=max_tokens, ignore_eos=ignore_eos, logprobs=logprobs)
     except ValueError as e:  # the engine's own rules, should they be stricter than ours
         raise bad_request(str(e)) from None
 

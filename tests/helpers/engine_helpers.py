@@ -32,6 +32,23 @@ class Run:
     steps: int = 0
 
 
+def logprob_gap(a, b) -> float:
+    """Largest difference between two requests' logprobs (lists of TokenLogprob or None), which
+    must name the same tokens and alternatives. Depths batch differently (a zombie row changes a
+    step's batch size), and a CPU matmul's last bits depend on the batch size, so values agree to
+    float rounding, not bit for bit; the tokens drawn from them are identical."""
+    if a is None or b is None:
+        assert a is b
+        return 0.0
+    assert [x.token_id for x in a] == [y.token_id for y in b]
+    gap = 0.0
+    for x, y in zip(a, b):
+        assert [t for t, _ in x.top] == [t for t, _ in y.top] or max(
+            abs(u - v) for (_, u), (_, v) in zip(x.top, y.top)) < 1e-5, "alternatives differ beyond a near-tie"
+        gap = max(gap, abs(x.logprob - y.logprob), *(abs(u - v) for (_, u), (_, v) in zip(x.top, y.top)))
+    return gap
+
+
 def drive(engine: Engine, reqs: list[Req], max_ticks: int = 5000, check=True) -> Run:
     """Feed requests at their arrival ticks, abort at their abort ticks, tick until idle.
 

@@ -3,7 +3,8 @@ compare the model (against transformers) and the pipelined engine with.
 
 Prefill every prompt in one forward, then decode the live rows one token per forward,
 reading each step's tokens back on the host. No sampling: the engine's sampler is
-tested on its own (``test_sampling.py``).
+tested on its own (``test_sampling.py``). OpenAI's presence and frequency penalties
+are applied here on the host, from Python counts, as the reference for the device's.
 """
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ class GenerateResult:
 def generate(model: DecoderModel, tokenizer: Tokenizer, prompts: Sequence[str] | Sequence[Sequence[int]],
              max_new_tokens: int = 32, page_size: int = 16,
              kv: KVPool | None = None, allocator: PageAllocator | None = None,
-             stop_on_eos: bool = True) -> GenerateResult:
+             stop_on_eos: bool = True, presence_penalty: float = 0.0,
+             frequency_penalty: float = 0.0) -> GenerateResult:
     """Generate up to ``max_new_tokens`` per prompt (strings are encoded with BOS).
 
     Pages for each sequence's whole length are taken up front and all returned
@@ -57,7 +59,7 @@ def generate(model: DecoderModel, tokenizer: Tokenizer, prompts: Sequence[str] |
         raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
     if kv is not None:
         page_size = kv.page_size
-    seqs = [tokenizer.encode(p, add_bos=True) if isinstance(p, str) else list(p) for p in prompts]
+    seqs = [tokenizer.encode(p, add_special_tokens=True) if isinstance(p, str) else list(p) for p in prompts]
     for seq in seqs:
         check_prompt_length(len(seq), config.max_position)
     budgets = [min(max_new_tokens, config.max_position - len(s)) for s in seqs]
@@ -83,7 +85,11 @@ def generate(model: DecoderModel, tokenizer: Tokenizer, prompts: Sequence[str] |
         prefill_seconds = 0.0
         while live:
             batch = make_forward_batch(rows, page_size, device=model.device)
-            tokens = model(batch, kv).argmax(dim=-1).tolist()
+            logits = model(batch, kv).float()
+            for row, i in enumerate(live):
+                for token in set(outputs[i]):
+                    logits[row, token] -= presence_penalty + frequency_penalty * outputs[i].count(token)
+            tokens = logits.argmax(dim=-1).tolist()
             if not prefill_seconds:
                 prefill_seconds = time.perf_counter() - start
             still = []

@@ -87,6 +87,8 @@ class Device:
         self.device_name = "?"
         # per slot: DeviceOp -> (stream, enqueued_ns); filled at enqueue, read at commit
         self._issued: list[dict[DeviceOp, tuple[Stream, int]]] = [{} for _ in range(NUM_SLOTS)]
+        # per slot: whether this step's sampling computed log-probabilities (the copy-back brings them)
+        self._logprobs = [False] * NUM_SLOTS
 
     # -- the operations (backends implement) ----------------------------------------------
     def staging(self, slot: int) -> SlotStaging:
@@ -109,7 +111,8 @@ class Device:
         raise NotImplementedError
 
     def copy_back(self, slot: int, B: int) -> None:
-        """Copy stream waits on this step's sampled event, then copies tokens to staging.out_tokens."""
+        """Copy stream waits on this step's sampled event, then copies tokens to staging.out_tokens
+        (and log-probabilities to staging.out_logprob/out_top_*, when the step's sampling made them)."""
         raise NotImplementedError
 
     def wait_copied(self, slot: int, step: int) -> None:
@@ -158,6 +161,10 @@ class Device:
 
     def _begin_step(self, slot: int) -> None:
         self._issued[slot].clear()
+        self._logprobs[slot] = False
+
+    def _note_sample(self, slot: int, mode: SamplingMode) -> None:
+        self._logprobs[slot] = self._logprobs[slot] or mode.logprobs
 
     def last_enqueue_ns(self) -> int:
         """When the newest op still on record was issued (0: none); bounds a sync's start."""

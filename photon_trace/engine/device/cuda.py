@@ -164,10 +164,11 @@ class CudaDevice(Device):
         self._begin_step(slot)
         T, B, P = shape.num_tokens, shape.num_rows, shape.max_pages
         graphed = self.spec.cuda_graphs and not shape.prefill and shape.max_query_len == 1
-        rows, pages = (_bucket(B, _BATCH_BUCKETS), _bucket(P, self._page_buckets)) if graphed else (B, P)
+        rows = _bucket(B, _BATCH_BUCKETS) if graphed else B
         if graphed and rows > self.spec.shape.max_rows:
-            graphed, rows, pages = False, B, P
-        self._staging[slot].pad_rows(T, B, rows, P)   # rows [B, rows) of the bucket: harmless padding
+            graphed, rows = False, B
+        # rows [B, rows) of the bucket and page columns past P: harmless padding
+        self._staging[slot].pad_rows(T, B, rows, P)
         op = DeviceOp.PREFILL if shape.prefill else DeviceOp.FORWARD
         block = self._pinned[slot]   # the pinned check covers what is staged, not the copy-back's landing zone
         with torch.cuda.stream(self.compute):
@@ -180,6 +181,7 @@ class CudaDevice(Device):
 
     def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
+        self._note_sample(slot, mode)
         with torch.cuda.stream(self.compute):
             self._timed(slot, op, self.compute, lambda: self.program.sample(slot, lo, hi, masked, mode))
 
@@ -208,10 +210,12 @@ class CudaDevice(Device):
     def copy_back(self, slot: int, B: int) -> None:
         self._sampled[slot].record(self.compute)
         self.copy.wait_event(self._sampled[slot])  # this step's sampling only, not what follows it
-        host_out = self._host[slot]["out_tokens"]
+        host = self._host[slot]
+        logprobs = self._logprobs[slot]
+        outs = [t for name, t in host.items() if name.startswith("out_") and (logprobs or name == "out_tokens")]
         with torch.cuda.stream(self.copy):
             self._timed(slot, DeviceOp.COPY_BACK, self.copy,
-                        self._copy((host_out,), lambda: self.program.copy_back(slot, host_out, B), "copy-back"))
+                        self._copy(outs, lambda: self.program.copy_back(slot, host, B, logprobs), "copy-back"))
             self._copied[slot].record(self.copy)
 
     def wait_copied(self, slot: int, step: int) -> None:

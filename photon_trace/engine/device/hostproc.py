@@ -63,13 +63,17 @@ class HostProcessDevice(Device):
         self._closed = False
         self._pinned: list[int] = []   # the host thread _keep_host_off narrowed, once it has
         self._finalizer = weakref.finalize(self, _cleanup, self._proc, self._conn, self._paths, self._pinned)
-        self._conn.send((spec, self.state.path, [path for path, _ in maps]))
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while not self.state.ready[0]:
-            self._check_alive()
-            if time.monotonic() > deadline:
-                raise DeviceError("the device worker did not start in time")
-            time.sleep(0.005)
+        try:
+            self._conn.send((spec, self.state.path, [path for path, _ in maps]))
+            deadline = time.monotonic() + _START_TIMEOUT_S
+            while not self.state.ready[0]:
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    raise DeviceError("the device worker did not start in time")
+                time.sleep(0.005)
+        except BaseException:
+            self.close()   # the worker is gone or going: stop it, unlink the shared memory, then report
+            raise
         threads = "1 intra-op thread" if spec.threads == 1 else f"{spec.threads} intra-op threads"
         self.device_name = f"host process (pid {self._proc.pid}, {threads})"
         if _keep_host_off(cpu):
@@ -123,13 +127,21 @@ class HostProcessDevice(Device):
                 while self._conn.poll(1.0):
                     reply = self._conn.recv()
                     if reply[0] == "error":
-                        msg = reply[1]
-                        break
+                        self._raise_worker_error(reply)
             except (EOFError, OSError):
                 pass
             raise DeviceError(f"the device worker failed:\n{msg}")
         if self._proc.poll() is not None:
             raise DeviceError(f"the device worker died (exit code {self._proc.returncode})")
+
+    @staticmethod
+    def _raise_worker_error(reply: tuple) -> None:
+        """The worker's error: its own exception when it is the user's (a bad checkpoint,
+        a bad value), else a DeviceError carrying the worker's traceback."""
+        _, trace, user_error = (*reply, None)[:3]
+        if user_error is not None:
+            raise user_error
+        raise DeviceError(f"the device worker failed:\n{trace}")
 
     def _wait_event(self, event: int, gen: int) -> None:
         """Spin, then sleep until the worker wakes us.
@@ -173,7 +185,7 @@ class HostProcessDevice(Device):
                 if reply is None:
                     self._check_alive()
                 elif reply[0] == "error":
-                    raise DeviceError(f"the device worker failed:\n{reply[1]}")
+                    self._raise_worker_error(reply)
         finally:
             waiter[0] = -1
 
@@ -190,6 +202,7 @@ class HostProcessDevice(Device):
 
     def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
+        self._note_sample(slot, mode)
         self._issue(slot, op, Stream.COMPUTE)
         self._send((int(Stream.COMPUTE), P.SAMPLE, slot, lo, hi, masked, mode, int(op)))
 
@@ -214,7 +227,7 @@ class HostProcessDevice(Device):
         sampled = self.state.slot_event(slot, P.EV_SAMPLED)
         self._stream_wait(Stream.COPY, sampled, self._record(sampled, Stream.COMPUTE))
         self._issue(slot, DeviceOp.COPY_BACK, Stream.COPY)
-        self._send((int(Stream.COPY), P.COPY_BACK, slot, B))
+        self._send((int(Stream.COPY), P.COPY_BACK, slot, B, self._logprobs[slot]))
         copied = self.state.slot_event(slot, P.EV_COPIED)
         self._record(copied, Stream.COPY)
 

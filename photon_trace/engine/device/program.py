@@ -11,7 +11,7 @@ import torch
 from photon_trace.engine.model.batch import ForwardBatch
 from photon_trace.engine.device.base import NUM_SLOTS, LaunchShape
 from photon_trace.engine.device.masking import apply_bitmask_
-from photon_trace.engine.device.sampling import SamplingMode, sample
+from photon_trace.engine.device.sampling import SamplingMode, logprobs, penalize, sample
 from photon_trace.engine.device.staging import COPIED_BACK, SlotShape, layout
 
 _TORCH_DTYPES = {"int64": torch.int64, "int32": torch.int32, "float32": torch.float32, "bool": torch.bool}
@@ -23,7 +23,8 @@ def torch_dtype(dt) -> torch.dtype:
 
 
 class SlotBuffers:
-    """Device-side working set of one slot: inputs, logits, sampled tokens, mask.
+    """Device-side working set of one slot: inputs, logits, sampled tokens and their
+    log-probabilities, mask.
 
     The inputs and the mask are views of ``mirror``, one device block with the
     host staging block's layout, so a launch stages every input in one copy.
@@ -34,8 +35,12 @@ class SlotBuffers:
         for name, (offset, n, dt, fshape) in layout(shape).items():
             if name not in COPIED_BACK:   # host-only landing zones
                 setattr(self, name, self.mirror[offset:offset + n].view(torch_dtype(dt)).view(fshape))
-        self.logits = torch.zeros(shape.max_rows, vocab_size, dtype=torch.float32, device=device)
-        self.sampled = torch.zeros(shape.max_rows, dtype=torch.int64, device=device)
+        R = shape.max_rows
+        self.logits = torch.zeros(R, vocab_size, dtype=torch.float32, device=device)
+        self.sampled = torch.zeros(R, dtype=torch.int64, device=device)
+        self.logprob = torch.zeros(R, dtype=torch.float32, device=device)
+        self.top_ids = torch.zeros(R, shape.top_logprobs, dtype=torch.int32, device=device)
+        self.top_logprobs = torch.zeros(R, shape.top_logprobs, dtype=torch.float32, device=device)
 
 
 class DeviceProgram:
@@ -48,6 +53,10 @@ class DeviceProgram:
         # Row ``table_rows`` is scratch: rows that must not publish a token (a
         # non-final prefill chunk, padding) write there.
         self.table = torch.zeros(table_rows + 1, dtype=torch.int64, device=device)
+        # How often each token-table row's sequence has generated each token: the presence and
+        # frequency penalties read it. Kept on the device, updated by the sampling op itself, so
+        # a penalised request needs no host round trip and draws the same tokens at either depth.
+        self.counts = torch.zeros(table_rows + 1, self.vocab_size, dtype=torch.float32, device=device)
         self.slots = [SlotBuffers(shape, self.vocab_size, device) for _ in range(num_slots)]
 
     # -- compute stream ----------------------------------------------------------------
@@ -74,15 +83,32 @@ class DeviceProgram:
         self.model.forward(self.forward_batch(slot, shape), self.kv, out_logits=d.logits[:shape.num_rows])
 
     def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
-        """Sample rows [lo, hi) and publish their tokens into the token table."""
+        """Sample rows [lo, hi) and publish their tokens into the token table; with
+        ``mode.logprobs``, also their log-probabilities for the copy-back."""
         d = self.slots[slot]
         logits = d.logits[lo:hi]
+        rows = d.row_ids[lo:hi]
         if masked:
             apply_bitmask_(logits, d.mask[lo:hi])   # in place: the slot's logits of these rows
-        tok = sample(logits, d.temperature[lo:hi], d.top_k[lo:hi], d.top_p[lo:hi],
+        scores = logits
+        if mode.penalties:
+            # a sequence's first draw starts from zero counts (its row may have served another)
+            counts = self.counts.index_select(0, rows) * ~d.first_sample[lo:hi, None]   # (b, V)
+            scores = penalize(logits, counts, d.presence[lo:hi], d.frequency[lo:hi])
+        tok = sample(scores, d.temperature[lo:hi], d.top_k[lo:hi], d.top_p[lo:hi],
                      d.seed[lo:hi], d.sample_pos[lo:hi], mode)
+        if mode.logprobs:
+            # the model's distribution (after a constraint's mask, before penalties and temperature)
+            chosen, ids, values = logprobs(logits, tok, mode.top_logprobs)
+            d.logprob[lo:hi].copy_(chosen)
+            if ids is not None:
+                d.top_ids[lo:hi, :mode.top_logprobs].copy_(ids)
+                d.top_logprobs[lo:hi, :mode.top_logprobs].copy_(values)
+        if mode.penalties:
+            counts.scatter_add_(1, tok[:, None], torch.ones_like(counts[:, :1]))
+            self.counts.index_copy_(0, rows, counts)   # rows are distinct but the scratch row
         d.sampled[lo:hi].copy_(tok)
-        self.table.index_copy_(0, d.row_ids[lo:hi], tok)
+        self.table.index_copy_(0, rows, tok)
 
     def read_table(self, row: int) -> torch.Tensor:
         return self.table[row:row + 1]
@@ -91,8 +117,15 @@ class DeviceProgram:
     def upload_mask(self, slot: int, host_mask: torch.Tensor, lo: int, hi: int) -> None:
         self.slots[slot].mask[lo:hi].copy_(host_mask[lo:hi], non_blocking=True)
 
-    def copy_back(self, slot: int, host_out: torch.Tensor, B: int) -> None:
-        host_out[:B].copy_(self.slots[slot].sampled[:B], non_blocking=True)
+    def copy_back(self, slot: int, host: dict[str, torch.Tensor], B: int, logprobs: bool) -> None:
+        """Sampled tokens (and, when this step computed them, their log-probabilities) to the
+        slot's host landing zones."""
+        d = self.slots[slot]
+        host["out_tokens"][:B].copy_(d.sampled[:B], non_blocking=True)
+        if logprobs:
+            host["out_logprob"][:B].copy_(d.logprob[:B], non_blocking=True)
+            host["out_top_ids"][:B].copy_(d.top_ids[:B], non_blocking=True)
+            host["out_top_logprobs"][:B].copy_(d.top_logprobs[:B], non_blocking=True)
 
 
 def build_program(spec, device: torch.device) -> DeviceProgram:

@@ -13,7 +13,7 @@ which torch would first gather into a hidden pageable temporary). The roles:
 * staged (the default): written by the host before a launch, copied with it;
 * ``UPLOADED_APART``: host -> device by an op of its own (the constraint mask,
   uploaded at finalize, after commit made its state current);
-* ``COPIED_BACK``: device -> host landing zones (sampled tokens).
+* ``COPIED_BACK``: device -> host landing zones (sampled tokens, their logprobs).
 
 A new field needs no change here beyond ``fields()``: it is staged unless its
 name is listed in one of the two sets. The layout puts staged fields first, in
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 UPLOADED_APART = frozenset({"mask"})       # host -> device by its own op (finalize's mask upload)
-COPIED_BACK = frozenset({"out_tokens"})    # device -> host landing zones, never staged
+COPIED_BACK = frozenset({"out_tokens", "out_logprob", "out_top_ids", "out_top_logprobs"})  # device -> host landing zones, never staged
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +39,10 @@ class SlotShape:
     max_tokens: int    # flat tokens in one step (prefill chunks + decode rows)
     max_pages: int     # page-table width: pages per row at the longest context
     mask_words: int    # int32 words of a constraint bitmask row
+    top_logprobs: int = 20  # alternatives per token the copy-back can carry (OpenAI's limit)
 
     def fields(self) -> list[tuple[str, np.dtype, tuple[int, ...]]]:
-        R, T, P, W = self.max_rows, self.max_tokens, self.max_pages, self.mask_words
+        R, T, P, W, K = self.max_rows, self.max_tokens, self.max_pages, self.mask_words, self.top_logprobs
         i64, i32, f32 = np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.float32)
         return [
             # per flat token
@@ -61,9 +62,15 @@ class SlotShape:
             ("top_p", f32, (R,)),
             ("seed", i64, (R,)),
             ("sample_pos", i64, (R,)),     # index of the token being sampled: the seeded RNG's counter
+            ("presence", f32, (R,)),       # presence penalty (0: none)
+            ("frequency", f32, (R,)),      # frequency penalty (0: none)
+            ("first_sample", np.dtype(np.bool_), (R,)),  # the sequence's first draw: its token counts restart
             ("mask", i32, (R, W)),         # allowed-token bitmask of constrained rows
-            # device -> host
-            ("out_tokens", i64, (R,)),     # copy-back landing zone
+            # device -> host (names start with "out_": host-only landing zones of the copy-back)
+            ("out_tokens", i64, (R,)),
+            ("out_logprob", f32, (R,)),    # log-probability of the sampled token (rows that ask)
+            ("out_top_ids", i32, (R, K)),  # the likeliest tokens, best first
+            ("out_top_logprobs", f32, (R, K)),
         ]
 
     def nbytes(self) -> int:
@@ -108,6 +115,8 @@ class SlotStaging:
         self.query_start[B + 1:rows + 1] = np.arange(T + 1, T + n + 1)
         self.logits_index[B:rows] = np.arange(T, T + n)
         self.temperature[B:rows] = 0.0
+        self.presence[B:rows] = 0.0
+        self.frequency[B:rows] = 0.0
 
 
 def _role(name: str) -> str:

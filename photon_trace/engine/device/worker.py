@@ -43,13 +43,22 @@ def worker_main(conn: Connection, cpu: int = -1, threads: int = 1) -> None:
             program = build_program(spec, torch.device("cpu"))
             state.ready[0] = 1
             _run(conn, program, state, host, P.WORKER_SPIN_NS if cpu >= 0 else 0)
-    except BaseException:  # report anything, including a model error, then die
+    except BaseException as e:  # report anything, including a model error, then die
         state.error[0] = 1
+        # The exception itself goes too when it is the user's to read (a checkpoint that cannot
+        # load names its file and tensor): the host raises it as is, not a worker traceback.
+        user_error = e if _is_user_error(e) else None
         try:
-            conn.send(("error", traceback.format_exc()))
+            conn.send(("error", traceback.format_exc(), user_error))
         except (BrokenPipeError, OSError):
             pass
         sys.exit(1)
+
+
+def _is_user_error(e: BaseException) -> bool:
+    from photon_trace.engine.model.checkpoint import CheckpointError
+
+    return isinstance(e, (CheckpointError, ValueError))
 
 
 def _pin(cpu: int) -> None:
@@ -141,9 +150,9 @@ def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict], s
             program.slots[slot].mask[lo:hi].copy_(mask)
             timed.append((slot, DeviceOp.MASK_UPLOAD, t0, time.monotonic_ns()))
         elif op == P.COPY_BACK:
-            _, _, slot, B = cmd
+            _, _, slot, B, logprobs = cmd
             t0 = time.monotonic_ns()
-            program.copy_back(slot, host[slot]["out_tokens"], B)
+            program.copy_back(slot, host[slot], B, logprobs)
             timed.append((slot, DeviceOp.COPY_BACK, t0, time.monotonic_ns()))
         elif op == P.RECORD:
             # Op times reach shared memory here, before any event the host could wait

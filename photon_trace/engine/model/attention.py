@@ -8,7 +8,9 @@ be captured in a CUDA graph. Per forward, :func:`build_metadata` computes:
 - which pool pages each row reads (gathered as (B, P * page_size) keys),
 - a padded (B, max_query_len) layout of the flat query tokens and the way back,
 - one additive mask: key j is visible to a query at position p of row b iff
-  j <= p and j < context_lens[b].
+  j <= p and j < context_lens[b]; for models with a sliding window (Mistral), a
+  second one that also needs j > p - window (transformers' rule), which the
+  windowed layers use. Pages that fell out of the window are kept and masked.
 
 Key 0 is always visible (positions are >= 0 and context_lens >= 1), so no query
 row is fully masked and padding rows yield finite garbage, never NaN.
@@ -32,6 +34,7 @@ class AttentionMetadata:
     slot_mapping: torch.Tensor       # (T,) int64 flat pool slot each new K/V goes to
     page_index: torch.Tensor         # (B * P,) int64 pages to gather, row-major
     mask: torch.Tensor               # (B, 1, Lq, S) additive, 0 or -inf, in the dtype SDPA runs in
+    window_mask: torch.Tensor | None  # the same with the sliding window applied; None without one
     query_index: torch.Tensor | None  # (B, Lq) int64 flat token of each padded query; None in decode
     output_index: torch.Tensor | None  # (T,) int64 padded slot b * Lq + i of each flat token; None in decode
     num_rows: int                    # B
@@ -41,15 +44,17 @@ class AttentionMetadata:
     parts: tuple[tuple[int, int, "AttentionMetadata"], ...] = ()
 
 
-def build_metadata(batch: ForwardBatch, page_size: int, dtype: torch.dtype) -> AttentionMetadata:
-    """Device-side indices and mask shared by all layers of one forward."""
+def build_metadata(batch: ForwardBatch, page_size: int, dtype: torch.dtype,
+                   window: int | None = None) -> AttentionMetadata:
+    """Device-side indices and masks shared by all layers of one forward."""
     if batch.segments:
-        parts = tuple((g.tok_lo, g.tok_hi, _build(_segment(batch, g), page_size, dtype)) for g in batch.segments)
+        parts = tuple((g.tok_lo, g.tok_hi, _build(_segment(batch, g), page_size, dtype, window))
+                      for g in batch.segments)
         return AttentionMetadata(
-            slot_mapping=batch.slot_mapping.long(), page_index=None, mask=None, query_index=None,
-            output_index=None, num_rows=batch.num_rows, max_query_len=batch.max_query_len, num_keys=0,
-            parts=parts)
-    return _build(batch, page_size, dtype)
+            slot_mapping=batch.slot_mapping.long(), page_index=None, mask=None, window_mask=None,
+            query_index=None, output_index=None, num_rows=batch.num_rows, max_query_len=batch.max_query_len,
+            num_keys=0, parts=parts)
+    return _build(batch, page_size, dtype, window)
 
 
 def _segment(batch: ForwardBatch, g) -> ForwardBatch:
@@ -63,7 +68,7 @@ def _segment(batch: ForwardBatch, g) -> ForwardBatch:
         logits_index=batch.logits_index[g.row_lo:g.row_hi], max_query_len=g.max_query_len)
 
 
-def _build(batch: ForwardBatch, page_size: int, dtype: torch.dtype) -> AttentionMetadata:
+def _build(batch: ForwardBatch, page_size: int, dtype: torch.dtype, window: int | None) -> AttentionMetadata:
     num_rows, pages_per_row = batch.page_table.shape
     num_tokens, lq = batch.num_tokens, batch.max_query_len
     num_keys = pages_per_row * page_size
@@ -84,12 +89,20 @@ def _build(batch: ForwardBatch, page_size: int, dtype: torch.dtype) -> Attention
         token = torch.arange(num_tokens, device=device)                  # (T,)
         row = torch.searchsorted(starts[1:], token, right=True)          # (T,)
         output_index = row * lq + (token - starts[row])                  # (T,)
-    visible = (key_pos <= query_pos[:, :, None]) & (key_pos < batch.context_lens.view(num_rows, 1, 1))
+    query_pos = query_pos[:, :, None]                                    # (B, Lq, 1)
+    visible = (key_pos <= query_pos) & (key_pos < batch.context_lens.view(num_rows, 1, 1))  # (B, Lq, S)
     mask = torch.zeros(visible.shape, dtype=dtype, device=device).masked_fill_(~visible, float("-inf"))
+    window_mask = None
+    if window is not None:
+        # the query itself stays visible (window >= 1), so no row is fully masked here either
+        outside = ~visible | (key_pos <= query_pos - window)
+        window_mask = torch.zeros(visible.shape, dtype=dtype, device=device).masked_fill_(outside, float("-inf"))
+        window_mask = window_mask[:, None]                               # (B, 1, Lq, S)
     return AttentionMetadata(
         slot_mapping=batch.slot_mapping.long(),
         page_index=batch.page_table.reshape(-1).long(),
         mask=mask[:, None],                                              # (B, 1, Lq, S)
+        window_mask=window_mask,
         query_index=query_index,
         output_index=output_index,
         num_rows=num_rows,
@@ -101,8 +114,10 @@ def _build(batch: ForwardBatch, page_size: int, dtype: torch.dtype) -> Attention
 class PagedAttention(nn.Module):
     """QKV projection, optional q/k norm, RoPE, paged KV write + read, SDPA, output projection."""
 
-    def __init__(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str) -> None:
+    def __init__(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
+                 windowed: bool = False) -> None:
         super().__init__()
+        self.windowed = windowed        # this layer attends through the sliding window
         self.num_heads = config.num_heads
         self.num_kv_heads = config.num_kv_heads
         self.head_dim = config.head_dim
@@ -156,8 +171,9 @@ class PagedAttention(nn.Module):
         if meta.mask.dtype != q.dtype:
             # CPU: the fp32 SDPA kernel is several times faster than bf16/fp16 ones at decode.
             q, keys, values = q.float(), keys.float(), values.float()
+        mask = meta.window_mask if self.windowed else meta.mask
         out = F.scaled_dot_product_attention(
-            q, keys, values, attn_mask=meta.mask, enable_gqa=hkv != h)  # (B, H, Lq, D)
+            q, keys, values, attn_mask=mask, enable_gqa=hkv != h)       # (B, H, Lq, D)
         if meta.query_index is None:
             return out.reshape(t, h * d)                                 # (T, H * D)
         return out.transpose(1, 2).reshape(b * lq, h * d)[meta.output_index]  # (T, H * D)

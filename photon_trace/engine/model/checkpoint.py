@@ -1,7 +1,8 @@
 """Load a Hugging Face model folder (Llama, Mistral, Qwen2, Qwen3) with no network.
 
 Reads ``config.json``, ``model.safetensors`` or a sharded
-``model.safetensors.index.json``, ``tokenizer.json`` and the EOS ids of
+``model.safetensors.index.json``, ``tokenizer.json`` with ``tokenizer_config.json``
+and ``chat_template.jinja``, and the EOS ids and sampling defaults of
 ``generation_config.json``. Anything wrong is one :class:`CheckpointError` that
 names the file or tensor and the problem.
 """
@@ -89,10 +90,7 @@ def _config_fields(cfg: dict[str, Any], arch: str, kind: str, folder: Path) -> M
     if scaling and scaling.get("rope_type", scaling.get("type", "default")) == "default":
         scaling = None
     max_position = int(cfg["max_position_embeddings"])
-    # No sliding-window attention here: cap the context where full attention is still exact.
-    window = cfg.get("sliding_window")
-    if window and (kind == "mistral" or cfg.get("use_sliding_window")):
-        max_position = min(max_position, int(window))
+    window, layers = _sliding_window(cfg, kind)
     attention_bias = bool(cfg.get("attention_bias", False))
     generation = _read_json(folder / "generation_config.json", required=False) or {}
     eos = _eos_ids(generation.get("eos_token_id", cfg.get("eos_token_id")))
@@ -112,9 +110,44 @@ def _config_fields(cfg: dict[str, Any], arch: str, kind: str, folder: Path) -> M
         o_bias=kind != "qwen2" and attention_bias,   # Llama/Qwen3's attention_bias also covers o_proj
         qk_norm=kind == "qwen3",
         max_position=max_position,
+        sliding_window=window,
+        sliding_layers=layers,
         eos_token_ids=eos,
         architecture=arch,
     )
+
+
+def _sliding_window(cfg: dict[str, Any], kind: str) -> tuple[int | None, tuple[int, ...]]:
+    """(window, the layers using it) as transformers reads the config: Mistral windows every
+    layer when ``sliding_window`` is set; Qwen2/Qwen3 only with ``use_sliding_window``, on the
+    layers from ``max_window_layers`` up (default 28); an explicit ``layer_types`` decides."""
+    n = int(cfg["num_hidden_layers"])
+    window = cfg.get("sliding_window")
+    if kind in ("qwen2", "qwen3") and not cfg.get("use_sliding_window", False):
+        window = None
+    if kind == "llama" or window is None:
+        return None, ()
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and len(types) == n:
+        layers = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
+    elif kind == "mistral":
+        layers = tuple(range(n))
+    else:
+        first = int(cfg.get("max_window_layers", 28))
+        layers = tuple(range(first, n))
+    return (int(window), layers) if layers else (None, ())
+
+
+def generation_defaults(folder: str | Path) -> dict[str, Any]:
+    """Sampling defaults of ``generation_config.json`` (temperature, top_p, top_k), which apply
+    to requests that do not set them, as in vLLM; {} without the file."""
+    gen = _read_json(Path(folder) / "generation_config.json", required=False) or {}
+    out: dict[str, Any] = {}
+    for key, kind in (("temperature", float), ("top_p", float), ("top_k", int)):
+        value = gen.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = kind(value)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,16 +242,15 @@ def load_weights(model: DecoderModel, folder: str | Path) -> None:
 
 
 def load_tokenizer(folder: str | Path, config: ModelConfig) -> HFTokenizer:
-    """The tokenizer of a Hugging Face model folder (``tokenizer.json``)."""
+    """The tokenizer of a Hugging Face model folder (``tokenizer.json`` and its config)."""
     folder = Path(folder)
     tokenizer_path = folder / "tokenizer.json"
     if not tokenizer_path.is_file():
         raise CheckpointError(f"missing file: {tokenizer_path}")
-    cfg = _read_json(folder / "config.json")
     try:
-        return HFTokenizer(tokenizer_path, config.eos_token_ids, cfg.get("bos_token_id"))
+        return HFTokenizer.from_folder(folder, config.eos_token_ids)
     except Exception as e:  # the tokenizers library raises plain Exceptions on bad files
-        raise CheckpointError(f"cannot load {tokenizer_path}: {e}") from e
+        raise CheckpointError(f"cannot load the tokenizer in {folder}: {e}") from e
 
 
 def load_checkpoint(folder: str | Path, dtype: torch.dtype = torch.float32,

@@ -34,6 +34,8 @@ class ModelConfig:
     o_bias: bool = False                 # o_proj carries a bias (Llama/Qwen3 attention_bias=true)
     qk_norm: bool = False                # per-head RMSNorm on q and k before RoPE (Qwen3)
     max_position: int = 2048             # longest context the engine will run (prompt + generated)
+    sliding_window: int | None = None    # Mistral-style local attention: a query sees this many keys at most
+    sliding_layers: tuple[int, ...] = () # the layers that use the window (empty with a window: all of them)
     eos_token_ids: tuple[int, ...] = ()  # any of these ends a sequence
     architecture: str = "LlamaForCausalLM"  # where the config came from, for reports
 
@@ -55,7 +57,25 @@ class ModelConfig:
         if any(not isinstance(t, int) or not 0 <= t < self.vocab_size for t in self.eos_token_ids):
             raise ValueError(f"eos_token_ids {self.eos_token_ids!r} must be ints in [0, {self.vocab_size})")
         object.__setattr__(self, "eos_token_ids", tuple(self.eos_token_ids))
+        self._check_window()
         self._check_rope_scaling()
+
+    def _check_window(self) -> None:
+        w = self.sliding_window
+        if w is None:
+            if self.sliding_layers:
+                raise ValueError("sliding_layers without a sliding_window")
+            return
+        if not isinstance(w, int) or isinstance(w, bool) or w < 1:
+            raise ValueError(f"sliding_window must be a positive int, got {w!r}")
+        layers = tuple(self.sliding_layers) or tuple(range(self.num_layers))
+        if any(not 0 <= i < self.num_layers for i in layers):
+            raise ValueError(f"sliding_layers {layers} must lie in [0, {self.num_layers})")
+        object.__setattr__(self, "sliding_layers", layers)
+
+    def layer_window(self, layer: int) -> int | None:
+        """The attention window of a layer (None: full causal attention)."""
+        return self.sliding_window if layer in self.sliding_layers else None
 
     def _check_rope_scaling(self) -> None:
         s = self.rope_scaling
@@ -130,7 +150,9 @@ class ModelConfig:
         return 4 * self.num_layers * self.q_size * context_len
 
     def describe(self) -> str:
+        window = "" if self.sliding_window is None else (
+            f", window {self.sliding_window} on {len(self.sliding_layers)}/{self.num_layers} layers")
         return (f"{self.architecture}: {self.param_count / 1e6:.1f}M params, {self.num_layers} layers, "
                 f"hidden {self.hidden_size}, heads {self.num_heads}/{self.num_kv_heads}x{self.head_dim}, "
-                f"vocab {self.vocab_size}, rope {self.rope_type}")
+                f"vocab {self.vocab_size}, rope {self.rope_type}{window}")
 

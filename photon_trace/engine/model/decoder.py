@@ -23,10 +23,11 @@ from photon_trace.engine.model.rope import RotaryEmbedding
 class DecoderLayer(nn.Module):
     """Pre-norm block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str) -> None:
+    def __init__(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
+                 windowed: bool = False) -> None:
         super().__init__()
         self.input_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
-        self.attn = PagedAttention(config, dtype, device)
+        self.attn = PagedAttention(config, dtype, device, windowed)
         self.post_attn_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
         self.mlp = SwiGLU(config.hidden_size, config.intermediate_size, dtype, device)
 
@@ -54,7 +55,8 @@ class DecoderModel(nn.Module):
         # spent on an init that a checkpoint or preset overwrites.
         meta = torch.device("meta")
         self.embed = nn.Embedding(config.vocab_size, config.hidden_size, dtype=dtype, device=meta)
-        self.layers = nn.ModuleList(DecoderLayer(config, dtype, meta) for _ in range(config.num_layers))
+        self.layers = nn.ModuleList(DecoderLayer(config, dtype, meta, config.layer_window(i) is not None)
+                                    for i in range(config.num_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, meta)
         self.lm_head = None if config.tie_embeddings else Linear(
             config.hidden_size, config.vocab_size, False, dtype, meta)
@@ -78,7 +80,7 @@ class DecoderModel(nn.Module):
             raise ValueError(f"KV pool dtype {kv.dtype} differs from the model's {self.dtype}")
         # Attention runs in fp32 on CPU whatever the model dtype (see PagedAttention).
         attn_dtype = torch.float32 if self.device.type == "cpu" else self.dtype
-        meta = build_metadata(batch, kv.page_size, attn_dtype)
+        meta = build_metadata(batch, kv.page_size, attn_dtype, self.config.sliding_window)
         cos, sin = self.rope(batch.positions, self.dtype)              # (T, 1, D) each
         x = self.embed(batch.token_ids)                                # (T, hidden)
         for i, layer in enumerate(self.layers):

@@ -52,10 +52,11 @@ class ModelSpec:
 
 def load_model(name_or_path: str, dtype: str | torch.dtype = "float32",
                device: str | torch.device = "cpu", seed: int = 0) -> LoadedModel:
-    """A preset (``tiny``, ``small``, ``1.5b``; weights from ``seed``) or a Hugging Face folder.
+    """A preset (``tiny``, ``small``, ``1.5b``; weights from ``seed``), a Hugging Face folder or
+    a Hub id (through huggingface_hub's cache).
 
     Raises :class:`CheckpointError` for a folder that cannot be loaded and
-    ValueError for a name that is neither a preset nor a folder.
+    ValueError for a name that is neither a preset, a folder nor a Hub id.
     """
     torch_dtype = resolve_dtype(dtype)
     if name_or_path in PRESETS:
@@ -67,11 +68,17 @@ def load_model(name_or_path: str, dtype: str | torch.dtype = "float32",
 
 
 def model_folder(name_or_path: str) -> Path:
-    """The folder a model name that is not a preset names; ValueError if there is none,
-    CheckpointError if it is not a folder."""
+    """The folder a model name that is not a preset names: a local folder, else a Hub id's
+    snapshot (see ``hub.py``). ValueError if it is neither, CheckpointError if it is not a
+    folder or the Hub cannot provide it."""
+    from photon_trace.engine.model.hub import looks_like_repo_id, snapshot_folder
+
     path = Path(name_or_path).expanduser()
+    if not path.exists() and looks_like_repo_id(name_or_path):
+        return snapshot_folder(name_or_path)
     if not path.exists():
-        raise ValueError(f"{name_or_path!r} is neither a preset ({', '.join(PRESETS)}) nor a model folder")
+        raise ValueError(f"{name_or_path!r} is neither a preset ({', '.join(PRESETS)}), a model folder "
+                         f"nor a Hugging Face Hub id (owner/name)")
     if not path.is_dir():
         raise CheckpointError(f"not a model folder: {path}")
     return path
