@@ -198,14 +198,14 @@ def test_metrics_parse_and_agree_with_the_engine(server, client):
     assert m["photon_requests_running"] == len(engine.scheduler.running) == 0
     assert m["photon_requests_waiting"] == len(engine.scheduler.waiting) == 0
     assert m["photon_kv_pages_used"] == engine.scheduler.allocator.num_used == 0
-    assert m["photon_kv_pages_total"] == engine.scheduler.allocator.capacity
+    assert m["photon_kv_pages_capacity"] == engine.scheduler.allocator.capacity
     assert m["photon_engine_up"] == 1 and m["photon_engine_invariant_ok"] == 1
     finished = sum(v for k, v in m.items() if k.startswith("photon_requests_finished_total{"))
     completed = finished - m.get("photon_requests_finished_total{reason=abort}", 0)
     assert m["photon_time_to_first_token_seconds_count"] == completed
     assert 0 < m["photon_time_per_output_token_seconds_count"] <= completed
     assert m["photon_device_busy_seconds_total"] > 0
-    assert 0 <= m["photon_device_idle_fraction"] <= 1
+    assert 0 <= m["photon_device_idle_ratio"] <= 1
     assert 0 < m["photon_step_period_seconds_count"] <= engine.steps
     assert m["photon_bubbles_total{cause=accidental_sync}"] == 0   # the async mask upload: no syncs
     for cause in ("host_bound", "commit_wait", "accidental_sync", "copy_wait"):

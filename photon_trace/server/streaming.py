@@ -14,6 +14,7 @@ the engine frees its pages and row.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -26,6 +27,7 @@ from photon_trace.server.loop import RequestStream, Update
 from photon_trace.server.protocol import chat_chunk, completion_chunk, finish_reason, usage_chunk
 
 DONE = b"data: [DONE]\n\n"
+log = logging.getLogger(__name__)
 
 
 def sse(obj: Any) -> bytes:
@@ -60,12 +62,13 @@ class TextStream:
         return rest
 
 
-async def sse_events(stream: RequestStream, *, abort: Callable[[int], None], text: TextStream,
+async def sse_events(stream: RequestStream, *, abort: Callable[[RequestStream], None], text: TextStream,
                      chunk: Callable[[str, str | None], dict], usage: Callable[[RequestOutput], dict] | None,
-                     first: dict | None = None) -> AsyncIterator[bytes]:
+                     first: dict | None = None, request_id: str = "") -> AsyncIterator[bytes]:
     """The SSE body of one request: ``first`` (if any), a chunk for the first token and for
     each later non-empty text delta, the final chunk with the finish reason, the usage chunk
-    (if asked), ``[DONE]``."""
+    (if asked), ``[DONE]``. A failure ends the stream with an error event and ``[DONE]``
+    (the status line went out long ago), never with a dropped connection."""
     finished = started = False
     try:
         if first is not None:
@@ -74,7 +77,7 @@ async def sse_events(stream: RequestStream, *, abort: Callable[[int], None], tex
             update: Update = await stream.queue.get()
             if update.error is not None:
                 finished = True
-                yield sse(error_body(update.error, SERVER_ERROR))
+                yield sse(error_body(f"{update.error} (request id {request_id})", SERVER_ERROR))
                 yield DONE
                 return
             if update.finished:
@@ -91,9 +94,14 @@ async def sse_events(stream: RequestStream, *, abort: Callable[[int], None], tex
             if piece or not started:   # the first token always goes out: clients see their TTFT
                 started = True
                 yield sse(chunk(piece, None))
+    except Exception:
+        log.exception("photon_trace: request %s: the stream failed", request_id)
+        yield sse(error_body(f"internal error (request id {request_id}; the server log has the details)",
+                             SERVER_ERROR))
+        yield DONE
     finally:
         if not finished and stream.req_id >= 0:
-            abort(stream.req_id)    # the client went away: free the request's pages and row now
+            abort(stream)           # the client went away (or we failed): free its pages and row now
 
 
 def completion_stream_parts(rid: str, model: str, include_usage: bool):

@@ -49,6 +49,44 @@ class ServerThread:
         self.stop()
 
 
+def wait_for(predicate, timeout_s: float = 60.0, what: str = "the condition", interval_s: float = 0.01):
+    """Poll ``predicate()`` until it returns something truthy (returned), or fail after ``timeout_s``.
+
+    Tests synchronise on conditions with a deadline, never on a fixed sleep: a fast machine
+    passes at once, a slow one gets the whole deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what} (last: {value!r})")
+        time.sleep(interval_s)
+
+
+def metric_samples(url: str, **client) -> dict[str, float]:
+    """Every sample of ``url``/metrics by ``name{label=value,...}``, parsed with prometheus_client's parser."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for family in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=30, **client).text):
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    return out
+
+
+def wait_idle(url: str, timeout_s: float = 60.0, **client) -> dict:
+    """/health once the engine has nothing left: no request running, waiting or streaming."""
+    import httpx
+
+    def idle():
+        h = httpx.get(url + "/health", timeout=30, **client).json()
+        return h if h.get("running") == 0 and h.get("waiting") == 0 and h.get("streams") == 0 else None
+    return wait_for(idle, timeout_s, "the engine to go idle", 0.02)
+
+
 def sse_data(lines) -> list[str]:
     """The ``data:`` payloads of a server-sent-event body, in order (``[DONE]`` included)."""
     return [line[len("data: "):] for line in lines if line.startswith("data: ")]
