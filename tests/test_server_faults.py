@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from photon_trace.engine.engine import Engine
-from helpers.serving import metric_samples, serving, sse_data, wait_for, wait_idle
+from helpers.serving import metric_samples, serving, sse_data, wait_idle
+from helpers.waiting import wait_until
 
 TINY = dict(model="tiny", backend="cpu", max_rows=16, max_step_tokens=64, max_seqs=32,
             kv_tokens=2048, page_size=8, max_context=256)
@@ -39,7 +40,7 @@ def test_metrics_flag_the_mask_upload_bugs_accidental_syncs():
                 r = c.post("/v1/completions", json={"prompt": f"sync {i}", "max_tokens": 30, "response_format": fmt})
                 assert r.status_code == 200
         # the device figures arrive with the recorder's next flushes
-        m = wait_for(lambda: (s := metric_samples(server.url))
+        m = wait_until(lambda: (s := metric_samples(server.url))
                      and sum(v for k, v in s.items() if k.startswith("photon_accidental_syncs_total")) >= 30 and s,
                      60, "the accidental syncs in /metrics")
         syncs = {k: v for k, v in m.items() if k.startswith("photon_accidental_syncs_total")}
@@ -81,7 +82,7 @@ def assert_heals(server, streams: Streams, cause: str) -> None:
         assert err["type"] == "server_error" and f"the engine failed ({cause})" in err["message"], err
         assert "request id" in err["message"]
         no_internals(ev[-2])
-    health = wait_for(lambda: (h := httpx.get(server.url + "/health", timeout=30).json())["status"] == "ok" and h,
+    health = wait_until(lambda: (h := httpx.get(server.url + "/health", timeout=30).json())["status"] == "ok" and h,
                       120, "the new engine")
     assert health["restarts"] == 1 and health["error"] is None
     r = httpx.post(server.url + "/v1/completions", json={"prompt": "after", "max_tokens": 8, "ignore_eos": True},
@@ -98,7 +99,7 @@ def test_a_killed_device_worker_is_replaced_and_only_requests_in_flight_fail():
     with serving(tiny_factory(), model_name="tiny") as server:
         engine = server.app.state.server.loop.engine
         streams = Streams(server.url, n=6, max_tokens=240)
-        wait_for(streams.all_started, 120, "every stream's first chunk")
+        wait_until(streams.all_started, 120, "every stream's first chunk")
         os.kill(engine.device._proc.pid, signal.SIGKILL)      # the device worker dies under load
         assert_heals(server, streams, "DeviceError")
         assert server.app.state.server.loop.engine is not engine
@@ -108,7 +109,7 @@ def test_an_engine_failure_is_healed_the_same_way():
     with serving(tiny_factory(), model_name="tiny") as server:
         engine = server.app.state.server.loop.engine
         streams = Streams(server.url, n=3, max_tokens=240)
-        wait_for(streams.all_started, 120, "every stream's first chunk")
+        wait_until(streams.all_started, 120, "every stream's first chunk")
 
         def fail() -> None:
             raise RuntimeError("injected failure at /secret/path.py line 1")
@@ -129,11 +130,11 @@ def test_an_engine_that_cannot_be_rebuilt_answers_503s_without_internals():
     with serving(factory, model_name="tiny") as server:
         engine = server.app.state.server.loop.engine
         streams = Streams(server.url, n=1, max_tokens=240)
-        wait_for(streams.all_started, 120, "the stream's first chunk")
+        wait_until(streams.all_started, 120, "the stream's first chunk")
         os.kill(engine.device._proc.pid, signal.SIGKILL)
         streams.join()
         assert "error" in json.loads(streams.events[0][-2])
-        health = wait_for(lambda: (r := httpx.get(server.url + "/health", timeout=30)).status_code == 503
+        health = wait_until(lambda: (r := httpx.get(server.url + "/health", timeout=30)).status_code == 503
                           and r.json()["status"] == "unavailable" and r, 60, "the loop to give up")
         no_internals(health.text)
         r = httpx.post(server.url + "/v1/completions", json={"prompt": "after", "max_tokens": 4}, timeout=30)

@@ -49,21 +49,6 @@ class ServerThread:
         self.stop()
 
 
-def wait_for(predicate, timeout_s: float = 60.0, what: str = "the condition", interval_s: float = 0.01):
-    """Poll ``predicate()`` until it returns something truthy (returned), or fail after ``timeout_s``.
-
-    Tests synchronise on conditions with a deadline, never on a fixed sleep: a fast machine
-    passes at once, a slow one gets the whole deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what} (last: {value!r})")
-        time.sleep(interval_s)
-
-
 def metric_samples(url: str, **client) -> dict[str, float]:
     """Every sample of ``url``/metrics by ``name{label=value,...}``, parsed with prometheus_client's parser."""
     import httpx
@@ -84,7 +69,7 @@ def wait_idle(url: str, timeout_s: float = 60.0, **client) -> dict:
     def idle():
         h = httpx.get(url + "/health", timeout=30, **client).json()
         return h if h.get("running") == 0 and h.get("waiting") == 0 and h.get("streams") == 0 else None
-    return wait_for(idle, timeout_s, "the engine to go idle", 0.02)
+    return wait_until(idle, timeout_s, "the engine going idle")
 
 
 def sse_data(lines) -> list[str]:
