@@ -1,7 +1,8 @@
 """A request body from bytes to a checked model: JSON that cannot hurt what reads it next.
 
 The body's size is bounded before it is read (``guard.py``). Here: JSON without
-``NaN``/``Infinity`` literals (not JSON, though Python's parser takes them), no
+``NaN``/``Infinity`` literals (not JSON, though Python's parser takes them) or
+numbers past a double's range (``1e400`` would parse to infinity), no
 deeper than ``MAX_DEPTH`` (deep nesting costs recursion in every later reader: the
 parser, pydantic, the schema compiler), and no lone surrogate in any string (a
 ``\\ud800`` escape parses to a Python string that cannot be encoded, so the
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -46,6 +48,8 @@ def check_tree(data: Any) -> None:
                 raise bad_request(f"{path or 'the body'}: the string holds a lone UTF-16 surrogate, which is not "
                                   f"a character", path or None, "invalid_string")
             continue
+        if isinstance(node, float) and not math.isfinite(node):   # 1e400 parses to inf
+            raise bad_request(f"{path or 'the body'}: the number is out of the range of a double", path or None)
         if not isinstance(node, (dict, list)):
             continue
         if depth >= MAX_DEPTH:
