@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -33,9 +34,35 @@ def parse_json(raw: bytes) -> Any:
     try:
         return json.loads(raw, parse_constant=_refuse_constant)
     except RecursionError:
-        raise bad_request(f"the request body nests deeper than {MAX_DEPTH} levels", code="invalid_json") from None
+        field = _deep_field(raw)
+        raise bad_request(f"{field or 'the request body'} nests deeper than {MAX_DEPTH} levels", field,
+                          "too_deep") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise bad_request(f"the request body is not valid JSON: {e}", code="invalid_json") from None
+
+
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}:]')
+
+
+def _deep_field(raw: bytes) -> str | None:
+    """The top-level key under which ``raw`` nests past ``MAX_DEPTH`` (None: the body itself)."""
+    depth, key, last = 0, None, None
+    for m in _TOKEN.finditer(raw):
+        tok = m.group()
+        if tok in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return key
+        elif tok in (b"]", b"}"):
+            depth -= 1
+        elif tok == b":":
+            if depth == 1 and last is not None:
+                try:
+                    key = json.loads(last)
+                except ValueError:
+                    key = None
+        last = tok if tok.startswith(b'"') else None
+    return key
 
 
 def check_tree(data: Any) -> None:
@@ -78,13 +105,15 @@ def _top(path: str) -> str:
     return path.split(".", 1)[0].split("[", 1)[0]
 
 
-def check_unsupported(data: dict, names: tuple[str, ...]) -> None:
-    """A 400 naming the first OpenAI field we do not implement that is set (not null, false or empty)."""
+def check_unsupported(data: dict, names: tuple[str, ...]) -> dict:
+    """A 400 naming the first OpenAI field we do not implement that is set; ``data`` without
+    those left unset (null, false or empty: what they mean is what we do)."""
     for name in names:
         value = data.get(name)
         if value is not None and value is not False and value != [] and value != {}:
             raise bad_request(f"`{name}` is not supported by this server (send null or leave it out)", name,
                               "unsupported_parameter")
+    return {k: v for k, v in data.items() if k not in names}
 
 
 def to_model(data: Any, model: type[BaseModel]) -> Any:
@@ -126,7 +155,7 @@ async def parse(raw: bytes, model: type[BaseModel], unsupported: tuple[str, ...]
     else:
         data = _parse_checked(raw)
     if isinstance(data, dict):
-        check_unsupported(data, unsupported)
+        data = check_unsupported(data, unsupported)
     return to_model(data, model)
 
 
