@@ -6,7 +6,7 @@ import ipaddress
 import os
 import sys
 
-from photon_trace.server.guard import DEFAULT_MAX_BODY_BYTES, LOOPBACK_HOSTS
+from photon_trace.server.middleware import DEFAULT_MAX_BODY_BYTES, LOOPBACK_HOSTS
 
 
 def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ from photon_trace.telemetry.records import RECORD_KINDS
 from photon_trace.server import protocol, validate
 from photon_trace.server.body import parse
 from photon_trace.server.errors import NOT_FOUND, APIError, bad_request, error_body
-from photon_trace.server.guard import DEFAULT_MAX_BODY_BYTES, LOOPBACK_HOSTS, Guard
+from photon_trace.server.middleware import DEFAULT_MAX_BODY_BYTES, LOOPBACK_HOSTS, Guard
 from photon_trace.server.metrics import CONTENT_TYPE
 from photon_trace.server.openapi import document_bodies
 from photon_trace.server.state import ClientGone, ServerState

@@ -1,6 +1,6 @@
 """A request body from bytes to a checked model: JSON that cannot hurt what reads it next.
 
-The body's size is bounded before it is read (``guard.py``). Here: JSON without
+The body's size is bounded before it is read (``middleware.py``). Here: JSON without
 ``NaN``/``Infinity`` literals (not JSON, though Python's parser takes them) or
 numbers past a double's range (``1e400`` would parse to infinity), no
 deeper than ``MAX_DEPTH`` (deep nesting costs recursion in every later reader: the
