@@ -70,15 +70,25 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def run_serve(args: argparse.Namespace) -> int:
+def security_check(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """``(error, warning)`` about how the server would be exposed, before anything starts."""
     if args.api_key is not None and not args.api_key.strip():
-        print("error: the API key is empty (--api-key or PHOTON_TRACE_API_KEY): set a key, or unset it to "
-              "serve without one", file=sys.stderr)
-        return 2
+        return ("error: the API key is empty (--api-key or PHOTON_TRACE_API_KEY): set a key, or unset it to "
+                "serve without one"), None
     if args.api_key is None and not _is_loopback(args.host):
-        print(f"warning: serving on {args.host} without an API key: anyone who can reach it can generate. "
-              f"Set PHOTON_TRACE_API_KEY; without a key only these Host names are answered: "
-              f"{', '.join(sorted(allowed_hosts(args)))} (--allowed-hosts)", file=sys.stderr)
+        return None, (f"warning: serving on {args.host} without an API key: anyone who can reach it can "
+                      f"generate. Set PHOTON_TRACE_API_KEY; without a key only these Host names are answered: "
+                      f"{', '.join(sorted(allowed_hosts(args)))} (--allowed-hosts)")
+    return None, None
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    error, warning = security_check(args)
+    if error:
+        print(error, file=sys.stderr)
+        return 2
+    if warning:
+        print(warning, file=sys.stderr)
 
     import uvicorn
 
