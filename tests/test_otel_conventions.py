@@ -80,8 +80,17 @@ def test_chat_is_chat_and_every_request_says_how_it_finished(served):
     for _, s in spans.values():
         a = attrs(s)
         assert s.kind == Span.SPAN_KIND_SERVER
+        assert a["gen_ai.operation.name"] in {"chat", "text_completion"}
         assert set(a["gen_ai.response.finish_reasons"]) <= STANDARD_FINISH
         assert {k for k in a if k.startswith("gen_ai.")} <= GEN_AI_NAMES, set(a) - GEN_AI_NAMES
+
+
+def test_a_skill_is_a_text_completion_named_as_such(served):
+    replies, spans = served
+    _, point = spans[replies["point"]["id"]]
+    a = attrs(point)
+    assert a["gen_ai.operation.name"] == "text_completion" and a["photon_trace.skill"] == "point"
+    assert a["gen_ai.response.finish_reasons"] == [replies["point"]["finish_reason"]]
 
 
 def test_the_resource_names_the_backend_and_device(served):

@@ -175,7 +175,9 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
         params = validate.sampling_params(temperature=temperature, top_p=body.top_p, seed=body.seed,
                                           max_tokens=budget)
         rid = protocol.new_id(kind)
-        stream = await st.run(ids, params, fmt, deltas=False, span=st.span_info(rid, kind, params, fmt))
+        # a skill is a text completion in the conventions' well-known operation names
+        stream = await st.run(ids, params, fmt, deltas=False,
+                              span=st.span_info(rid, "text_completion", params, fmt, skill=kind))
         out = await st.output(request, stream)
         return reply(protocol.skill_body(rid, kind, st.model_name, out))
 

@@ -251,8 +251,9 @@ class EngineLoop:
         log.warning("photon_trace: engine replaced after a failure (%d restarts)", self.restarts)
         return new
 
-    def _fail_streams(self, message: str) -> None:
-        """End every request in flight with an error update (and tell the tracer they ended)."""
+    def _fail_streams(self, message: str, failed: bool = True) -> None:
+        """End every request in flight with an error update (and tell the tracer they ended);
+        ``failed``: a failure ended them (not a shutdown)."""
         engine = self.engine
         tracer = getattr(engine, "tracer", None)
         by_loop: dict[asyncio.AbstractEventLoop, list] = {}
@@ -260,7 +261,7 @@ class EngineLoop:
             by_loop.setdefault(stream.loop, []).append((stream, Update([], True, error=message)))
             if tracer is not None:
                 tracer.request(rid, RequestEvent.ABORTED, now_ns())
-            if self._on_failed is not None:
+            if failed and self._on_failed is not None:
                 try:
                     self._on_failed(rid)
                 except Exception:
@@ -351,7 +352,7 @@ class EngineLoop:
         for c in pending:
             if isinstance(c, _Add) and c.future.set_running_or_notify_cancel():
                 c.future.set_exception(RuntimeError(reason))
-        self._fail_streams(reason)
+        self._fail_streams(reason, failed=self.error is not None)
         if self._factory is not None and engine is not None:
             try:
                 engine.close()

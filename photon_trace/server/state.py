@@ -95,7 +95,7 @@ class ServerState:
                                              "error.type": "engine_failure"}, final=True)
 
     def span_info(self, response_id: str, operation: str, params: SamplingParams,
-                  fmt: ResponseFormat | None) -> dict | None:
+                  fmt: ResponseFormat | None, skill: str | None = None) -> dict | None:
         """A request's GenAI span attributes known before it runs (None: no sink wants them)."""
         if not self._span_sinks:
             return None
@@ -104,6 +104,8 @@ class ServerState:
                  "gen_ai.request.top_p": params.top_p, "gen_ai.response.model": self.model_name,
                  "gen_ai.output.type": "json" if fmt is not None and fmt.kind in ("json_object", "json_schema")
                  else "text"}
+        if skill is not None:
+            attrs["photon_trace.skill"] = skill
         if params.top_k:
             attrs["gen_ai.request.top_k"] = params.top_k
         if params.seed is not None:
