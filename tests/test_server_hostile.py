@@ -104,6 +104,7 @@ def test_a_64_mb_body_costs_no_memory(server, client):
 @pytest.mark.parametrize("path, body, param", [
     ("/v1/completions", "[" * 3000 + "]" * 3000, None),
     ("/v1/completions", '{"prompt": "x", "response_format": ' + '{"a":' * 3000 + "1" + "}" * 3001, "response_format"),
+    ("/v1/completions", '{"\\ud800": ' + "[" * 3000 + "]" * 3000 + "}", None),
     ("/v1/completions", '{"prompt": "x", "temperature": 1e400}', "temperature"),
     ("/v1/completions", '{"prompt": "x", "temperature": NaN}', None),
     ("/v1/completions", '{"prompt": "a\\ud800b"}', "prompt"),

@@ -61,6 +61,8 @@ def _deep_field(raw: bytes) -> str | None:
                     key = json.loads(last)
                 except ValueError:
                     key = None
+                if key is not None and not _encodable(key):   # it goes into the error message
+                    key = None
         last = tok if tok.startswith(b'"') else None
     return key
 
