@@ -20,14 +20,17 @@ TINY = dict(model="tiny", backend="cpu", max_rows=16, max_step_tokens=64, max_se
 
 
 @pytest.fixture(scope="module")
-def otel():
+def exported():
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    return InMemorySpanExporter()
 
+
+@pytest.fixture(scope="module")
+def otel(exported):
     from photon_trace.telemetry.otel import OtelSink
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")    # spans reach the exporter within 50 ms
-        sink = OtelSink(exporter=InMemorySpanExporter(), model="tiny")
-        yield sink
+        yield OtelSink(exporter=exported, model="tiny")
 
 
 @pytest.fixture(scope="module")
@@ -241,11 +244,11 @@ def test_trace_recent_pages_through_records_with_a_cursor(client):
     assert client.get("/v1/trace/recent", params={"cursor": "soon"}).status_code == 400
 
 
-def test_every_request_gets_an_otel_span(client, otel):
+def test_every_request_gets_an_otel_span(client, exported):
     ids = [client.post("/v1/completions", json={"prompt": f"span {i}", "max_tokens": 4, "ignore_eos": True}).json()
            ["id"] for i in range(3)]
 
     def spans_of_ours():      # request spans are built on the recorder's next flushes
-        got = [s.attributes.get("gen_ai.response.id") for s in otel._exporter.inner.get_finished_spans()]
+        got = [s.attributes.get("gen_ai.response.id") for s in exported.get_finished_spans()]
         return [got.count(i) for i in ids] if all(i in got for i in ids) else None
     assert wait_until(spans_of_ours, 60, "the three request spans") == [1, 1, 1]
