@@ -55,12 +55,23 @@ def test_max_tokens_bounds_and_default_clipping():
 
 
 def test_prompt_forms():
-    tok = ByteTokenizer()
-    assert validate.prompt_ids("hi", tok, 2560) == [tok.BOS_ID, ord("h"), ord("i")]
-    assert validate.prompt_ids(["hi"], tok, 2560) == [tok.BOS_ID, ord("h"), ord("i")]
-    assert validate.prompt_ids([5, 6], tok, 2560) == [5, 6]
-    for bad in ("", [], None, 3, ["a", "b"], [1, 9999], [True, 2]):
-        assert _err(validate.prompt_ids, bad, tok, 2560).param == "prompt"
+    assert validate.prompt_text("hi") == validate.prompt_text(["hi"]) == "hi"
+    assert validate.prompt_text([5, 6]) is None
+    assert validate.prompt_ids([5, 6], 2560) == [5, 6]
+    assert _err(validate.prompt_text, "").param == "prompt"
+    for bad in ([], None, 3, ["a", "b"], [1, 9999], [True, 2]):
+        assert _err(validate.prompt_ids, bad, 2560).param == "prompt"
+
+
+def test_top_k_past_the_vocabulary_is_the_whole_vocabulary():
+    assert _params(top_k=2**63, vocab_size=2560).top_k == 0
+    assert _params(top_k=2559, vocab_size=2560).top_k == 2559
+
+
+@pytest.mark.parametrize("name", ["presence_penalty", "frequency_penalty"])
+def test_penalties_are_in_openais_range(name):
+    for bad in (2.01, -2.5, math.nan, math.inf):
+        assert _err(_params, **{name: bad}).param == name
 
 
 def test_fallback_chat_template_and_bad_messages():

@@ -3,84 +3,21 @@ loopback HTTP receiver that decodes ``ExportTraceServiceRequest``; spans, attrib
 parent/child links and timestamps are checked against the recorded trace."""
 from __future__ import annotations
 
-import gzip
 import socket
-import threading
 import time
 from collections import defaultdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
-    ExportTraceServiceRequest, ExportTraceServiceResponse)
-
 from photon_trace.telemetry.otel import OtelSink, export_trace  # noqa: E402
+from helpers.otlp_receiver import Receiver, attrs  # noqa: E402
 from helpers.sites import COMMIT_SITE  # noqa: E402
 from helpers.synthetic import (START_NS, WALL_ANCHOR_NS, SyntheticRun,  # noqa: E402
                                               synthetic_trace, synthetic_tracer)
 
 EVERY = 5
-
-
-class Receiver:
-    """A minimal OTLP/HTTP trace collector on 127.0.0.1 (ephemeral port)."""
-
-    def __init__(self) -> None:
-        self.posts: list[tuple[str, dict, ExportTraceServiceRequest]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                req = ExportTraceServiceRequest()
-                req.ParseFromString(body)
-                receiver.posts.append((self.path, dict(self.headers), req))
-                out = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def spans(self) -> list[tuple[dict, object]]:
-        out = []
-        for _, _, req in self.posts:
-            for rs in req.resource_spans:
-                res = attrs(rs.resource)
-                for ss in rs.scope_spans:
-                    out.extend((res, s) for s in ss.spans)
-        return out
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def value(v):
-    kind = v.WhichOneof("value")
-    if kind == "array_value":
-        return [value(x) for x in v.array_value.values]
-    return getattr(v, kind)
-
-
-def attrs(obj) -> dict:
-    return {kv.key: value(kv.value) for kv in obj.attributes}
 
 
 def wall(t: int) -> int:
@@ -191,7 +128,7 @@ def test_one_span_per_request_with_gen_ai_attributes_linked_to_its_steps(exporte
         assert a["gen_ai.request.model"] == "synthetic-tiny"
         assert a["gen_ai.usage.input_tokens"] == e["arrival"].tokens == 48
         assert a["gen_ai.usage.output_tokens"] == e["finalized"].tokens > 0
-        assert a["gen_ai.server.time_to_first_token"] == pytest.approx(
+        assert a["photon_trace.time_to_first_token_s"] == pytest.approx(
             (e["first_token"].t - e["arrival"].t) / 1e9)
         assert (span.start_time_unix_nano, span.end_time_unix_nano) == \
                (wall(e["arrival"].t), wall(e["finalized"].t))

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import sys
+
+from photon_trace.server.middleware import DEFAULT_MAX_BODY_BYTES, LOOPBACK_HOSTS
 
 
 def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -16,7 +19,13 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback by default)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--api-key", default=os.environ.get("PHOTON_TRACE_API_KEY"),
-                   help="require 'Authorization: Bearer KEY' on /v1/* (default: $PHOTON_TRACE_API_KEY)")
+                   help="require 'Authorization: Bearer KEY' on /v1/* (default: $PHOTON_TRACE_API_KEY; "
+                        "an empty key is an error)")
+    p.add_argument("--allowed-hosts", default=None,
+                   help="comma-separated Host names answered without an API key (default: localhost, "
+                        "127.0.0.1, ::1 and --host): a DNS-rebinding guard; ignored with a key")
+    p.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
+                   help="larger request bodies get a 413 before they are read (default: 4 MiB)")
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 (fp32, bf16, fp16) or auto")
     p.add_argument("--depth", type=int, default=2, choices=(1, 2), help="2 = pipelined, 1 = blocking")
@@ -47,7 +56,42 @@ def engine_settings(args: argparse.Namespace) -> dict:
     return settings
 
 
+def allowed_hosts(args: argparse.Namespace) -> set[str]:
+    if args.allowed_hosts:
+        return {h.strip().lower() for h in args.allowed_hosts.split(",") if h.strip()}
+    hosts = set(LOOPBACK_HOSTS)
+    if args.host not in ("0.0.0.0", "::", ""):
+        hosts.add(args.host.lower())
+    return hosts
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def security_check(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """``(error, warning)`` about how the server would be exposed, before anything starts."""
+    if args.api_key is not None and not args.api_key.strip():
+        return ("error: the API key is empty (--api-key or PHOTON_TRACE_API_KEY): set a key, or unset it to "
+                "serve without one"), None
+    if args.api_key is None and not _is_loopback(args.host):
+        return None, (f"warning: serving on {args.host} without an API key: anyone who can reach it can "
+                      f"generate. Set PHOTON_TRACE_API_KEY; without a key only these Host names are answered: "
+                      f"{', '.join(sorted(allowed_hosts(args)))} (--allowed-hosts)")
+    return None, None
+
+
 def run_serve(args: argparse.Namespace) -> int:
+    error, warning = security_check(args)
+    if error:
+        print(error, file=sys.stderr)
+        return 2
+    if warning:
+        print(warning, file=sys.stderr)
+
     import uvicorn
 
     from photon_trace.engine.engine import Engine
@@ -62,7 +106,8 @@ def run_serve(args: argparse.Namespace) -> int:
     EngineConfig(**settings)
     load_host_side(args.model)
     app = create_app(lambda tracer: Engine(tracer=tracer, **settings), api_key=args.api_key,
-                     model_name=args.served_model_name or args.model, otlp=args.otlp)
+                     model_name=args.served_model_name or args.model, otlp=args.otlp,
+                     max_body_bytes=args.max_body_bytes, allowed_hosts=allowed_hosts(args))
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
     return 0
 

@@ -29,8 +29,11 @@ ZOOM_FILTER = r"""function(r) {
   out.nonce = Date.now();
   return out;
 }"""
-GRAPH_CONFIG = {"displaylogo": False, "scrollZoom": True,
-                "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
+# No "Share chart" (plotly.js shows it by default: it uploads the figure, trace data and all,
+# to Plotly Cloud), and no cloud URL for anything else to use.
+GRAPH_CONFIG = {"displaylogo": False, "scrollZoom": True, "showSendToCloud": False, "showEditInChartStudio": False,
+                "plotlyServerURL": "",
+                "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d", "sendChartToCloud"]}
 
 PAGE = {"fontFamily": "Inter, Segoe UI, Helvetica, Arial, sans-serif", "margin": "0 auto",
         "padding": "12px 20px", "maxWidth": "1800px", "color": "#222"}

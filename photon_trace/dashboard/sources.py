@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from photon_trace.dashboard.openable import TRACE_SUFFIXES, NotOpenable, check_openable
 from photon_trace.dashboard.timeline import TimelineData, prepare_timeline
 from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
 from photon_trace.telemetry.sinks import merge_header
 
-TRACE_SUFFIXES = (".trace.jsonl", ".trace.jsonl.gz")
 LIVE_SECONDS = 5.0
 
 _ROWS = {"host_spans": HostSpan, "device_spans": DeviceSpan, "waits": HostWait, "steps": StepRecord,
@@ -58,6 +58,8 @@ def _loader():
 
 def is_inside(path: str | os.PathLike, allowed_dirs: list[Path]) -> Path:
     """``path`` resolved (symlinks, ``..``) if it lies in one of ``allowed_dirs``; else ``PathRefused``."""
+    if "\x00" in str(path):
+        raise PathRefused("refused: the path contains a NUL byte")
     p = Path(path).expanduser().resolve()
     for d in allowed_dirs:
         if p == d or p.is_relative_to(d):
@@ -107,8 +109,10 @@ class TraceStore:
     """Load-and-analyse with a small cache; every failure becomes a ``LoadError`` message."""
 
     def __init__(self, allowed_dirs: list[str | os.PathLike], *, load: Callable | None = None,
-                 analyze: Callable | None = None, cost_model: Callable | None = None, max_entries: int = 6):
+                 analyze: Callable | None = None, cost_model: Callable | None = None, max_entries: int = 6,
+                 limits: dict | None = None):
         self.allowed = [Path(d).expanduser().resolve() for d in allowed_dirs]
+        self.limits = limits or {}   # check_openable's max_bytes / max_decompressed_bytes
         default_analyze, default_cost = _analysis() if analyze is None or cost_model is None else (None, None)
         self.load = load or _loader()
         self.analyze = analyze or default_analyze
@@ -133,6 +137,13 @@ class TraceStore:
         if not p.is_file():
             raise LoadError(f"{p} is not a file")
         key = (str(p), st.st_mtime_ns, st.st_size)
+        with self._lock:
+            cached = key in self._cache
+        if not cached:
+            try:
+                check_openable(p, **self.limits)
+            except NotOpenable as e:
+                raise LoadError(str(e)) from None
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)

@@ -1,9 +1,12 @@
 """The HTTP server: an OpenAI-compatible API over one engine thread.
 
 ``create_app`` builds the FastAPI app (``photon-trace serve`` runs it: ``cli/serve.py``).
-Files: ``api`` (routes), ``loop`` (the engine thread), ``state`` (what the routes share:
-submit, wait, abort), ``protocol`` (request and response shapes), ``validate`` (value
-rules), ``streaming`` (server-sent events), ``metrics`` and ``device_stats`` (Prometheus),
+Files: ``api`` (routes), ``middleware`` (what every request passes first: request id,
+Host allowlist, API key, cross-origin and Content-Type checks, body size, the last-resort
+500), ``body`` (JSON bytes to a checked model), ``loop`` (the engine thread, which heals),
+``state`` (what the routes share: submit, wait, abort), ``protocol`` (request and response
+shapes), ``validate`` (value rules), ``openapi`` (request bodies in the schema),
+``streaming`` (server-sent events), ``metrics`` and ``device_stats`` (Prometheus),
 ``errors`` (the OpenAI error body).
 """
 from __future__ import annotations

@@ -24,9 +24,12 @@ from photon_trace.engine.constraints import ConstraintError, ResponseFormat
 from photon_trace.telemetry.records import RECORD_KINDS
 
 from photon_trace.server import logprobs, protocol, validate
-from photon_trace.server.errors import NOT_FOUND, SERVER_ERROR, APIError, bad_request, error_body
+from photon_trace.server.body import parse
+from photon_trace.server.errors import NOT_FOUND, APIError, bad_request, error_body
+from photon_trace.server.middleware import DEFAULT_MAX_BODY_BYTES, LOOPBACK_HOSTS, Guard
 from photon_trace.server.metrics import CONTENT_TYPE
-from photon_trace.server.state import ClientGone, ServerState, parse
+from photon_trace.server.openapi import document_bodies
+from photon_trace.server.state import ClientGone, ServerState
 from photon_trace.server.streaming import TextStream, chat_stream_parts, completion_stream_parts, sse_events
 
 log = logging.getLogger(__name__)
@@ -34,22 +37,32 @@ log = logging.getLogger(__name__)
 COMPLETION_DEFAULT_MAX_TOKENS = 16    # OpenAI's default for /v1/completions
 CHAT_DEFAULT_MAX_TOKENS = 256         # chat's default: this, clipped to what the context leaves
 SKILL_FIELDS = {"point": 2, "detect": 4}  # tokens per point / box
+OFF_LOOP_CHARS = 4096                 # prompts longer than this are tokenized on a worker thread
 
 
 def create_app(engine: Any, *, api_key: str | None = None, model_name: str | None = None,
-               otlp: bool = False, sinks: tuple = (), live_chunks: int = 120) -> FastAPI:
+               otlp: bool = False, sinks: tuple = (), live_chunks: int = 120,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+               allowed_hosts: frozenset[str] | set[str] | None = None) -> FastAPI:
     """The server app.
 
     ``engine``: an ``Engine`` (the caller owns and closes it; its tracer, if a
     ``RecordingTracer``, feeds the live and device metrics), or a callable
     ``factory(tracer) -> Engine`` that the app calls on its engine thread at start-up
-    with the server's ``RecordingTracer`` (the app then closes it at shutdown).
-    ``api_key``: required as ``Authorization: Bearer KEY`` on ``/v1/*`` when set.
+    with the server's ``RecordingTracer`` (the app then closes it at shutdown, and
+    calls it again to replace an engine whose device died).
+    ``api_key``: required as ``Authorization: Bearer KEY`` on ``/v1/*`` when set; an
+    empty key is an error, not "no key".
     ``otlp``: also export request and sampled step spans over OTLP (standard
     ``OTEL_*`` variables); ``sinks``: more recorder sinks (an ``OtelSink`` with its own
     exporter, a trace file writer). ``live_chunks``: flushes (~0.5 s each) ``/v1/trace/recent`` keeps.
+    ``max_body_bytes``: larger request bodies get a 413 before they are parsed.
+    ``allowed_hosts``: the ``Host`` names answered without an API key (default: the
+    loopback names); with a key every host is answered.
     """
-    st = ServerState(engine, api_key=api_key, model_name=model_name, otlp=otlp, sinks=tuple(sinks),
+    if api_key is not None and not api_key.strip():
+        raise ValueError("the API key is empty: set a non-empty key, or none at all")
+    st = ServerState(engine, model_name=model_name, otlp=otlp, sinks=tuple(sinks),
                      live_chunks=live_chunks)
 
     @asynccontextmanager
@@ -60,51 +73,59 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
         finally:
             await asyncio.to_thread(st.stop)
 
-    app = FastAPI(title="photon_trace", lifespan=lifespan)
+    app = FastAPI(title="photon_trace", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.server = st
+    hosts = None if api_key is not None else frozenset(h.lower() for h in (allowed_hosts or LOOPBACK_HOSTS))
+    app.add_middleware(Guard, max_body_bytes=max_body_bytes, allowed_hosts=hosts, api_key=api_key, count=st.count)
 
-    def reply(request: Request, body: Any, status: int = 200) -> JSONResponse:
-        st.count(request, status)
+    def reply(body: Any, status: int = 200) -> JSONResponse:
         return JSONResponse(body, status)
 
     @app.exception_handler(APIError)
     async def api_error(request: Request, e: APIError):
-        return reply(request, e.body(), e.status)
+        if e.status >= 500:
+            rid = request.state.request_id
+            log.warning("photon_trace: request %s: %d %s", rid, e.status, e.message)
+            e = APIError(e.status, f"{e.message} (request id {rid})", type=e.type, param=e.param, code=e.code)
+        return reply(e.body(), e.status)
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, e: ClientGone):
-        st.count(request, 499)
         return Response(status_code=499)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, e: StarletteHTTPException):
         kind = NOT_FOUND if e.status_code == 404 else "invalid_request_error"
-        return reply(request, error_body(str(e.detail), kind), e.status_code)
+        return JSONResponse(error_body(str(e.detail), kind), e.status_code, headers=e.headers)
 
-    @app.exception_handler(Exception)
-    async def server_error(request: Request, e: Exception):
-        log.exception("photon_trace: unhandled error on %s", request.url.path)
-        return reply(request, error_body(f"internal error: {type(e).__name__}", SERVER_ERROR), 500)
+    async def off_loop(size: int, fn, *args):
+        if size > OFF_LOOP_CHARS:   # a long prompt must not stall every other request
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
+
+    async def tokenize(text: str) -> list[int]:
+        return await off_loop(len(text), st.tokenizer.encode, text, True)   # with BOS and the like
 
     # -- generation ---------------------------------------------------------------------
     @app.post("/v1/completions")
     async def completions(request: Request):
-        st.check_key(request)
-        body = await parse(request, protocol.CompletionRequest)
+        body = await parse(await request.body(), protocol.CompletionRequest, protocol.UNSUPPORTED)
         validate.check_model(body.model, st.limits)
         validate.check_n(body.n)
         if body.echo:
             raise bad_request("echo is not supported", "echo", "unsupported_value")
-        ids = validate.prompt_ids(body.prompt, st.tokenizer, st.limits.vocab_size)
+        prompt = validate.prompt_text(body.prompt)
+        ids = (await tokenize(prompt) if prompt is not None
+               else validate.prompt_ids(body.prompt, st.limits.vocab_size))
         return await generate(request, body, ids, "prompt", COMPLETION_DEFAULT_MAX_TOKENS, chat=False)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        st.check_key(request)
-        body = await parse(request, protocol.ChatCompletionRequest)
+        body = await parse(await request.body(), protocol.ChatCompletionRequest, protocol.UNSUPPORTED)
         validate.check_model(body.model, st.limits)
         validate.check_n(body.n)
-        ids = validate.chat_prompt(body.messages, st.tokenizer)
+        size = sum(len(str(m.content or "")) for m in body.messages)
+        ids = await off_loop(size, validate.chat_prompt, body.messages, st.tokenizer)
         if body.max_tokens is None:
             body.max_tokens = body.max_completion_tokens
         return await generate(request, body, ids, "messages", CHAT_DEFAULT_MAX_TOKENS, chat=True)
@@ -116,31 +137,32 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
         params = validate.sampling_params(
             temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=body.seed, stop=body.stop,
             max_tokens=validate.max_tokens(body.max_tokens, len(ids), st.limits, default_max),
-            ignore_eos=body.ignore_eos, logprobs=top, defaults=st.sampling_defaults)
+            ignore_eos=bool(body.ignore_eos), presence_penalty=body.presence_penalty,
+            frequency_penalty=body.frequency_penalty, logprobs=top, vocab_size=st.limits.vocab_size,
+            defaults=st.sampling_defaults)
         fmt = validate.response_format(body.response_format)
-        stream = await st.run(ids, params, fmt, deltas=body.stream)
         rid = protocol.new_id("chatcmpl" if chat else "cmpl")
+        stream = await st.run(ids, params, fmt, deltas=bool(body.stream), span=st.span_info(
+            rid, "chat" if chat else "text_completion", params, fmt))
         shape = logprobs.chat_logprobs if chat else logprobs.completion_logprobs
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             parts = chat_stream_parts if chat else completion_stream_parts
             chunk, usage, first = parts(rid, st.model_name, include_usage)
-            st.count(request, 200)
             events = sse_events(stream, abort=st.loop.abort, text=TextStream(st.tokenizer, params.stop),
-                                chunk=chunk, usage=usage, first=first,
+                                chunk=chunk, usage=usage, first=first, request_id=request.state.request_id,
                                 logprobs=None if top is None else logprobs.StreamLogprobs(st.tokenizer, chat))
             return StreamingResponse(events, media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         out = await st.output(request, stream)
         lps = None if out.logprobs is None else shape(st.tokenizer, out.logprobs)
         if chat:
-            return reply(request, protocol.chat_body(rid, st.model_name, out, lps))
-        return reply(request, protocol.completion_body(rid, st.model_name, out, out.text, lps))
+            return reply(protocol.chat_body(rid, st.model_name, out, lps))
+        return reply(protocol.completion_body(rid, st.model_name, out, out.text, lps))
 
     # -- spatial skills -------------------------------------------------------------------
     async def skill(request: Request, kind: str):
-        st.check_key(request)
-        body = await parse(request, protocol.SkillRequest)
+        body = await parse(await request.body(), protocol.SkillRequest)
         validate.check_model(body.model, st.limits)
         if body.image is not None:
             raise bad_request("image input is not supported: the engine's models are text-only; describe the "
@@ -151,7 +173,7 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
             fmt = ResponseFormat(kind, max_count=body.max_objects)
         except ConstraintError as e:
             raise bad_request(str(e), "max_objects") from None
-        ids = st.tokenizer.encode(body.prompt or f"{kind}: {body.object}\n", add_special_tokens=True)
+        ids = await tokenize(body.prompt or f"{kind}: {body.object}\n")
         validate.check_context(len(ids), st.limits, "prompt" if body.prompt else "object")
         budget = SKILL_FIELDS[kind] * fmt.max_count + 1     # every field of max_count answers, then EOS
         if len(ids) + budget > st.limits.max_context:
@@ -161,9 +183,12 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
         temperature = 0.0 if body.temperature is None else body.temperature
         params = validate.sampling_params(temperature=temperature, top_p=body.top_p, seed=body.seed,
                                           max_tokens=budget)
-        stream = await st.run(ids, params, fmt, deltas=False)
+        rid = protocol.new_id(kind)
+        # a skill is a text completion in the conventions' well-known operation names
+        stream = await st.run(ids, params, fmt, deltas=False,
+                              span=st.span_info(rid, "text_completion", params, fmt, skill=kind))
         out = await st.output(request, stream)
-        return reply(request, protocol.skill_body(protocol.new_id(kind), kind, st.model_name, out))
+        return reply(protocol.skill_body(rid, kind, st.model_name, out))
 
     @app.post("/v1/point")
     async def point(request: Request):
@@ -176,32 +201,34 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
     # -- information ------------------------------------------------------------------------
     @app.get("/v1/models")
     async def models(request: Request):
-        st.check_key(request)
-        return reply(request, protocol.models_body(st.model_name, st.created, st.limits.max_context))
+        return reply(protocol.models_body(st.model_name, st.created, st.limits.max_context))
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(request: Request, model_id: str):
+        validate.check_model(model_id, st.limits)
+        return reply(protocol.model_body(st.model_name, st.created, st.limits.max_context))
 
     @app.get("/health")
     async def health(request: Request):
         loop = st.loop
         e = loop.engine
-        body = {"status": "ok" if loop.alive else "unavailable", "model": st.model_name,
-                "error": repr(loop.error) if loop.error else None}
+        status = loop.status
+        body = {"status": status, "model": st.model_name, "error": loop.public_error, "restarts": loop.restarts}
         if e is not None:
             stats = e.stats()
             body.update(running=stats.running, waiting=stats.waiting,
                         kv_pages_used=stats.kv_pages_used, streams=loop.active_requests,
                         idle_checks=loop.idle_checks, invariants=loop.invariant_error or "ok")
-        return reply(request, body, 200 if loop.alive else 503)
+        return reply(body, 200 if status == "ok" else 503)
 
     @app.get("/metrics")
     def metrics(request: Request):
-        st.count(request, 200)
         return Response(st.metrics.render(), media_type=CONTENT_TYPE)
 
     @app.get("/v1/trace/recent")
     def trace_recent(request: Request, cursor: str = "0"):
         """Trace records flushed after ``cursor`` (start at 0), rows as in a trace file's chunk lines,
         and the cursor to send next time: the dashboard's live mode."""
-        st.check_key(request)
         try:
             after = int(cursor)
         except ValueError:
@@ -214,6 +241,9 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
         body = {"header": trace.header, "cursor": nxt}
         for kind in RECORD_KINDS:
             body[kind] = [list(r) for r in getattr(trace, kind)]
-        return reply(request, body)
+        return reply(body)
 
+    document_bodies(app, {"/v1/completions": protocol.CompletionRequest,
+                          "/v1/chat/completions": protocol.ChatCompletionRequest,
+                          "/v1/point": protocol.SkillRequest, "/v1/detect": protocol.SkillRequest})
     return app

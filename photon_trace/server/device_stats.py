@@ -5,8 +5,9 @@ the analysed time to the latest compute op; that new stretch, less the times the
 engine thread slept with nothing to do, is analysed with the telemetry analysis
 functions over the last two chunks' records (so a gap at the stretch's start still
 sees the op before it): busy and idle time, bubbles with their causes, accidental
-syncs with their call sites, step periods. Recent-window gauges (idle fraction,
-tokens/s, median period) cover the last ``window_s`` seconds.
+syncs with their call sites, step periods. Recent-window gauges (idle ratio,
+median period) cover the last ``window_s`` seconds; rates (tokens/s) are left to
+Prometheus, over the token counters.
 """
 from __future__ import annotations
 
@@ -52,8 +53,7 @@ class DeviceStats:
         self._header: dict = {}
         self._prev: Chunk | None = None
         self._until = 0        # compute-op time analysed so far
-        self._tokens = 0       # tokens of every step record seen
-        self._recent: deque = deque()  # (wall ns, window ns, idle ns, tokens, periods)
+        self._recent: deque = deque()  # (wall ns, window ns, idle ns, periods)
         self._lock = threading.Lock()
         self.busy_ns = self.idle_ns = 0
 
@@ -71,8 +71,6 @@ class DeviceStats:
                 if c is not None:
                     for kind in RECORD_KINDS:
                         getattr(trace, kind).extend(getattr(c, kind))
-            tokens = sum(s.tokens for s in chunk.steps)
-            self._tokens += tokens
             ends = [d.t1 for d in chunk.device_spans if d.stream == "compute"]
             window_ns = idle_ns = 0
             periods: list[int] = []
@@ -85,7 +83,7 @@ class DeviceStats:
                     for sub in subtract((w0, w1), holes):
                         window_ns, idle_ns = self._analyse(trace, sub, window_ns, idle_ns)
                     periods = self._periods(trace, (w0, w1), holes)
-            self._remember(window_ns, idle_ns, tokens, periods)
+            self._remember(window_ns, idle_ns, periods)
 
     def _analyse(self, trace: Trace, window: tuple[int, int], window_ns: int, idle_ns: int) -> tuple[int, int]:
         m = self.metrics
@@ -113,18 +111,14 @@ class DeviceStats:
                 self.metrics.step_period.observe(period * NS)
         return out
 
-    def _remember(self, window_ns: int, idle_ns: int, tokens: int, periods: list[int]) -> None:
+    def _remember(self, window_ns: int, idle_ns: int, periods: list[int]) -> None:
         now = time.monotonic_ns()
-        self._recent.append((now, window_ns, idle_ns, tokens, periods))
+        self._recent.append((now, window_ns, idle_ns, periods))
         while self._recent and now - self._recent[0][0] > self.window_ns:
             self._recent.popleft()
-        span = now - self._recent[0][0] if len(self._recent) > 1 else 0
         win = sum(r[1] for r in self._recent)
         idle = sum(r[2] for r in self._recent)
-        # tokens of the oldest entry were produced before the span began
-        toks = sum(r[3] for r in list(self._recent)[1:])
-        all_periods = [p for r in self._recent for p in r[4]]
+        all_periods = [p for r in self._recent for p in r[3]]
         m = self.metrics
-        m.idle_fraction.set(idle / win if win else 0.0)
-        m.tokens_per_s.set(toks / (span * NS) if span else 0.0)
+        m.idle_ratio.set(idle / win if win else 0.0)
         m.recent_period.set(median(all_periods) * NS if all_periods else 0.0)

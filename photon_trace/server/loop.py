@@ -10,6 +10,15 @@ design: ``compile_format``, and the config and tokenizer, fixed at start-up.) Pe
 condition (no spin); it records each sleep, so device statistics can leave out
 the time the engine had nothing to do, and checks the engine's invariants each
 time it goes idle (every page, row and slot free).
+
+The loop heals: when a tick raises (the device worker was killed or ran out of
+memory, a CUDA error, a bug) and the loop was given a factory, it fails only the
+requests in flight (an error update saying so), discards the engine's device, builds
+a fresh engine with the same factory (the same weights and settings) and serves
+again; ``status`` is ``"degraded"`` meanwhile and ``restarts`` counts the rebuilds.
+More than ``max_restarts`` failures within ``restart_window_s`` (a crash loop), or
+a factory that fails, leave the loop stopped (``"unavailable"``). What callers see
+of a failure is ``public_error``: the kind of failure, never its traceback.
 """
 from __future__ import annotations
 
@@ -25,6 +34,7 @@ from typing import Any
 
 from photon_trace.engine.outputs import RequestOutput
 from photon_trace.engine.params import SamplingParams
+from photon_trace.telemetry.tracer import RequestEvent, now_ns
 
 log = logging.getLogger(__name__)
 
@@ -55,26 +65,46 @@ class _Add:
     response_format: Any
     stream: RequestStream
     future: Future
+    span: dict | None = None
 
 
 @dataclass(slots=True)
 class _Abort:
-    req_id: int
+    stream: RequestStream
+
+
+def _describe_failure(e: BaseException) -> str:
+    """What a client may read about a failure: its kind, not its message (a worker's
+    traceback, file paths); the server log has the rest."""
+    return f"the engine failed ({type(e).__name__})"
 
 
 class EngineLoop:
     """Runs ``engine.step()`` on a dedicated thread.
 
     ``engine``: an ``Engine``, or a zero-argument callable that builds one (then it is
-    built on this thread and closed when the loop stops). ``on_finished(output)`` is
-    called on the engine thread for every finished request (metrics).
+    built on this thread, rebuilt after a failure, and closed when the loop stops).
+    Called on the engine thread: ``on_added(req_id, span)`` for every request the
+    engine took, ``on_finished(output)`` for every finished request (metrics),
+    ``on_failed(req_id)`` for every request a failure ended.
     """
 
     def __init__(self, engine: Any, *, on_finished: Callable[[RequestOutput], None] | None = None,
-                 name: str = "photon-engine") -> None:
+                 on_added: Callable[[int, dict | None], None] | None = None,
+                 on_failed: Callable[[int], None] | None = None, name: str = "photon-engine",
+                 max_restarts: int = 5, restart_window_s: float = 60.0) -> None:
         self._factory = engine if callable(engine) and not hasattr(engine, "step") else None
         self.engine = None if self._factory else engine
         self._on_finished = on_finished
+        self._on_added = on_added
+        self._on_failed = on_failed
+        self.max_restarts = max_restarts
+        self.restart_window_s = restart_window_s
+        self.restarts = 0
+        self._restart_times: deque[float] = deque()
+        self.degraded: str | None = None            # why the engine is being rebuilt, while it is
+        self.last_failure: str | None = None        # public_error of the last failure healed
+        self.retired = {"steps": 0, "tokens": 0, "zombie_rows": 0}   # counters of replaced engines
         self._cond = threading.Condition()
         self._commands: deque = deque()
         self._streams: dict[int, RequestStream] = {}
@@ -109,26 +139,43 @@ class EngineLoop:
         return self._thread.is_alive() and self.error is None and not self._stopping
 
     @property
+    def status(self) -> str:
+        """``ok``, ``degraded`` (a failed engine is being replaced) or ``unavailable``."""
+        if not self.alive:
+            return "unavailable"
+        return "degraded" if self.degraded is not None else "ok"
+
+    @property
+    def public_error(self) -> str | None:
+        """Why the loop stopped or is rebuilding, fit for a response body."""
+        if self.error is not None:
+            return _describe_failure(self.error)
+        return self.degraded
+
+    @property
     def active_requests(self) -> int:
         return len(self._streams)
 
     # -- called from any thread -------------------------------------------------------
     def submit(self, prompt: list[int], params: SamplingParams, response_format: Any,
-               stream: RequestStream) -> Future:
-        """Queue a request; the future gets its engine id, or the engine's ValueError."""
+               stream: RequestStream, span: dict | None = None) -> Future:
+        """Queue a request; the future gets its engine id, or the engine's ValueError.
+        While a failed engine is being replaced, requests wait for the new one."""
         fut: Future = Future()
         with self._cond:
             if not self.alive:
-                fut.set_exception(RuntimeError("the engine is not running"))
+                reason = _describe_failure(self.error) if self.error is not None else "the server is stopping"
+                fut.set_exception(RuntimeError(f"the engine is not running: {reason}"))
                 return fut
-            self._commands.append(_Add(prompt, params, response_format, stream, fut))
+            self._commands.append(_Add(prompt, params, response_format, stream, fut, span))
             self._cond.notify()
         return fut
 
-    def abort(self, req_id: int) -> None:
-        """Abort a request (no-op if it already finished); its pages and slots are freed by the engine."""
+    def abort(self, stream: RequestStream) -> None:
+        """Abort the request behind ``stream`` (no-op if it already finished, or ran on an engine
+        since replaced); its pages and slots are freed by the engine."""
         with self._cond:
-            self._commands.append(_Abort(req_id))
+            self._commands.append(_Abort(stream))
             self._cond.notify()
 
     def idle_intervals(self, now: int) -> list[tuple[int, int]]:
@@ -152,17 +199,77 @@ class EngineLoop:
         engine = self.engine
         try:
             while True:
-                commands = self._next_commands(engine)
-                if commands is None:
-                    break
-                for c in commands:
-                    self._apply(engine, c)
-                self._dispatch(engine, engine.step())
+                try:
+                    self._serve(engine)
+                    break                      # stopping
+                except Exception as e:
+                    log.exception("photon_trace: the engine failed")
+                    engine = self._heal(engine, e)
+                    if engine is None:
+                        break
         except BaseException as e:
             log.exception("photon_trace: the engine loop failed")
             self.error = e
         finally:
-            self._shutdown(engine)
+            self._shutdown(self.engine)
+
+    def _serve(self, engine) -> None:
+        while True:
+            commands = self._next_commands(engine)
+            if commands is None:
+                return
+            for c in commands:
+                self._apply(engine, c)
+            self._dispatch(engine, engine.step())
+
+    def _heal(self, engine, e: Exception):
+        """Fail the requests in flight, drop ``engine``'s device, build a new engine; None if not."""
+        now = time.monotonic()
+        while self._restart_times and now - self._restart_times[0] > self.restart_window_s:
+            self._restart_times.popleft()
+        reason = _describe_failure(e)
+        self._fail_streams(f"{reason}; the request was not completed")
+        if self._factory is None or len(self._restart_times) >= self.max_restarts:
+            self.error = e
+            return None
+        self.degraded = f"{reason}; a new engine is starting"
+        stats = engine.stats()
+        for k in self.retired:
+            self.retired[k] += getattr(stats, k)
+        _discard(engine)
+        with self._cond:      # aborts name requests of the failed engine: nothing to do any more
+            self._commands = deque(c for c in self._commands if isinstance(c, _Add))
+        try:
+            new = self._factory()
+        except Exception as e2:
+            log.exception("photon_trace: building a new engine failed")
+            self.error = e2
+            return None
+        self._restart_times.append(now)
+        self.restarts += 1
+        self.engine = new
+        self.last_failure, self.degraded = reason, None
+        log.warning("photon_trace: engine replaced after a failure (%d restarts)", self.restarts)
+        return new
+
+    def _fail_streams(self, message: str, failed: bool = True) -> None:
+        """End every request in flight with an error update (and tell the tracer they ended);
+        ``failed``: a failure ended them (not a shutdown)."""
+        engine = self.engine
+        tracer = getattr(engine, "tracer", None)
+        by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+        for rid, stream in self._streams.items():
+            by_loop.setdefault(stream.loop, []).append((stream, Update([], True, error=message)))
+            if tracer is not None:
+                tracer.request(rid, RequestEvent.ABORTED, now_ns())
+            if failed and self._on_failed is not None:
+                try:
+                    self._on_failed(rid)
+                except Exception:
+                    log.exception("photon_trace: on_failed failed")
+        self._streams.clear()
+        for loop, batch in by_loop.items():
+            _post(loop, batch)
 
     def _next_commands(self, engine) -> list | None:
         """The queued commands; sleeps while the engine is idle and nothing is queued."""
@@ -193,7 +300,9 @@ class EngineLoop:
 
     def _apply(self, engine, c) -> None:
         if isinstance(c, _Abort):
-            engine.abort(c.req_id)
+            rid = c.stream.req_id
+            if self._streams.get(rid) is c.stream:   # still running on this engine
+                engine.abort(rid)
             return
         if not c.future.set_running_or_notify_cancel():
             return
@@ -204,6 +313,11 @@ class EngineLoop:
             return
         c.stream.req_id = rid
         self._streams[rid] = c.stream
+        if self._on_added is not None:
+            try:
+                self._on_added(rid, c.span)
+            except Exception:
+                log.exception("photon_trace: on_added failed")
         c.future.set_result(rid)
 
     def _dispatch(self, engine, deltas) -> None:
@@ -235,21 +349,28 @@ class EngineLoop:
         with self._cond:
             self._stopping = True
             pending, self._commands = list(self._commands), deque()
-        reason = f"the engine failed: {self.error!r}" if self.error else "the server is shutting down"
+        reason = _describe_failure(self.error) if self.error else "the server is shutting down"
         for c in pending:
             if isinstance(c, _Add) and c.future.set_running_or_notify_cancel():
                 c.future.set_exception(RuntimeError(reason))
-        by_loop: dict[asyncio.AbstractEventLoop, list] = {}
-        for stream in self._streams.values():
-            by_loop.setdefault(stream.loop, []).append((stream, Update([], True, error=reason)))
-        self._streams.clear()
-        for loop, batch in by_loop.items():
-            _post(loop, batch)
+        self._fail_streams(reason, failed=self.error is not None)
         if self._factory is not None and engine is not None:
             try:
                 engine.close()
             except Exception:
                 log.exception("photon_trace: closing the engine failed")
+                _discard(engine)
+                engine.tracer.close()
+
+
+def _discard(engine) -> None:
+    """Release a failed engine's device (the worker process, its shared memory) and nothing
+    else: ``Engine.close`` would also close the tracer, which the server and the next
+    engine share, and would first try to commit a step the dead device never finished."""
+    try:
+        engine.device.close()
+    except Exception:
+        log.exception("photon_trace: closing a failed device failed")
 
 
 def _post(loop: asyncio.AbstractEventLoop, batch: list[tuple[RequestStream, Update]]) -> None:

@@ -35,6 +35,9 @@ class ServerMetrics:
                                      ["endpoint", "status"], registry=r)
         self.finished = Counter("photon_requests_finished", "Requests finished, by the engine's finish reason",
                                 ["reason"], registry=r)
+        self.prompt_tokens = Counter("photon_prompt_tokens", "Prompt tokens of finished requests", registry=r)
+        self.generation_tokens = Counter("photon_generation_tokens", "Generated tokens of finished requests",
+                                         registry=r)
         self.ttft = Histogram("photon_time_to_first_token_seconds", "Arrival to first token on the host",
                               buckets=_LATENCY_BUCKETS, registry=r)
         self.tpot = Histogram("photon_time_per_output_token_seconds", "Mean time per output token after the first",
@@ -50,8 +53,8 @@ class ServerMetrics:
                                    "engine had work", registry=r)
         self.device_idle = Counter("photon_device_idle_seconds", "Device compute-stream idle time while the "
                                    "engine had work", registry=r)
-        self.idle_fraction = Gauge("photon_device_idle_fraction", "Device idle fraction over the recent window "
-                                   "(engine-idle time excluded)", registry=r)
+        self.idle_ratio = Gauge("photon_device_idle_ratio", "Device idle share (0-1) over the recent window "
+                                "(engine-idle time excluded)", registry=r)
         self.bubbles = Counter("photon_bubbles", "Device bubbles (gaps >= 20 us) by cause", ["cause"], registry=r)
         self.bubble_seconds = Counter("photon_bubble_seconds", "Device idle in bubbles, by cause", ["cause"],
                                       registry=r)
@@ -59,8 +62,6 @@ class ServerMetrics:
                              ["site"], registry=r)
         self.sync_seconds = Counter("photon_accidental_sync_wait_seconds", "Host time in unexpected waits, "
                                     "by call site", ["site"], registry=r)
-        self.tokens_per_s = Gauge("photon_tokens_per_second", "Generated tokens per second over the recent window",
-                                  registry=r)
         self.recent_period = Gauge("photon_step_period_recent_seconds", "Median step period over the recent "
                                    "window", registry=r)
         for cause in ("host_bound", "commit_wait", "accidental_sync", "copy_wait", "dispatch"):
@@ -71,6 +72,8 @@ class ServerMetrics:
     def request_finished(self, out: RequestOutput) -> None:
         """Observe one finished request (called on the engine thread)."""
         self.finished.labels(out.finish_reason or "unknown").inc()
+        self.prompt_tokens.inc(len(out.prompt_token_ids))
+        self.generation_tokens.inc(len(out.token_ids))
         m = out.metrics
         if m is None or out.finish_reason == "abort":
             return
@@ -97,19 +100,25 @@ class _EngineCollector:
     def collect(self):
         loop = self.loop
         e = loop.engine
-        yield GaugeMetricFamily("photon_engine_up", "1 while the engine thread is running", value=int(loop.alive))
+        yield GaugeMetricFamily("photon_engine_up", "1 while the engine serves (0 while a failed engine is "
+                                "replaced, or after the loop stopped)", value=int(loop.status == "ok"))
+        yield CounterMetricFamily("photon_engine_restarts", "Engines replaced after a failure (device worker "
+                                  "killed, out of memory, ...)", value=loop.restarts)
         if e is None:
             return
         stats = e.stats()
-        yield CounterMetricFamily("photon_engine_steps", "Steps committed by the engine", value=stats.steps)
-        yield CounterMetricFamily("photon_engine_generated_tokens", "Tokens appended at commit", value=stats.tokens)
+        old = loop.retired    # counters of engines replaced after a failure: totals never go back
+        yield CounterMetricFamily("photon_engine_steps", "Steps committed by the engine",
+                                  value=old["steps"] + stats.steps)
+        yield CounterMetricFamily("photon_engine_generated_tokens", "Tokens appended at commit",
+                                  value=old["tokens"] + stats.tokens)
         yield CounterMetricFamily("photon_engine_zombie_rows", "Rows committed after their sequence finished",
-                                  value=stats.zombie_rows)
+                                  value=old["zombie_rows"] + stats.zombie_rows)
         yield GaugeMetricFamily("photon_requests_running", "Requests admitted (holding a row and pages)",
                                 value=stats.running)
         yield GaugeMetricFamily("photon_requests_waiting", "Requests queued for admission", value=stats.waiting)
         yield GaugeMetricFamily("photon_kv_pages_used", "KV cache pages in use", value=stats.kv_pages_used)
-        yield GaugeMetricFamily("photon_kv_pages_total", "KV cache pages that can be handed out",
+        yield GaugeMetricFamily("photon_kv_pages_capacity", "KV cache pages that can be handed out",
                                 value=stats.kv_pages_total)
         yield GaugeMetricFamily("photon_engine_invariant_ok", "1 when the last idle check found every page, "
                                 "row and slot free", value=int(loop.invariant_error is None))

@@ -1,4 +1,4 @@
-"""The OpenAI request shapes (pydantic, unknown fields ignored) and the response bodies.
+"""The OpenAI request shapes (pydantic, strict: unknown fields and wrong types refused) and the response bodies.
 
 Requests are parsed here for *types*; the rules on values (ranges, limits, the
 prompt against the context) live in ``validate.py`` so every bad value gets one
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, WithJsonSchema
 
 from photon_trace.engine.outputs import RequestOutput
 
@@ -19,36 +19,59 @@ from photon_trace.engine.outputs import RequestOutput
 FINISH_REASONS = {"eos": "stop", "stop": "stop", "constraint": "stop", "length": "length", "abort": "abort"}
 
 
+# A completion prompt: one string, [one string] or token ids. Typed ``Any`` so the
+# checks in validate.prompt_ids name what is wrong; the schema documents the shapes.
+PromptField = Annotated[Any, WithJsonSchema({"anyOf": [
+    {"type": "string", "minLength": 1}, {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1},
+    {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1}]})]
+
+# Strict: a string for a number, "yes" for a boolean or a field we do not know is a 400
+# naming it, never a silent coercion or a silently ignored option. ``null`` means "the
+# default" wherever OpenAI accepts it.
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+# OpenAI fields this server does not implement: a 400 naming the field unless the value
+# is null or empty (= unset), checked before the model so the message says so.
+UNSUPPORTED = ("logit_bias", "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls",
+               "suffix", "best_of", "audio", "modalities", "prediction", "web_search_options",
+               "reasoning_effort", "service_tier", "store", "metadata", "verbosity", "prompt_cache_key",
+               "safety_identifier")
+
+
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    include_usage: bool = False
+    model_config = _STRICT
+    include_usage: bool | None = None
 
 
 class _Generation(BaseModel):
     """Fields shared by completions and chat completions (OpenAI names, plus vLLM's top_k/ignore_eos)."""
-    model_config = ConfigDict(extra="ignore")
+    model_config = _STRICT
     model: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
-    top_k: int | None = None
+    top_k: int | None = None          # -1 or 0: off; larger than the vocabulary: the whole vocabulary
     seed: int | None = None
     stop: str | list[str] | None = None
-    stream: bool = False
+    presence_penalty: float | None = None     # [-2, 2], OpenAI's meaning
+    frequency_penalty: float | None = None    # [-2, 2], OpenAI's meaning
+    stream: bool | None = None
     stream_options: StreamOptions | None = None
-    n: int = 1
+    n: int | None = None
     logprobs: Any = None              # chat: a boolean; completions: 0..20 (checked in logprobs.requested)
     response_format: dict[str, Any] | None = None
-    ignore_eos: bool = False
+    ignore_eos: bool | None = None
+    user: str | None = None           # an end-user id for the caller's own records; no effect here
 
 
 class CompletionRequest(_Generation):
-    prompt: Any                       # a string, [string] or token ids; checked in validate.prompt_ids
-    echo: bool = False
+    prompt: PromptField                   # checked in validate.prompt_ids, with OpenAI-style messages
+    echo: bool | None = None
+    logprobs: int | None = None
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = _STRICT
     role: str
     content: str | list[dict[str, Any]] | None = None
 
@@ -61,7 +84,7 @@ class ChatCompletionRequest(_Generation):
 
 class SkillRequest(BaseModel):
     """``/v1/point`` and ``/v1/detect``: what to find, and how many at most."""
-    model_config = ConfigDict(extra="ignore")
+    model_config = _STRICT
     model: str | None = None
     object: str | None = None         # what to point at / detect ("the red car")
     prompt: str | None = None         # a full prompt instead of ``object``
@@ -71,6 +94,9 @@ class SkillRequest(BaseModel):
     temperature: float | None = None
     top_p: float | None = None
     seed: int | None = None
+
+
+REQUEST_MODELS = (CompletionRequest, ChatCompletionRequest, SkillRequest)
 
 
 def new_id(prefix: str) -> str:
@@ -134,6 +160,10 @@ def skill_body(rid: str, skill: str, model: str, out: RequestOutput) -> dict[str
             "usage": usage(len(out.prompt_token_ids), len(out.token_ids)), "photon_trace": extension(out)}
 
 
+def model_body(model: str, created: int, max_context: int) -> dict[str, Any]:
+    return {"id": model, "object": "model", "created": created, "owned_by": "photon_trace",
+            "max_model_len": max_context}
+
+
 def models_body(model: str, created: int, max_context: int) -> dict[str, Any]:
-    return {"object": "list", "data": [{"id": model, "object": "model", "created": created,
-                                        "owned_by": "photon_trace", "max_model_len": max_context}]}
+    return {"object": "list", "data": [model_body(model, created, max_context)]}

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
-import secrets
 import threading
 import time
 from dataclasses import asdict
@@ -13,18 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Request
-from pydantic import BaseModel, ValidationError
 
 from photon_trace.engine.constraints import ConstraintError, ResponseFormat
 from photon_trace.engine.outputs import RequestOutput
+from photon_trace.engine.params import SamplingParams
 from photon_trace.telemetry.recorder import RecordingTracer
 from photon_trace.telemetry.sinks import LiveBuffer
 
 from photon_trace.server import validate
 from photon_trace.server.device_stats import DeviceStats
-from photon_trace.server.errors import AUTHENTICATION, UNAVAILABLE, APIError, bad_request
+from photon_trace.server.errors import UNAVAILABLE, APIError, bad_request
 from photon_trace.server.loop import EngineLoop, RequestStream
 from photon_trace.server.metrics import ServerMetrics
+from photon_trace.server.protocol import finish_reason
 
 
 class ClientGone(Exception):
@@ -34,9 +33,8 @@ class ClientGone(Exception):
 class ServerState:
     """The engine thread, the tracer's sinks, the metrics and the limits: what the routes share."""
 
-    def __init__(self, engine: Any, *, api_key: str | None, model_name: str | None, otlp: bool,
+    def __init__(self, engine: Any, *, model_name: str | None, otlp: bool,
                  sinks: tuple, live_chunks: int) -> None:
-        self.api_key = api_key
         self.model_name = model_name
         self.created = int(time.time())
         self.live = LiveBuffer(max_chunks=live_chunks)
@@ -46,17 +44,16 @@ class ServerState:
         else:                                # a factory: it gets our tracer, on the engine thread
             self.tracer = RecordingTracer()
             factory = functools.partial(engine, self.tracer)
-        self.loop = EngineLoop(factory, on_finished=self._finished)
+        self.loop = EngineLoop(factory, on_added=self._added, on_finished=self._finished,
+                               on_failed=self._failed)
         self.metrics = ServerMetrics(self.loop)
         self.stats = DeviceStats(self.metrics, self.loop.idle_intervals)
-        if self.tracer is not None:
-            self.tracer.add_sink(self.live)
-            self.tracer.add_sink(self.stats)
-            for sink in sinks:
-                self.tracer.add_sink(sink)
-            if otlp:
-                from photon_trace.telemetry.otel import OtelSink
-                self.tracer.add_sink(OtelSink(model=model_name))
+        self._sinks = [self.live, self.stats, *sinks]
+        if otlp:
+            from photon_trace.telemetry.otel import OtelSink
+            self._sinks.append(OtelSink(model=model_name))
+        # Sinks that label request spans (OtelSink): told each request's parameters and outcome.
+        self._span_sinks = [s for s in self._sinks if hasattr(s, "request_attributes")]
         self.limits: validate.Limits | None = None
         self._compile_lock = threading.Lock()
 
@@ -73,23 +70,56 @@ class ServerState:
         if self.tracer is not None:
             self.tracer.describe(model=self.model_name, backend=cfg.resolved_backend(),
                                  settings=asdict(cfg))
+            # Attached once the engine has described itself, so every sink opens with the
+            # whole header (an OTLP resource cannot change after it is made).
+            for sink in self._sinks:
+                self.tracer.add_sink(sink)
 
     def stop(self) -> None:
         self.loop.stop()
 
+    # -- engine-thread callbacks ---------------------------------------------------------------
+    def _added(self, req_id: int, span: dict | None) -> None:
+        if span:
+            for sink in self._span_sinks:
+                sink.request_attributes(req_id, span)
+
     def _finished(self, out: RequestOutput) -> None:
         self.metrics.request_finished(out)
+        for sink in self._span_sinks:
+            sink.request_attributes(out.req_id, {"gen_ai.response.finish_reasons": [finish_reason(out)]},
+                                    final=True)
+
+    def _failed(self, req_id: int) -> None:
+        for sink in self._span_sinks:
+            sink.request_attributes(req_id, {"gen_ai.response.finish_reasons": ["error"],
+                                             "error.type": "engine_failure"}, final=True)
+
+    def span_info(self, response_id: str, operation: str, params: SamplingParams,
+                  fmt: ResponseFormat | None, skill: str | None = None) -> dict | None:
+        """A request's GenAI span attributes known before it runs (None: no sink wants them)."""
+        if not self._span_sinks:
+            return None
+        attrs = {"gen_ai.operation.name": operation, "gen_ai.response.id": response_id,
+                 "gen_ai.request.max_tokens": params.max_tokens, "gen_ai.request.temperature": params.temperature,
+                 "gen_ai.request.top_p": params.top_p, "gen_ai.response.model": self.model_name,
+                 "gen_ai.output.type": "json" if fmt is not None and fmt.kind in ("json_object", "json_schema")
+                 else "text"}
+        if skill is not None:
+            attrs["photon_trace.skill"] = skill
+        if params.top_k:
+            attrs["gen_ai.request.top_k"] = params.top_k
+        if params.seed is not None:
+            attrs["gen_ai.request.seed"] = params.seed
+        if params.stop:
+            attrs["gen_ai.request.stop_sequences"] = list(params.stop)
+        for name in ("presence_penalty", "frequency_penalty"):
+            value = getattr(params, name, 0.0)
+            if value:
+                attrs[f"gen_ai.request.{name}"] = value
+        return attrs
 
     # -- the request path ------------------------------------------------------------------
-    def check_key(self, request: Request) -> None:
-        if self.api_key is None:
-            return
-        auth = request.headers.get("authorization", "")
-        token = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
-        if not secrets.compare_digest(token.encode(), self.api_key.encode()):
-            raise APIError(401, "Incorrect or missing API key (send 'Authorization: Bearer KEY')",
-                           type=AUTHENTICATION, code="invalid_api_key")
-
     def precompile(self, fmt: ResponseFormat | None) -> None:
         """Compile ``fmt``'s grammar into the engine's cache on a worker thread, so the engine
         thread's add_request finds it ready instead of stalling every request on a compile."""
@@ -98,31 +128,32 @@ class ServerState:
         with self._compile_lock:   # one creator of the engine's (lazily built) compiler
             self.loop.engine.compile_format(fmt)
 
-    async def run(self, prompt: list[int], params, fmt: ResponseFormat | None, *, deltas: bool) -> RequestStream:
+    async def run(self, prompt: list[int], params, fmt: ResponseFormat | None, *, deltas: bool,
+                  span: dict | None = None) -> RequestStream:
         """Validate ``fmt``, hand the request to the engine thread; the stream its updates arrive on."""
         try:
             await asyncio.to_thread(self.precompile, fmt)
         except ConstraintError as e:
             raise bad_request(str(e), "response_format", "invalid_response_format") from None
         stream = RequestStream(deltas=deltas)
-        fut = self.loop.submit(prompt, params, fmt, stream)
+        fut = self.loop.submit(prompt, params, fmt, stream, span)
         try:
             await asyncio.wrap_future(fut)
         except asyncio.CancelledError:
-            fut.add_done_callback(self._abort_if_added)
+            fut.add_done_callback(functools.partial(self._abort_if_added, stream))
             raise
         except ConstraintError as e:
             raise bad_request(str(e), "response_format", "invalid_response_format") from None
         except ValueError as e:
             code = validate.CONTEXT_EXCEEDED if "context" in str(e) else None
             raise bad_request(str(e), code=code) from None
-        except RuntimeError as e:
+        except RuntimeError as e:   # the loop's own words: no engine detail, no traceback
             raise APIError(503, str(e), type=UNAVAILABLE) from None
         return stream
 
-    def _abort_if_added(self, fut) -> None:
+    def _abort_if_added(self, stream: RequestStream, fut) -> None:
         if not fut.cancelled() and fut.exception() is None:
-            self.loop.abort(fut.result())
+            self.loop.abort(stream)
 
     async def output(self, request: Request, stream: RequestStream) -> RequestOutput:
         """The finished output of a non-streamed request (its only update); aborts it if the
@@ -135,7 +166,7 @@ class ServerState:
             watcher.cancel()
             if not getter.done():
                 getter.cancel()
-                self.loop.abort(stream.req_id)
+                self.loop.abort(stream)
         if not getter.done() or getter.cancelled():
             raise ClientGone
         update = getter.result()
@@ -143,8 +174,8 @@ class ServerState:
             raise APIError(503, update.error, type=UNAVAILABLE)
         return update.output
 
-    def count(self, request: Request, status: int) -> None:
-        route = request.scope.get("route")
+    def count(self, scope: dict, status: int) -> None:
+        route = scope.get("route")
         self.metrics.http_requests.labels(getattr(route, "path", "other"), str(status)).inc()
 
 
@@ -153,19 +184,3 @@ async def _until_disconnected(request: Request) -> None:
     # it (as Starlette's StreamingResponse does) instead of polling.
     while (await request.receive())["type"] != "http.disconnect":
         pass
-
-
-async def parse(request: Request, model: type[BaseModel]) -> Any:
-    raw = await request.body()
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise bad_request(f"the request body is not valid JSON: {e}", code="invalid_json") from None
-    if not isinstance(data, dict):
-        raise bad_request("the request body must be a JSON object")
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        param = ".".join(str(x) for x in first["loc"]) or None
-        raise bad_request(f"{param}: {first['msg']}" if param else first["msg"], param) from None

@@ -14,6 +14,7 @@ the engine frees its pages and row.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -26,6 +27,7 @@ from photon_trace.server.loop import RequestStream, Update
 from photon_trace.server.protocol import chat_chunk, completion_chunk, finish_reason, usage_chunk
 
 DONE = b"data: [DONE]\n\n"
+log = logging.getLogger(__name__)
 
 
 def sse(obj: Any) -> bytes:
@@ -60,14 +62,16 @@ class TextStream:
         return rest
 
 
-async def sse_events(stream: RequestStream, *, abort: Callable[[int], None], text: TextStream,
+async def sse_events(stream: RequestStream, *, abort: Callable[[RequestStream], None], text: TextStream,
                      chunk: Callable[..., dict], usage: Callable[[RequestOutput], dict] | None,
-                     first: dict | None = None, logprobs: Callable[[list], dict] | None = None
-                     ) -> AsyncIterator[bytes]:
+                     first: dict | None = None, request_id: str = "",
+                     logprobs: Callable[[list], dict] | None = None) -> AsyncIterator[bytes]:
     """The SSE body of one request: ``first`` (if any), a chunk for the first token and for
     each later non-empty text delta, the final chunk with the finish reason, the usage chunk
     (if asked), ``[DONE]``. With ``logprobs`` (which shapes a list of TokenLogprob), each
-    chunk carries those of the tokens that arrived since the last chunk went out."""
+    chunk carries those of the tokens that arrived since the last chunk went out. A failure
+    ends the stream with an error event and ``[DONE]`` (the status line went out long ago),
+    never with a dropped connection."""
     finished = started = False
     pending: list = []       # logprobs not yet sent (their text may be held back)
 
@@ -85,7 +89,7 @@ async def sse_events(stream: RequestStream, *, abort: Callable[[int], None], tex
             update: Update = await stream.queue.get()
             if update.error is not None:
                 finished = True
-                yield sse(error_body(update.error, SERVER_ERROR))
+                yield sse(error_body(f"{update.error} (request id {request_id})", SERVER_ERROR))
                 yield DONE
                 return
             pending.extend(update.logprobs or ())
@@ -103,9 +107,14 @@ async def sse_events(stream: RequestStream, *, abort: Callable[[int], None], tex
             if piece or not started:   # the first token always goes out: clients see their TTFT
                 started = True
                 yield sse(chunk(piece, None, take_logprobs()))
+    except Exception:
+        log.exception("photon_trace: request %s: the stream failed", request_id)
+        yield sse(error_body(f"internal error (request id {request_id}; the server log has the details)",
+                             SERVER_ERROR))
+        yield DONE
     finally:
         if not finished and stream.req_id >= 0:
-            abort(stream.req_id)    # the client went away: free the request's pages and row now
+            abort(stream)           # the client went away (or we failed): free its pages and row now
 
 
 def completion_stream_parts(rid: str, model: str, include_usage: bool):

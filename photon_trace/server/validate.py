@@ -20,6 +20,7 @@ from photon_trace.server.protocol import ChatMessage
 
 MAX_TEMPERATURE = 2.0   # OpenAI's range; the engine itself would take up to 100
 MAX_STOP_STRINGS = 4
+MAX_PENALTY = 2.0       # presence and frequency penalties: OpenAI's range
 CONTEXT_EXCEEDED = "context_length_exceeded"
 
 # Chat prompts use the model's own template (engine/model/chat_template.py); models without
@@ -42,20 +43,25 @@ def check_model(requested: str | None, limits: Limits) -> None:
                        param="model", code="model_not_found")
 
 
-def check_n(n: int) -> None:
-    if n != 1:
+def check_n(n: int | None) -> None:
+    if n is not None and n != 1:
         raise bad_request(f"n must be 1 (one choice per request; send n requests with different seeds "
                           f"for n samples), got {n}", "n", "unsupported_value")
 
 
-def prompt_ids(prompt: Any, tokenizer, vocab_size: int) -> list[int]:
-    """A completion prompt as token ids (with BOS for text): a string, one string in a list, or ids."""
+def prompt_text(prompt: Any) -> str | None:
+    """A completion prompt's text (a string, or one string in a list); None for token ids."""
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if isinstance(prompt, str):
         if not prompt:
             raise bad_request("prompt must not be empty", "prompt")
-        return tokenizer.encode(prompt, add_special_tokens=True)
+        return prompt
+    return None
+
+
+def prompt_ids(prompt: Any, vocab_size: int) -> list[int]:
+    """A completion prompt given as token ids (``prompt_text`` takes the text forms)."""
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
         if any(t < 0 or t >= vocab_size for t in prompt):
             raise bad_request(f"prompt token ids must lie in [0, {vocab_size})", "prompt")
@@ -123,16 +129,21 @@ def max_tokens(requested: int | None, prompt_len: int, limits: Limits, default: 
 
 def sampling_params(*, temperature: float | None, top_p: float | None, top_k: int | None = None,
                     seed: int | None, stop: str | list[str] | None = None, max_tokens: int,
-                    ignore_eos: bool = False, logprobs: int | None = None,
-                    defaults: Mapping[str, Any] | None = None) -> SamplingParams:
-    """SamplingParams from a request's values; an unset temperature, top_p or top_k takes the
-    model's generation_config.json value (``defaults``, as vLLM does), else OpenAI's default."""
+                    ignore_eos: bool = False, presence_penalty: float | None = None,
+                    frequency_penalty: float | None = None, logprobs: int | None = None,
+                    vocab_size: int | None = None, defaults: Mapping[str, Any] | None = None) -> SamplingParams:
+    """Every sampling value checked here (a 400 naming it), before anything reaches the engine.
+
+    An unset temperature, top_p or top_k takes the model's generation_config.json value
+    (``defaults``, as vLLM does), else OpenAI's default. ``top_k`` larger than the vocabulary
+    means the whole vocabulary (as in vLLM): it is clipped to ``vocab_size``, so no request
+    can carry an out-of-range k to the device."""
     defaults = defaults or {}
     temperature = defaults.get("temperature") if temperature is None else temperature
     top_p = defaults.get("top_p") if top_p is None else top_p
     top_k = defaults.get("top_k") if top_k is None else top_k
     t = 1.0 if temperature is None else temperature
-    if not 0.0 <= t <= MAX_TEMPERATURE:  # also refuses NaN
+    if not 0.0 <= t <= MAX_TEMPERATURE:  # also refuses NaN and infinities
         raise bad_request(f"temperature must be in [0, {MAX_TEMPERATURE:g}], got {temperature}", "temperature")
     p = 1.0 if top_p is None else top_p
     if not 0.0 < p <= 1.0:
@@ -140,14 +151,24 @@ def sampling_params(*, temperature: float | None, top_p: float | None, top_k: in
     k = 0 if top_k in (None, -1) else top_k
     if k < 0:
         raise bad_request(f"top_k must be -1, 0 (off) or positive, got {top_k}", "top_k")
+    if vocab_size is not None and k >= vocab_size:
+        k = 0                       # the whole vocabulary: the same as off
     if seed is not None and not 0 <= seed < 2**63:
         raise bad_request(f"seed must be in [0, 2**63), got {seed}", "seed")
     stops = [stop] if isinstance(stop, str) else list(stop or ())
     if len(stops) > MAX_STOP_STRINGS or any(not s for s in stops):
         raise bad_request(f"stop takes up to {MAX_STOP_STRINGS} non-empty strings", "stop")
+    penalties = {}
+    for name, value in (("presence_penalty", presence_penalty), ("frequency_penalty", frequency_penalty)):
+        if value is None:
+            continue
+        if not -MAX_PENALTY <= value <= MAX_PENALTY:
+            raise bad_request(f"{name} must be in [-{MAX_PENALTY:g}, {MAX_PENALTY:g}], got {value}", name)
+        if value:
+            penalties[name] = float(value)
     try:
         return SamplingParams(temperature=t, top_p=p, top_k=k, seed=seed, stop=tuple(stops),
-                              max_tokens=max_tokens, ignore_eos=ignore_eos, logprobs=logprobs)
+                              max_tokens=max_tokens, ignore_eos=ignore_eos, logprobs=logprobs, **penalties)
     except ValueError as e:  # the engine's own rules, should they be stricter than ours
         raise bad_request(str(e)) from None
 

@@ -22,9 +22,21 @@ Spans (monotonic times mapped to wall clock through the header's anchor):
   ``finalize``; the FULL sub-phases are children of the phase around them), one
   ``host_wait`` span per wait (child of the phase it happened in), and one
   ``device.<op>`` span per device op.
-* ``{operation} {model}`` — one per request, arrival to finalized (or aborted),
-  with the ``gen_ai.*`` attributes, ``admitted``/``first_token`` events, and
-  links to the sampled step spans that ran while it was active.
+* ``{operation} {model}`` — one per request (span kind SERVER), arrival to
+  finalized (or aborted), with the GenAI semantic conventions' attributes
+  (``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.*``,
+  ``gen_ai.response.id``/``finish_reasons``, ``gen_ai.usage.*``): what the records
+  carry, plus what the server tells ``request_attributes`` (the request's
+  parameters, its operation and response id, how it finished);
+  ``admitted``/``first_token`` events, and links to the sampled step spans that
+  ran while it was active.
+
+A step's bubble is device idle while the engine had work: the time between the
+last request ending and the next arriving (nothing to do) is not a bubble.
+
+The resource (``photon_trace.backend``, ``photon_trace.device``, ...) is made when
+the first span is exported, from the header as ``describe()`` left it by then: an
+engine describes itself after its tracer's sinks may have opened.
 
 ``opentelemetry`` is imported only when the sink opens; the engine never needs it.
 """
@@ -37,13 +49,13 @@ import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
+from photon_trace.telemetry.otel_requests import ATTR, RequestBuf, RequestSpans
 from photon_trace.telemetry.records import (RECORD_KINDS, DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord,
                                             Trace)
 from photon_trace.telemetry.sinks import Chunk
 
 log = logging.getLogger(__name__)
 
-ATTR = "photon_trace."
 MAIN_PHASES = ("plan", "launch", "commit", "finalize")
 COMPUTE_OPS = frozenset({"stage", "prefill", "forward", "sample", "masked_sample"})
 
@@ -57,10 +69,6 @@ class _StepBuf:
     committed: bool = False
 
 
-@dataclass
-class _ReqBuf:
-    events: dict[str, tuple[int, int]] = field(default_factory=dict)
-    end: int | None = None
 
 
 class _OnceShutdownExporter:
@@ -113,8 +121,7 @@ class OtelSink:
         self._exporter_arg = exporter
         self._max_queue_size = max_queue_size
         self._steps: dict[int, _StepBuf] = defaultdict(_StepBuf)
-        self._reqs: dict[int, _ReqBuf] = defaultdict(_ReqBuf)
-        self._done_reqs: list[int] = []
+        self._reqs = RequestSpans()
         self._emitted: deque = deque(maxlen=8192)  # (t0, t1, span context) of exported step spans
         self._exported_until = 0     # end time of the latest exported step
         self._last_compute_end: int | None = None
@@ -130,14 +137,29 @@ class OtelSink:
         return exporter.export_ns if exporter is not None else 0
 
     # -- sink protocol -----------------------------------------------------------------
+    def request_attributes(self, req_id: int, attrs: dict, final: bool = False) -> None:
+        """Attributes for request ``req_id``'s span, from any thread: its parameters when it is
+        added, how it ended (``final``) when it finishes. A finished request's span waits (a few
+        flushes at most) for the final ones."""
+        self._reqs.attributes(req_id, attrs, final)
+
     def open(self, header: dict) -> None:
+        from photon_trace.telemetry.sinks import merge_header
+
+        self._header = {}
+        merge_header(self._header, header)
+        clock = header.get("clock") or {}
+        self._offset = int(clock.get("wall_ns", 0)) - int(clock.get("mono_ns", 0))
+        self._provider = None
+        self._opened = True
+
+    def _start(self) -> None:
+        """The provider and exporter, made with the first span (see the module docstring)."""
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        self._header = header
-        clock = header.get("clock") or {}
-        self._offset = int(clock.get("wall_ns", 0)) - int(clock.get("mono_ns", 0))
+        header = self._header
         if self.model is None:
             model = header.get("model")
             self.model = (model.get("name") if isinstance(model, dict) else model) or "unknown"
@@ -160,9 +182,17 @@ class OtelSink:
         self._provider.add_span_processor(BatchSpanProcessor(self._exporter, **kw))
         self._tracer = self._provider.get_tracer("photon_trace.telemetry")
 
+    def _otel(self):
+        if self._provider is None:
+            self._start()
+        return self._tracer
+
     def write(self, chunk: Chunk) -> None:
+        if chunk.header:
+            from photon_trace.telemetry.sinks import merge_header
+            merge_header(self._header, chunk.header)
         if "clock" in chunk.header:
-            c = {**self._header.get("clock", {}), **chunk.header["clock"]}
+            c = self._header.get("clock", {})
             self._offset = int(c.get("wall_ns", 0)) - int(c.get("mono_ns", 0))
         for s in chunk.host_spans:
             b = self._steps[s.step]
@@ -181,11 +211,14 @@ class OtelSink:
         self._emit_requests(final=False)
 
     def close(self) -> None:
-        if self._provider is None:
+        if not getattr(self, "_opened", False):
             return
+        self._opened = False
         self._emit_steps(final=True)
         self._emit_requests(final=True)
         provider, self._provider = self._provider, None
+        if provider is None:    # nothing was ever exported
+            return
         done = threading.Event()
 
         def shut() -> None:
@@ -236,7 +269,7 @@ class OtelSink:
         prev_end = self._last_compute_end
         for d in compute:
             if prev_end is not None:
-                bubble = max(bubble, d.t0 - prev_end)
+                bubble = max(bubble, self._reqs.busy_gap(prev_end, d.t0))
             prev_end = d.t1 if prev_end is None else max(prev_end, d.t1)
         if compute:
             self._last_compute_end = prev_end
@@ -262,7 +295,7 @@ class OtelSink:
             attrs.update({ATTR + "step.kind": r.kind, ATTR + "slot": r.slot, ATTR + "rows": r.rows,
                           ATTR + "zombie_rows": r.zombie_rows, ATTR + "constrained_rows": r.constrained_rows,
                           ATTR + "tokens": r.tokens})
-        root = self._tracer.start_span("step", context=Context(), start_time=self._wall(t0), attributes=attrs)
+        root = self._otel().start_span("step", context=Context(), start_time=self._wall(t0), attributes=attrs)
         root_ctx = trace.set_span_in_context(root)
         phases: list[tuple[HostSpan, object]] = []
         for s in sorted(b.host, key=lambda s: (s.phase not in MAIN_PHASES, s.t0)):
@@ -270,7 +303,7 @@ class OtelSink:
             if s.phase not in MAIN_PHASES:
                 around = _around(phases, s.t0, s.t1, s.thread)
                 parent_ctx = trace.set_span_in_context(around) if around is not None else root_ctx
-            span = self._tracer.start_span(s.phase, context=parent_ctx, start_time=self._wall(s.t0),
+            span = self._otel().start_span(s.phase, context=parent_ctx, start_time=self._wall(s.t0),
                                            attributes={ATTR + "step": s.step, ATTR + "slot": s.slot,
                                                        "thread.name": s.thread})
             phases.append((s, span))
@@ -282,12 +315,12 @@ class OtelSink:
                      "code.file.path": file or w.site}
             if line.isdigit():
                 attrs["code.line.number"] = int(line)
-            span = self._tracer.start_span(
+            span = self._otel().start_span(
                 "host_wait", start_time=self._wall(w.t0), attributes=attrs,
                 context=trace.set_span_in_context(around) if around is not None else root_ctx)
             span.end(end_time=self._wall(w.t1))
         for d in sorted(b.device, key=lambda d: d.t0):
-            span = self._tracer.start_span(
+            span = self._otel().start_span(
                 f"device.{d.op}", context=root_ctx, start_time=self._wall(d.t0),
                 attributes={ATTR + "step": d.step, ATTR + "slot": d.slot, ATTR + "stream": d.stream,
                             ATTR + "op": d.op, ATTR + "enqueued_ns": d.enqueued,
@@ -301,57 +334,39 @@ class OtelSink:
 
     # -- requests ----------------------------------------------------------------------
     def _request_event(self, q: RequestRecord) -> None:
-        b = self._reqs[q.req_id]
-        b.events.setdefault(q.event, (q.t, q.tokens))
-        if q.event in ("finalized", "aborted") and b.end is None:
-            b.end = q.t
-            self._done_reqs.append(q.req_id)
+        for req_id, b in self._reqs.event(q):
+            self._emit_request(req_id, b)
 
     def _emit_requests(self, final: bool) -> None:
-        keep = []
-        for req_id in self._done_reqs:
-            b = self._reqs[req_id]
-            # Wait until the steps that ran up to its end are exported, so links can point at them.
-            if final or b.end <= self._exported_until:
-                self._emit_request(req_id, self._reqs.pop(req_id))
-            else:
-                keep.append(req_id)
-        self._done_reqs = keep
-        if final:
-            self._reqs.clear()
+        for req_id, b in self._reqs.ready(self._exported_until, final):
+            self._emit_request(req_id, b)
 
-    def _emit_request(self, req_id: int, b: _ReqBuf) -> None:
+    def _emit_request(self, req_id: int, b: RequestBuf) -> None:
         from opentelemetry import trace
         from opentelemetry.context import Context
+        from opentelemetry.trace import Status, StatusCode
 
-        e = b.events
-        start = e.get("arrival") or e.get("admitted")
-        if start is None or b.end is None:
+        tracer = self._otel()   # sets self.model from the header if it was not given
+        named = self._reqs.span(req_id, b, self.operation, self.model)
+        if named is None:
             return
-        active_from = (e.get("admitted") or start)[0]
+        name, attrs = named
+        e = b.events
+        start = (e.get("arrival") or e.get("admitted"))[0]
+        active_from = (e.get("admitted") or e.get("arrival"))[0]
         links = [trace.Link(ctx) for t0, t1, ctx in self._emitted if t1 >= active_from and t0 <= b.end]
-        attrs = {"gen_ai.operation.name": self.operation, "gen_ai.request.model": self.model,
-                 "gen_ai.system": "photon_trace", ATTR + "request_id": req_id,
-                 ATTR + "linked_steps": len(links)}
-        prompt = (e.get("arrival") or e.get("admitted"))[1]
-        attrs["gen_ai.usage.input_tokens"] = prompt
-        end_event = e.get("finalized") or e.get("aborted")
-        attrs["gen_ai.usage.output_tokens"] = end_event[1]
-        if "aborted" in e and "finalized" not in e:
-            attrs["gen_ai.response.finish_reasons"] = ["aborted"]
-        if "first_token" in e:
-            attrs["gen_ai.server.time_to_first_token"] = (e["first_token"][0] - start[0]) / 1e9
-        span = self._tracer.start_span(f"{self.operation} {self.model}", context=Context(),
-                                       kind=trace.SpanKind.INTERNAL, start_time=self._wall(start[0]),
-                                       attributes=attrs, links=links)
-        for name in ("admitted", "first_token"):
-            if name in e and e[name][0] <= b.end:
-                span.add_event(name, timestamp=self._wall(e[name][0]))
+        attrs[ATTR + "linked_steps"] = len(links)
+        span = tracer.start_span(name, context=Context(), kind=trace.SpanKind.SERVER,
+                                 start_time=self._wall(start), attributes=attrs, links=links)
+        if "error.type" in attrs:
+            span.set_status(Status(StatusCode.ERROR, str(attrs["error.type"])))
+        for event in ("admitted", "first_token"):
+            if event in e and e[event][0] <= b.end:
+                span.add_event(event, timestamp=self._wall(e[event][0]))
         span.end(end_time=self._wall(b.end))
         self.requests_exported += 1
         # Step spans older than every request still open can no longer be linked.
-        oldest = min((r.events.get("admitted", r.events.get("arrival", (b.end, 0)))[0]
-                      for r in self._reqs.values() if r.events), default=b.end)
+        oldest = self._reqs.oldest_open(b.end)
         while self._emitted and self._emitted[0][1] < oldest:
             self._emitted.popleft()
 

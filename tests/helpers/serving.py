@@ -49,6 +49,29 @@ class ServerThread:
         self.stop()
 
 
+def metric_samples(url: str, **client) -> dict[str, float]:
+    """Every sample of ``url``/metrics by ``name{label=value,...}``, parsed with prometheus_client's parser."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for family in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=30, **client).text):
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    return out
+
+
+def wait_idle(url: str, timeout_s: float = 60.0, **client) -> dict:
+    """/health once the engine has nothing left: no request running, waiting or streaming."""
+    import httpx
+
+    def idle():
+        h = httpx.get(url + "/health", timeout=30, **client).json()
+        return h if h.get("running") == 0 and h.get("waiting") == 0 and h.get("streams") == 0 else None
+    return wait_until(idle, timeout_s, "the engine going idle")
+
+
 def sse_data(lines) -> list[str]:
     """The ``data:`` payloads of a server-sent-event body, in order (``[DONE]`` included)."""
     return [line[len("data: "):] for line in lines if line.startswith("data: ")]

@@ -7,6 +7,7 @@ cheap to create, fills a row of the bitmask in microseconds and accepts a token 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from typing import Any
@@ -24,6 +25,10 @@ _XGR_PREFIX = re.compile(r"^\[[0-9:]+\]\s+\S+:\d+:\s*")
 _CHECK_PREFIX = re.compile(r"^Check failed: \(.*?\) is false:\s*")
 
 JSON_KINDS = ("json_object", "json_schema")
+# Whitespace characters allowed between JSON tokens: unbounded, a model (a random one
+# above all) fills its whole budget with spaces and newlines. Two allow "\n " style
+# breaks; vLLM and SGLang bound or drop this whitespace too.
+JSON_MAX_WHITESPACE = 2
 _WHAT = {"json_schema": "JSON Schema", "regex": "regex", "grammar": "EBNF grammar", "json_object": "JSON grammar"}
 
 
@@ -87,8 +92,9 @@ class GrammarBackend:
         c = self._compiler
         compile_kind = {
             # Any object (not any value): strict_mode=False lets its properties be anything.
-            "json_object": lambda: c.compile_json_schema('{"type": "object"}', strict_mode=False),
-            "json_schema": lambda: c.compile_json_schema(spec.schema),
+            "json_object": lambda: c.compile_json_schema('{"type": "object"}', strict_mode=False,
+                                                         max_whitespace_cnt=JSON_MAX_WHITESPACE),
+            "json_schema": lambda: c.compile_json_schema(spec.schema, max_whitespace_cnt=JSON_MAX_WHITESPACE),
             "regex": lambda: c.compile_regex(spec.regex),
             "grammar": lambda: c.compile_grammar(spec.grammar),
         }.get(spec.kind)
@@ -170,7 +176,16 @@ class GrammarConstraint(Constraint):
         out: dict[str, Any] = {"text": text, "complete": complete}
         if self._program.kind in JSON_KINDS:
             try:
-                out["json"] = json.loads(text) if complete else None
+                out["json"] = json.loads(text, parse_float=_finite_float) if complete else None
             except json.JSONDecodeError:
                 out["json"] = None
+            except ValueError as e:   # a legal number no double holds (1e3034): the text keeps it
+                out["json"], out["json_error"] = None, str(e)
         return out
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of the range of a double; see `text`")
+    return value

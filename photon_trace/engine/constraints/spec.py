@@ -11,6 +11,10 @@ SPATIAL_KINDS = ("point", "detect")
 # Moondream caps a detect answer at 50 objects; the same default serves point.
 DEFAULT_MAX_COUNT = 50
 
+# Deeper schemas cost recursion in every reader (jsonschema, xgrammar's converter): a
+# schema nested ~100 levels ran out of Python's stack. 64 JSON levels is ~30 object levels.
+MAX_SCHEMA_DEPTH = 64
+
 # Which kind needs which field; every other field must be left unset.
 _FIELD_OF_KIND = {"json_schema": "schema", "regex": "regex", "grammar": "grammar"}
 
@@ -45,6 +49,8 @@ class ResponseFormat:
         if self.kind not in KINDS:
             raise ConstraintError(f"unknown response format kind {self.kind!r}; expected one of {', '.join(KINDS)}")
         if isinstance(self.schema, (dict, bool)):
+            if _depth(self.schema) > MAX_SCHEMA_DEPTH:
+                raise ConstraintError(f"JSON Schema nests deeper than {MAX_SCHEMA_DEPTH} levels")
             object.__setattr__(self, "schema", json.dumps(self.schema, separators=(",", ":")))
         needed = _FIELD_OF_KIND.get(self.kind)
         for name in ("schema", "regex", "grammar"):
@@ -83,8 +89,12 @@ def _check_schema_text(text: str) -> Any:
     """The parsed schema, if it is one."""
     try:
         value = json.loads(text)
+    except RecursionError:
+        raise ConstraintError(f"JSON Schema nests deeper than {MAX_SCHEMA_DEPTH} levels") from None
     except json.JSONDecodeError as e:
         raise ConstraintError(f"JSON Schema is not valid JSON: {e}") from None
+    if _depth(value) > MAX_SCHEMA_DEPTH:
+        raise ConstraintError(f"JSON Schema nests deeper than {MAX_SCHEMA_DEPTH} levels")
     if not isinstance(value, (dict, bool)):
         raise ConstraintError(f"JSON Schema must be an object or a boolean, got {type(value).__name__}")
     try:
@@ -97,3 +107,16 @@ def _check_schema_text(text: str) -> Any:
         where = "/".join(str(p) for p in e.absolute_path) or "(root)"
         raise ConstraintError(f"invalid JSON Schema at {where}: {e.message}") from None
     return value
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of arrays and objects (iterative: no recursion on deep input)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        node, d = todo.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            deepest = max(deepest, d)
+            todo.extend((v, d + 1) for v in node)
+    return deepest
