@@ -114,7 +114,7 @@ class ReferenceScores:
             from photon_trace.engine.model.loader import load_model
 
             self.model = load_model(engine.config.model, dtype=engine.config.resolved_dtype(), device="cpu",
-                                    seed=engine.config.seed).model
+                                    seed=engine.config.weights_seed).model
         self.page_size = engine.config.page_size
         self.torch = torch
 
