@@ -216,7 +216,7 @@ def run_once(engine: Engine, mode: str, streams: int, args, out_dir: Path, run: 
         info["flush_ms_per_s"] = tracer.flush_ns / 1e6 / dt
         info["in_waits"] = tracer.wait_work_ns / max(tracer.flush_ns, 1)
         info["trace"] = trace = out_dir / f"{mode.replace('+', '_')}-{run}.trace.jsonl"
-        ports = [p for p in tracer._all_ports]
+        ports = tracer.sink_ports
         info["deliver_ms_per_s"] = sum(p.busy_ns for p in ports) / 1e6 / dt
         windows = list(tracer.windows) + [w for p in ports for w in p.windows]
         info["idle"] = idle_split(trace, windows, int(args.flush_interval * 1e9))

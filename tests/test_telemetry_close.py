@@ -94,7 +94,7 @@ def test_close_is_bounded_when_the_otlp_endpoint_never_answers(tmp_path, monkeyp
         t0 = time.monotonic()
         tracer.close()
         took = time.monotonic() - t0
-        port = next(p for p in tracer._all_ports if p.sink is otel)
+        port = next(p for p in tracer.sink_ports if p.sink is otel)
         wait_until(lambda: not port._thread.is_alive(), what="the aborted request's thread to end")
     finally:
         hung.close()

@@ -1,4 +1,4 @@
-"""Ring tuples to records (records.py types), in pieces.
+"""Ring tuples to records (records.py types): draining a ring, converting in pieces.
 
 The recorder converts inside the engine's device waits, a slice of tens of
 microseconds at a time, so conversion is a generator that yields after every
@@ -6,7 +6,7 @@ microseconds at a time, so conversion is a generator that yields after every
 """
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
 from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
 from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream
@@ -44,6 +44,31 @@ def _requests(raw: list) -> list[RequestRecord]:
 
 _CONVERT = {"host_spans": _host_spans, "device_spans": _device_spans, "waits": _waits,
             "steps": _steps, "requests": _requests}
+
+
+def drain(buf: list, read: int, written: Callable[[], int]) -> tuple[list, int, int]:
+    """The tuples a ring ``buf`` (power-of-two length) received since write count ``read``:
+    ``(tuples, lost to wrap-around, the new read count)``. ``written()`` is the ring's write
+    count, read before and after copying: a writer on another thread may reuse slots meanwhile."""
+    cap = len(buf)
+    mask = cap - 1
+    r = read
+    w = written()
+    lost = 0
+    if w - r > cap:
+        lost, r = w - r - cap, w - cap
+    a, b = r & mask, w & mask
+    if w == r:
+        raw = []
+    elif a < b:
+        raw = buf[a:b]
+    else:
+        raw = buf[a:] + buf[:b]
+    overwritten = min(written() - cap - r, len(raw))   # slots reused while we copied hold newer records
+    if overwritten > 0:
+        raw = raw[overwritten:]
+        lost += overwritten
+    return raw, lost, w
 
 
 def convert(kind: str, raw: list) -> Generator[None, None, list]:

@@ -1,58 +1,48 @@
 """The recording tracer: a tuple append on the engine's hot path; conversion and encoding
-in the engine thread's own device waits; I/O on each sink's thread.
+in the engine thread's own device waits; I/O on each sink's own thread.
 
 Hot path: each call stores one plain tuple into a preallocated ring buffer (a
-fixed-size list and a write count): no formatting, dicts, locks or allocation
-beyond the tuple. Host spans carry the recording ``threading.Thread``; names are
-read when converted. A ring that wraps before it is drained loses its oldest
-records, counted per kind in ``dropped`` and in the trace header.
+fixed-size list and a write count): no formatting, locks or allocation beyond the
+tuple. Host spans carry the recording ``threading.Thread`` (its name is read when
+converted). A ring that wraps before it is drained loses its oldest records,
+counted per kind in ``dropped`` and in the trace header.
 
-Where the rest runs, and why. Every ``flush_interval_s`` a *flush cycle* drains
-the rings, converts the tuples to records (convert.py) and prepares each sink's
-chunk: the trace file's JSON line, the OTLP spans and their protobuf encoding.
-That is Python work and needs the GIL. On a thread (as before) it stalled the
-engine: the engine's spin-wait releases the GIL each turn, the flusher took it
-and kept it for the 5 ms switch interval, so the wait ended up to 5 ms late and
-the next launch with it. Measured on the tiny preset, 8 streams: device idle
-inside flush windows 65% (file) / 27-39% (OTLP every step) against 3-21% /
-3-14% outside. A recorder *process* (the other design considered) does not help
-where cores are few: with the device worker on one core, a CPU-busy process
-beside the engine's host thread raised device idle in its busy windows to
-55-65% (SCHED_IDLE) and 24-50% (nice 19) against 4-38% outside, because the
-spin-wait's ``sched_yield`` hands the core over just as it handed the GIL. So
-the cycle runs *in the engine thread's own waits*: a host wait on the device
-calls ``work()`` while the device is busy, and each call runs one slice
-(``slice_us``, ~50 us, plus at most one unit of work: a piece of records, one
-step's spans) before the wait looks at its event again. The tracer uses time
-the host spends waiting anyway, never competes for the GIL, and ends a wait at
-most one slice late; in the pipelined loop the next step is already queued on
-the device then, so the device does not notice. ``benchmarks/bench_trace_overhead.py``
-measures it: device idle inside vs outside flush windows, file and OTLP.
+Where the rest runs, and why. Every ``flush_interval_s`` a *cycle* drains the
+rings, converts the tuples (convert.py) and prepares each sink's chunk (the trace
+file's JSON line, the OTLP spans and their encoding): Python work, under the GIL.
+On a flusher thread it stalled the engine: the engine's spin-wait releases the GIL
+each turn, the flusher took it and kept it for the 5 ms switch interval, so waits
+ended late and the next launch with them. A recorder *process* does not help where
+cores are few: beside the engine's host thread, a CPU-busy process took the core
+at each ``sched_yield`` of the spin-wait just as the thread took the GIL (tiny
+preset, 8 streams, device worker on the other core: device idle 55-65% inside its
+busy windows against 4-38% outside). So the cycle runs in the engine thread's own
+waits: a host wait on the device calls ``work()`` while the device is busy, and
+each call runs one slice (``slice_us``, 50 us, ending at a unit's boundary: a
+piece of records, one step's spans, a few spans' encoding), then the wait looks at
+its event again. The recorder uses time the host spends waiting anyway, never
+competes for the GIL, and ends a wait at most a unit late, when the next step is
+already queued on the device in the pipelined loop.
+``benchmarks/bench_trace_overhead.py`` measures it (device idle inside vs outside
+flush windows, and how late waits end with and without the recorder's work; the
+README quotes it).
 
-What can block — writing the file, the HTTP POST, a user's sink — never runs in
-a wait: each sink has its own thread (sink_port.py) with a bounded queue; a
-sink's ``prepare(event, arg)`` (a generator: CPU work in pieces) runs in the
-waits, its ``deliver(event, payload)`` on its thread; a plain sink's ``open``/
-``write``/``close`` run wholly on its thread. A sink that falls behind drops
-chunks and counts them; a sink that raises is detached.
+What can block (writing the file, an HTTP POST, a user's sink) never runs in a
+wait: each sink has its own thread and a bounded queue (sink_port.py, sink_set.py);
+a sink's ``prepare`` runs in the waits and its ``deliver`` on its thread (sinks.py).
+When the engine does not wait (idle, or host-bound), a fallback thread runs a cycle
+that has been due for half an interval, yielding the GIL and the core between slices.
 
-When the engine does not wait (idle between requests, or host-bound), a
-fallback thread runs a cycle that has been due for half an interval, one slice
-at a time, yielding the GIL and the core between slices.
-
-Closing never hangs: ``close()`` finishes the cycle, closes first the sinks
-that do not keep the trace (OTLP, user sinks), writes what they lost into the
-trace (``dropped``, e.g. ``{"otlp.spans": 120}``), then closes the trace's own
-sinks (file, memory, live); a sink still busy at its deadline is abandoned and
-its undelivered records counted. ``close()`` returns within ``close_timeout_s``
-plus the CPU time of converting what was still in the rings.
+Closing never hangs: ``close()`` finishes the cycle, then closes the sinks within
+``close_timeout_s`` (sink_set.py: a stuck sink is abandoned and what it lost is
+written into the trace's ``dropped``). It returns within ``close_timeout_s`` plus
+the CPU time of converting what was still in the rings.
 
 Levels: OFF makes every call the base class's no-op; ON records the four tick
 phases, device ops, waits, steps and request events; FULL adds the sub-phases.
-With ``nvtx=True`` and an NVTX tool attached, ``begin``/``end`` also push/pop
-NVTX ranges. The hot-path calls are meant for the engine's thread and are not
-locked; two threads recording into one ring at the same instant can, rarely,
-overwrite one record.
+With ``nvtx=True`` and an NVTX tool attached, ``begin``/``end`` also push/pop NVTX
+ranges. The hot-path calls are not locked: two threads recording into one ring at
+the same instant can, rarely, overwrite one record.
 """
 from __future__ import annotations
 
@@ -66,9 +56,10 @@ from collections import deque
 from collections.abc import Generator
 from threading import current_thread
 
-from photon_trace.telemetry.convert import convert, run_to_end
+from photon_trace.telemetry.convert import convert, drain, run_to_end
 from photon_trace.telemetry.records import RECORD_KINDS, Trace
 from photon_trace.telemetry.sink_port import SinkPort
+from photon_trace.telemetry.sink_set import SinkSet
 from photon_trace.telemetry.sinks import Chunk, MemorySink, Sink, merge_header
 from photon_trace.telemetry.tracefile import new_header
 from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer, TraceLevel
@@ -108,17 +99,13 @@ class RecordingTracer(Tracer):
             setattr(self, n, 0)
         self._read = dict.fromkeys(RECORD_KINDS, 0)
         self.dropped = dict.fromkeys(RECORD_KINDS, 0)   # ring wrap-around, per record kind
-        self.sink_dropped: dict[str, int] = {}          # what sinks did not get, "<sink>.<unit>"
-        self._reported: dict[str, int] = {}             # sink drops already put into a chunk
         self._limit = len(Phase) if self.level >= TraceLevel.FULL else _FIRST_FULL_PHASE
 
         self.header = new_header(self.level.name.lower(), **(header or {}))
         self._header_lock = threading.Lock()
         self._pending_update: dict = {}
         self._opened = False
-        self._ports: list[SinkPort] = []      # live ones
-        self._all_ports: list[SinkPort] = []  # detached ones too: their losses still count
-        self.sink_errors: list[str] = []
+        self._sinks = SinkSet()
         self._memory = MemorySink() if keep else None
         self._seq = 0
         self._closed = False
@@ -148,9 +135,9 @@ class RecordingTracer(Tracer):
                 self.begin = self._begin_nvtx
                 self.end = self._end_nvtx
         if self._memory is not None:
-            self._attach(self._memory)
+            self._sinks.attach(self._memory)
         for s in sinks:
-            self._attach(s)
+            self._sinks.attach(s)
         self._start_fallback()
         ref = weakref.ref(self)
         self._atexit = lambda: (t := ref()) is not None and t.close()
@@ -244,8 +231,7 @@ class RecordingTracer(Tracer):
 
     def _cycle(self) -> Generator[None, None, Chunk]:
         """One flush: drain the rings, convert, hand each sink its chunk (prepared in pieces)."""
-        self._seq += 1
-        chunk = Chunk(seq=self._seq)
+        chunk = Chunk(seq=self._next_seq())
         taken = [(kind, *self._take(kind)) for kind in RECORD_KINDS]  # one cut, before converting
         yield
         for kind, raw, lost in taken:
@@ -259,28 +245,10 @@ class RecordingTracer(Tracer):
                 opening = _copy_header(self.header)
             elif self._pending_update:
                 chunk.header, self._pending_update = self._pending_update, {}
-        chunk.dropped.update(self._new_sink_drops())
-        for port in list(self._ports):
-            if opening is not None:
-                yield from self._hand(port, "open", opening)
-            yield from self._hand(port, "write", chunk)
+        chunk.dropped.update(self._sinks.new_drops())
+        yield from self._sinks.hand_all(chunk, opening)
         self.flushes += 1
         return chunk
-
-    def _hand(self, port: SinkPort, event: str, arg) -> Generator:
-        """Give ``port`` an open/write/close: prepared here (in pieces) if the sink prepares."""
-        sink = port.sink
-        weight = len(arg) if event == "write" else 0
-        if hasattr(sink, "prepare"):
-            try:
-                arg = yield from sink.prepare(event, arg)
-            except Exception as e:
-                self._detach(port, event, e)
-                return
-            weigh = getattr(sink, "weigh", None)
-            if weigh is not None and event != "open":
-                weight = weigh(arg)
-        port.submit(event, arg, weight)
 
     # -- off the hot path --------------------------------------------------------------
     def describe(self, **header: object) -> None:
@@ -292,17 +260,32 @@ class RecordingTracer(Tracer):
     def add_sink(self, sink: Sink) -> None:
         """Attach a sink; it is opened with the header at the next cycle (or now, if running)."""
         with self._work_lock:
-            port = self._attach(sink)
+            port = self._sinks.attach(sink)
             with self._header_lock:
                 opening = _copy_header(self.header) if self._opened else None
             if opening is not None:
-                run_to_end(self._hand(port, "open", opening))
+                run_to_end(self._sinks.hand(port, "open", opening))
         self._start_fallback()
 
     @property
     def sinks(self) -> list:
         """The attached sinks (a detached one is gone)."""
-        return [p.sink for p in self._ports]
+        return [p.sink for p in self._sinks.ports]
+
+    @property
+    def sink_ports(self) -> list[SinkPort]:
+        """Every sink's port, detached ones included (delivery times, losses)."""
+        return list(self._sinks.all_ports)
+
+    @property
+    def sink_errors(self) -> list[str]:
+        """Why each detached sink was detached."""
+        return self._sinks.errors
+
+    @property
+    def sink_dropped(self) -> dict[str, int]:
+        """What sinks did not get, by ``"<sink>.<unit>"`` (the trace header's ``dropped`` has them too)."""
+        return self._sinks.dropped
 
     def flush(self) -> Chunk:
         """Run a whole cycle now (after finishing one in progress) and wait, up to
@@ -317,9 +300,7 @@ class RecordingTracer(Tracer):
             self.flush_ns += t1 - t0
             self.windows.append((t0, t1))
             self._due_ns = t1 + (self._interval_ns or 0)
-        deadline = time.monotonic() + self.close_timeout_s
-        for port in list(self._ports):
-            port.wait_idle(deadline)
+        self._sinks.wait_idle(time.monotonic() + self.close_timeout_s)
         return chunk
 
     def snapshot(self) -> Trace:
@@ -341,7 +322,7 @@ class RecordingTracer(Tracer):
         self._stop.set()
         if self._fallback is not None and self._fallback is not threading.current_thread():
             self._fallback.join(max(0.0, deadline - time.monotonic()))
-        if (self.level != TraceLevel.OFF or self._ports) and self._work_lock.acquire(
+        if (self.level != TraceLevel.OFF or self._sinks.ports) and self._work_lock.acquire(
                 timeout=max(0.0, deadline - time.monotonic())):
             try:
                 if self._job is not None:
@@ -350,68 +331,16 @@ class RecordingTracer(Tracer):
                 run_to_end(self._cycle())
             finally:
                 self._work_lock.release()
-        keepers = [p for p in self._ports if getattr(p.sink, "keeps_trace", False)]
-        others = [p for p in self._ports if p not in keepers]
-        reserve = min(0.5, self.close_timeout_s / 4)  # for the trace's own sinks, after the others
-        self._close_ports(others, deadline - reserve)
-        lost = self._new_sink_drops()
-        if lost and keepers:
-            self._seq += 1
-            last = Chunk(seq=self._seq, dropped=lost)
-            for port in keepers:
-                run_to_end(self._hand(port, "write", last))
-        self._close_ports(keepers, deadline)
-        self._new_sink_drops()
+        self._sinks.close(deadline, min(0.5, self.close_timeout_s / 4), self._next_seq)
 
     # -- internals ---------------------------------------------------------------------
-    def _attach(self, sink: Sink) -> SinkPort:
-        name, unit = getattr(sink, "drop_key", f"{type(sink).__name__}.records").rsplit(".", 1)
-        port = SinkPort(sink, name, unit, _caller(sink), self._port_failed)
-        self._ports.append(port)
-        self._all_ports.append(port)
-        return port
-
-    def _close_ports(self, ports: list[SinkPort], deadline: float) -> None:
-        for port in ports:
-            run_to_end(self._hand(port, "close", None))
-        for port in ports:
-            if not port.wait_idle(deadline) and not port.failed:
-                lost = port.abandon()
-                abort = getattr(port.sink, "abort", None)
-                if abort is not None:
-                    try:
-                        abort()   # e.g. end a hung HTTP request, so the sink's thread ends too
-                    except Exception:
-                        log.exception("photon_trace: aborting %s failed", type(port.sink).__name__)
-                log.warning("photon_trace: %s did not finish within the close timeout (%.1f s); "
-                            "gave up on it, %d %s dropped", type(port.sink).__name__, self.close_timeout_s,
-                            lost, port.key.rsplit(".", 1)[1])
-
-    def _new_sink_drops(self) -> dict[str, int]:
-        """Sink losses (queue overflow, abandoned at close, failed exports) since last asked."""
-        total: dict[str, int] = {}
-        for port in self._all_ports:
-            n = port.dropped + int(getattr(port.sink, "lost", 0) or 0)
-            total[port.key] = total.get(port.key, 0) + n
-        new = {k: n - self._reported.get(k, 0) for k, n in total.items() if n > self._reported.get(k, 0)}
-        self._reported.update({k: total[k] for k in new})
-        self.sink_dropped = {k: n for k, n in total.items() if n}
-        return new
-
-    def _port_failed(self, port: SinkPort, event: str, exc: BaseException) -> None:
-        self._detach(port, event, exc)
-
-    def _detach(self, port: SinkPort, event: str, exc: BaseException) -> None:
-        msg = f"{type(port.sink).__name__}.{event} failed: {exc!r}; sink detached"
-        log.error("photon_trace: %s", msg, exc_info=exc)
-        self.sink_errors.append(msg)
-        port.failed = True
-        if port in self._ports:
-            self._ports.remove(port)
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
 
     def _start_fallback(self) -> None:
         if (self._fallback is not None or self._interval_ns is None or self._closed
-                or self.level == TraceLevel.OFF or not self._ports):
+                or self.level == TraceLevel.OFF or not self._sinks.ports):
             return
         ref = weakref.ref(self)
         stop, poll = self._stop, self._interval_ns / 2e9
@@ -445,39 +374,9 @@ class RecordingTracer(Tracer):
     def _take(self, kind: str) -> tuple[list, int]:
         """The tuples written since the last drain, and how many were lost to wrap-around."""
         buf_name, n_name = _BUF[kind]
-        buf = getattr(self, buf_name)
-        cap, mask = self.capacity, self._mask
-        r, w = self._read[kind], getattr(self, n_name)
-        lost = 0
-        if w - r > cap:
-            lost, r = w - r - cap, w - cap
-        a, b = r & mask, w & mask
-        if w == r:
-            raw = []
-        elif a < b:
-            raw = buf[a:b]
-        else:
-            raw = buf[a:] + buf[:b]
-        # Slots a writer on another thread reused while we copied hold newer records: discard them.
-        overwritten = min(getattr(self, n_name) - cap - r, len(raw))
-        if overwritten > 0:
-            raw = raw[overwritten:]
-            lost += overwritten
-        self._read[kind] = w
+        raw, lost, self._read[kind] = drain(getattr(self, buf_name), self._read[kind],
+                                            lambda: getattr(self, n_name))
         return raw, lost
-
-
-def _caller(sink):
-    """What a sink's thread runs for each queued item."""
-    if hasattr(sink, "prepare"):
-        return sink.deliver
-
-    def call(event: str, arg) -> None:
-        if event == "close":
-            sink.close()
-        else:
-            getattr(sink, event)(arg)
-    return call
 
 
 def _copy_header(header: dict) -> dict:
