@@ -28,7 +28,7 @@ Spans (monotonic times mapped to wall clock through the header's anchor):
   with the ``gen_ai.*`` attributes, ``admitted``/``first_token`` events, and
   links to the sampled step spans that ran while it was active.
 
-``opentelemetry`` is imported only when the sink opens; the engine never needs it.
+``opentelemetry`` is imported only when an ``OtelSink`` is made; the engine never needs it.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from photon_trace.telemetry.records import (RECORD_KINDS, DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord,
                                             Trace)
 from photon_trace.telemetry.convert import run_to_end
-from photon_trace.telemetry.otlp_http import ExportError, OtlpHttp, encode, span_collector
+from photon_trace.telemetry.otlp_http import ExportError, OtlpHttp, encode, preload, span_collector
 from photon_trace.telemetry.sinks import Chunk
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,7 @@ class OtelSink:
                  max_pending_steps: int = 64) -> None:
         if every_n_steps < 1:
             raise ValueError("every_n_steps must be >= 1")
+        preload()   # now, not in the first flush: that runs in one of the engine's device waits
         self.every_n_steps = every_n_steps
         self.bubble_threshold_ns = bubble_threshold_ns
         self.operation = operation
@@ -122,10 +123,10 @@ class OtelSink:
         if event == "write":
             self._buffer(arg)
             yield from self._emit_steps(final=False)
-            self._emit_requests(final=False)
+            yield from self._emit_requests(final=False)
         else:
             yield from self._emit_steps(final=True)
-            self._emit_requests(final=True)
+            yield from self._emit_requests(final=True)
             self._provider.shutdown()
             self._provider = None
         spans = self._collector.take()
@@ -320,13 +321,15 @@ class OtelSink:
             b.end = q.t
             self._done_reqs.append(q.req_id)
 
-    def _emit_requests(self, final: bool) -> None:
+    def _emit_requests(self, final: bool) -> Generator[None, None, None]:
+        """Emit the requests whose steps are exported (all, when ``final``); yields after each."""
         keep = []
         for req_id in self._done_reqs:
             b = self._reqs[req_id]
             # Wait until the steps that ran up to its end are exported, so links can point at them.
             if final or b.end <= self._exported_until:
                 self._emit_request(req_id, self._reqs.pop(req_id))
+                yield
             else:
                 keep.append(req_id)
         self._done_reqs = keep

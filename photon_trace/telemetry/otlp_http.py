@@ -44,6 +44,13 @@ class ExportError(Exception):
     """A request that failed for good (or was aborted); its spans are lost."""
 
 
+def preload() -> None:
+    """Import what span building and encoding need (tens of ms), ahead of the first flush."""
+    import opentelemetry.exporter.otlp.proto.common.trace_encoder  # noqa: F401
+    import opentelemetry.sdk.resources  # noqa: F401
+    import opentelemetry.sdk.trace  # noqa: F401
+
+
 def span_collector():
     """An SDK span processor that only keeps ended spans (``take()`` hands them over)."""
     from opentelemetry.sdk.trace import SpanProcessor
