@@ -1,7 +1,7 @@
 """OpenTelemetry export: sampled per-step spans and one span per request, over OTLP/HTTP.
 
 ``OtelSink`` is a recorder sink in two halves (sinks.py): ``prepare`` builds the
-spans of each chunk one step at a time and encodes them a few spans at a time,
+spans of each chunk one span at a time and encodes them a few spans at a time,
 in the engine's device waits; ``deliver`` POSTs the encoded request on the
 sink's own thread (otlp_http.py), so the engine never waits on the network and
 no exporter thread competes with it for the GIL. The endpoint is configured by
@@ -228,13 +228,13 @@ class OtelSink:
             extra = sorted(self._steps)[:len(self._steps) - self.max_pending_steps]
             ready = sorted(set(ready) | set(extra))
         for i in ready:
-            self._emit_step(i, self._steps.pop(i))
-            yield
+            yield from self._emit_step(i, self._steps.pop(i))
 
     def _wall(self, t: int) -> int:
         return t + self._offset
 
-    def _emit_step(self, index: int, b: _StepBuf) -> None:
+    def _emit_step(self, index: int, b: _StepBuf) -> Generator[None, None, None]:
+        """The step's spans, if it is sampled; yields after each span (a slice unit)."""
         from opentelemetry import trace
         from opentelemetry.context import Context
 
@@ -288,6 +288,7 @@ class OtelSink:
                                            attributes={ATTR + "step": s.step, ATTR + "slot": s.slot,
                                                        "thread.name": s.thread})
             phases.append((s, span))
+            yield
         for w in b.waits:
             around = _around(phases, w.t0, w.t1, None)
             file, _, line = w.site.rpartition(":")
@@ -300,6 +301,7 @@ class OtelSink:
                 "host_wait", start_time=self._wall(w.t0), attributes=attrs,
                 context=trace.set_span_in_context(around) if around is not None else root_ctx)
             span.end(end_time=self._wall(w.t1))
+            yield
         for d in sorted(b.device, key=lambda d: d.t0):
             span = self._tracer.start_span(
                 f"device.{d.op}", context=root_ctx, start_time=self._wall(d.t0),
@@ -307,6 +309,7 @@ class OtelSink:
                             ATTR + "op": d.op, ATTR + "enqueued_ns": d.enqueued,
                             ATTR + "queue_delay_ns": d.t0 - d.enqueued})
             span.end(end_time=self._wall(d.t1))
+            yield
         for s, span in reversed(phases):
             span.end(end_time=self._wall(s.t1))
         root.end(end_time=self._wall(t1))
