@@ -145,7 +145,8 @@ class OtelSink:
             t0 = time.perf_counter_ns()
             try:
                 if self._exporter is not None:
-                    self._exporter.export(body)
+                    if getattr(self._exporter.export(body), "name", "") == "FAILURE":
+                        self.lost += n
                 else:
                     left = None if deadline is None else max(0.0, deadline - time.monotonic())
                     self._transport.post(body, left)

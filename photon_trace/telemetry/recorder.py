@@ -31,7 +31,10 @@ What can block (writing the file, an HTTP POST, a user's sink) never runs in a
 wait: each sink has its own thread and a bounded queue (sink_port.py, sink_set.py);
 a sink's ``prepare`` runs in the waits and its ``deliver`` on its thread (sinks.py).
 When the engine does not wait (idle, or host-bound), a fallback thread runs a cycle
-that has been due for half an interval, yielding the GIL and the core between slices.
+that has been due for half an interval, yielding the GIL and the core between slices:
+beside a busy engine it gets about one slice per GIL switch interval (5 ms), so work
+the engine leaves no time for backs up and is dropped at the rings, counted, rather
+than taken out of the engine.
 
 Closing never hangs: ``close()`` finishes the cycle, then closes the sinks within
 ``close_timeout_s`` (sink_set.py: a stuck sink is abandoned and what it lost is

@@ -49,6 +49,9 @@ class SinkSet:
         """Give ``port`` an open/write/close: prepared by the caller (in pieces) if the sink prepares."""
         sink = port.sink
         weight = len(arg) if event == "write" else 0
+        if port.failed or port.abandoned:
+            port.submit(event, None, weight)   # not prepared for nothing: only counted
+            return
         if hasattr(sink, "prepare"):
             try:
                 arg = yield from sink.prepare(event, arg)
