@@ -238,12 +238,13 @@ def main() -> None:
     ap.add_argument("--flush-interval", type=float, default=0.5, help="the recorder's flush interval, s")
     args = ap.parse_args()
 
-    receiver, endpoint = start_receiver()
-    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
     warnings.simplefilter("ignore", UserWarning)
     top = max(args.streams)
     engine = Engine(model=args.model, backend=args.backend, depth=2, max_rows=top, max_seqs=top * 2,
                     kv_tokens=top * 512, max_context=1024)
+    # after the engine: it inherits the host's CPUs, not the device worker's (a collector runs elsewhere)
+    receiver, endpoint = start_receiver()
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
     out_dir = Path(tempfile.mkdtemp(prefix="photon-bench-"))
     print(f"model={args.model} backend={args.backend} device={engine.device.device_name!r} "
           f"tokens/stream={args.tokens} rounds={args.rounds} cpus={os.cpu_count()} "
@@ -252,8 +253,8 @@ def main() -> None:
     try:
         engine.generate(*workload(4, 8, args.prompt_len, 0))  # warm-up
         if "on+otlp" in args.modes:  # a server pays the OTel import (~0.2 s) once, not per run
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            OTLPSpanExporter().shutdown()
+            from photon_trace.telemetry.otlp_http import preload
+            preload()
         costs = {lvl: call_costs(lvl) for lvl in (TraceLevel.ON, TraceLevel.FULL)}
         estimates, idles = [], []
         run = 0

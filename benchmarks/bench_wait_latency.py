@@ -159,14 +159,14 @@ def main() -> None:
     import warnings
     warnings.simplefilter("ignore")
 
-    receiver, endpoint = start_receiver()
-    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
     path, mem = shm.create(8 * (2 + N_EVENTS))
     a = np.frombuffer(mem, dtype=np.int64)
     device = subprocess.Popen([sys.executable, "-c", _DEVICE, path, str(args.period_us)])
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) > 1:
         os.sched_setaffinity(0, set(cpus[:-1]))   # the device's core is the device's
+    receiver, endpoint = start_receiver()         # on the host's cores too, as a collector elsewhere
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
     tmp = tempfile.mkdtemp(prefix="photon-wait-")
     print(f"device period {args.period_us} us, host work {args.host_us} us/step, flush every "
           f"{args.flush_interval} s, {args.seconds} s per mode x {args.rounds} rounds, cpus={os.cpu_count()}, "
