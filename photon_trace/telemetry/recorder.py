@@ -22,7 +22,9 @@ each call runs one slice (``slice_us``, 50 us, ending at a unit's boundary: a
 piece of records, one step's spans, a few spans' encoding), then the wait looks at
 its event again. The recorder uses time the host spends waiting anyway, never
 competes for the GIL, and ends a wait at most a unit late, when the next step is
-already queued on the device in the pipelined loop.
+already queued on the device in the pipelined loop. (Its CPU still counts: on a
+core shared with other jobs, the OS runs a thread that spent more CPU later; OTLP
+with every step exported, ~0.1 s of CPU per second, shows as later waits there.)
 ``benchmarks/bench_trace_overhead.py`` measures it (device idle inside vs outside
 flush windows, and how late waits end with and without the recorder's work; the
 README quotes it).
