@@ -2,8 +2,8 @@
 export, and under torch.profiler, interleaved round by round in one process.
 
 Prints tokens/s per mode and the ratio to "off" (median of each round's paired ratio);
-never fails on speed. "on"/"full" record into the ring buffers and write a trace file
-on the flusher thread; "on+otlp" also exports sampled spans over OTLP/HTTP to a
+never fails on speed. "on"/"full" record into the ring buffers and write a trace file;
+"on+otlp" also exports spans over OTLP/HTTP, every step sampled (``--otlp-every``), to a
 loopback receiver running in a separate process; "torch.profiler" runs untraced
 inside ``torch.profiler.profile`` (CPU activities). One engine serves every mode (its
 tracer is swapped between runs) so the device worker, memory and caches are shared.
@@ -11,10 +11,19 @@ tracer is swapped between runs) so the device worker, memory and caches are shar
 A second table estimates the same overhead without A/B timing noise: the hot-path
 cost of each tracer call (microbenchmarked, minus the no-op tracer's) times the calls
 per step seen in the run's trace, against the run's median step period; and the
-flusher thread's measured time (conversion, file writing, OTLP span building) per
-second of run. On a shared or busy machine trust this table over the first.
+recorder's measured time (conversion, encoding; how much of it ran inside the engine's
+device waits) and the sinks' delivery time per second of run.
 
-    python benchmarks/bench_trace_overhead.py --model small --streams 8 32 --rounds 5
+A third table measures the cost the way it hurts: the device's idle share inside the
+recorder's flush windows (each flush cycle, from its first slice to its last, and each
+sink delivery) against outside them, in the run's own steady-state window. Equal
+within noise means tracing does not stall the engine. "control" is the idle share in
+windows of the same lengths shifted half a flush interval (where no flush runs): the
+spread to expect from the run itself. On a shared or busy machine trust these tables
+over the first.
+
+    python benchmarks/bench_trace_overhead.py --model tiny --streams 8 --rounds 3
+    python benchmarks/bench_trace_overhead.py --model small --streams 8 32 --rounds 3
 """
 from __future__ import annotations
 
@@ -32,6 +41,7 @@ import warnings
 from pathlib import Path
 
 from photon_trace.engine.engine import Engine
+from photon_trace.telemetry.analysis import busy_intervals, steady_state_window
 from photon_trace.engine.params import SamplingParams
 from photon_trace.telemetry.recorder import RecordingTracer
 from photon_trace.telemetry.tracefile import TraceFileWriter, load_trace
@@ -69,7 +79,8 @@ def set_tracer(engine: Engine, tracer: Tracer) -> None:
     engine.set_tracer(tracer)
 
 
-def make_tracer(mode: str, engine: Engine, out_dir: Path, run: int):
+def make_tracer(mode: str, engine: Engine, out_dir: Path, run: int, otlp_every: int = 1,
+                flush_interval: float = 0.5):
     if mode in ("off", "torch.profiler"):
         return NULL_TRACER, None
     from photon_trace.telemetry.otel import OtelSink
@@ -78,9 +89,9 @@ def make_tracer(mode: str, engine: Engine, out_dir: Path, run: int):
     sinks: list = [TraceFileWriter(out_dir / f"{mode.replace('+', '_')}-{run}.trace.jsonl")]
     otel = None
     if mode == "on+otlp":
-        otel = OtelSink(shutdown_timeout_s=10.0)
+        otel = OtelSink(every_n_steps=otlp_every, shutdown_timeout_s=10.0)
         sinks.append(otel)
-    tracer = RecordingTracer(level, sinks=sinks)
+    tracer = RecordingTracer(level, sinks=sinks, close_timeout_s=15.0, flush_interval_s=flush_interval)
     tracer.describe(settings=dataclasses.asdict(engine.config), model=engine.config.model,
                     backend=engine.device.backend, device={"name": engine.device.device_name})
     return tracer, otel
@@ -121,6 +132,63 @@ def trace_stats(path: Path) -> dict[str, float]:
             "period_ns": statistics.median(steady)}
 
 
+def _union(windows, lo: int, hi: int) -> list[tuple[int, int]]:
+    """``windows`` clipped to [lo, hi], merged into disjoint runs."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted((max(a, lo), min(b, hi)) for a, b in windows if min(b, hi) > max(a, lo)):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(b, out[-1][1]))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _covered(runs, busy) -> int:
+    """How much of the disjoint ``runs`` the disjoint, sorted ``busy`` intervals cover."""
+    total, j = 0, 0
+    for a, b in runs:
+        while j < len(busy) and busy[j][1] <= a:
+            j += 1
+        k = j
+        while k < len(busy) and busy[k][0] < b:
+            total += min(b, busy[k][1]) - max(a, busy[k][0])
+            k += 1
+    return total
+
+
+def _idle(runs, busy) -> float:
+    n = sum(b - a for a, b in runs)
+    return 1 - _covered(runs, busy) / n if n else float("nan")
+
+
+def idle_split(path: Path, windows, interval_ns: int) -> dict[str, float]:
+    """Over the trace's steady-state window: the device's idle share inside ``windows`` and
+    outside them; the control, idle in the same windows shifted by 1/8 .. 7/8 of the flush
+    interval (median and range: the spread of windows that shape, where no flush runs); and
+    how late commit waits return after their copy-back ended (median, p90; with tracer work
+    in the wait and without): the one way the recorder's slices could delay the engine."""
+    trace = load_trace(path)
+    lo, hi = steady_state_window(trace)
+    busy = busy_intervals(trace, (lo, hi))
+    inside = _union(windows, lo, hi)
+    outside = [(a, b) for a, b in zip([lo] + [b for _, b in inside], [a for a, _ in inside] + [hi]) if b > a]
+    control = sorted(_idle(_union([(a + k * interval_ns // 8, b + k * interval_ns // 8) for a, b in windows],
+                                  lo, hi), busy) for k in range(1, 8))
+    copied = {d.step: d.t1 for d in trace.device_spans if d.op == "copy_back"}
+    late: dict[bool, list[int]] = {True: [], False: []}
+    for w in trace.waits:
+        if w.reason.startswith("commit") and w.step in copied and lo <= w.t0 and w.t1 <= hi:
+            worked = _covered([(w.t0, w.t1)], inside) > 0
+            late[worked].append(max(0, w.t1 - copied[w.step]))
+
+    def pct(v: list[int], q: float) -> float:
+        return sorted(v)[min(len(v) - 1, int(q * len(v)))] / 1e3 if v else float("nan")
+    return {"inside": _idle(inside, busy), "outside": _idle(outside, busy), "control": control[3],
+            "control_lo": control[0], "control_hi": control[-1], "share": sum(b - a for a, b in inside) / (hi - lo),
+            "late_in": pct(late[True], 0.5), "late_in90": pct(late[True], 0.9),
+            "late_out": pct(late[False], 0.5), "late_out90": pct(late[False], 0.9)}
+
+
 def workload(streams: int, tokens: int, prompt_len: int, salt: int):
     prompts = [[(7 * i + 3 * salt + j) % 250 + 1 for j in range(prompt_len)] for i in range(streams)]
     params = [SamplingParams(max_tokens=tokens, ignore_eos=True, temperature=0.0) for _ in range(streams)]
@@ -128,7 +196,7 @@ def workload(streams: int, tokens: int, prompt_len: int, salt: int):
 
 
 def run_once(engine: Engine, mode: str, streams: int, args, out_dir: Path, run: int) -> tuple[float, dict]:
-    tracer, otel = make_tracer(mode, engine, out_dir, run)
+    tracer, otel = make_tracer(mode, engine, out_dir, run, args.otlp_every, args.flush_interval)
     set_tracer(engine, tracer)
     prompts, params = workload(streams, args.tokens, args.prompt_len, run)
     if mode == "torch.profiler":
@@ -144,12 +212,16 @@ def run_once(engine: Engine, mode: str, streams: int, args, out_dir: Path, run: 
     tracer.close()  # final flush and exporter shutdown: after the timed part, as at server shutdown
     info = {}
     if isinstance(tracer, RecordingTracer):
-        info["dropped"] = sum(tracer.dropped.values())
+        info["dropped"] = sum(tracer.dropped.values()) + sum(tracer.sink_dropped.values())
         info["flush_ms_per_s"] = tracer.flush_ns / 1e6 / dt
-        info["trace"] = tracer._sinks[0].path if tracer._sinks else None
+        info["in_waits"] = tracer.wait_work_ns / max(tracer.flush_ns, 1)
+        info["trace"] = trace = out_dir / f"{mode.replace('+', '_')}-{run}.trace.jsonl"
+        ports = tracer.sink_ports
+        info["deliver_ms_per_s"] = sum(p.busy_ns for p in ports) / 1e6 / dt
+        windows = list(tracer.windows) + [w for p in ports for w in p.windows]
+        info["idle"] = idle_split(trace, windows, int(args.flush_interval * 1e9))
     if otel is not None:
         info["step_spans"] = otel.steps_exported
-        info["export_ms_per_s"] = otel.export_ns / 1e6 / dt
     return sum(len(o.token_ids) for o in outs) / dt, info
 
 
@@ -162,14 +234,17 @@ def main() -> None:
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    ap.add_argument("--otlp-every", type=int, default=1, help="on+otlp: export every n-th step (1: all)")
+    ap.add_argument("--flush-interval", type=float, default=0.5, help="the recorder's flush interval, s")
     args = ap.parse_args()
 
-    receiver, endpoint = start_receiver()
-    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
     warnings.simplefilter("ignore", UserWarning)
     top = max(args.streams)
     engine = Engine(model=args.model, backend=args.backend, depth=2, max_rows=top, max_seqs=top * 2,
                     kv_tokens=top * 512, max_context=1024)
+    # after the engine: it inherits the host's CPUs, not the device worker's (a collector runs elsewhere)
+    receiver, endpoint = start_receiver()
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
     out_dir = Path(tempfile.mkdtemp(prefix="photon-bench-"))
     print(f"model={args.model} backend={args.backend} device={engine.device.device_name!r} "
           f"tokens/stream={args.tokens} rounds={args.rounds} cpus={os.cpu_count()} "
@@ -178,10 +253,10 @@ def main() -> None:
     try:
         engine.generate(*workload(4, 8, args.prompt_len, 0))  # warm-up
         if "on+otlp" in args.modes:  # a server pays the OTel import (~0.2 s) once, not per run
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            OTLPSpanExporter().shutdown()
+            from photon_trace.telemetry.otlp_http import preload
+            preload()
         costs = {lvl: call_costs(lvl) for lvl in (TraceLevel.ON, TraceLevel.FULL)}
-        estimates = []
+        estimates, idles = [], []
         run = 0
         for s in args.streams:
             tps: dict[str, list[float]] = {m: [] for m in args.modes}
@@ -211,21 +286,42 @@ def main() -> None:
                     level = TraceLevel.FULL if mode == "full" else TraceLevel.ON
                     st = trace_stats(infos[mode][-1]["trace"])
                     hot = sum(st[k] * costs[level][k] for k in costs[level])
-                    flush = statistics.median(i["flush_ms_per_s"] for i in infos[mode])
-                    export = statistics.median(i.get("export_ms_per_s", 0.0) for i in infos[mode])
-                    estimates.append((s, mode, st, hot, flush, export))
+                    med_of = lambda key: statistics.median(i[key] for i in infos[mode])  # noqa: E731
+                    estimates.append((s, mode, st, hot, med_of("flush_ms_per_s"), med_of("in_waits"),
+                                      med_of("deliver_ms_per_s")))
+                    idles.append((s, mode, [i["idle"] for i in infos[mode]]))
         print()
         print("estimated from costs (noise-free): hot path = calls/step x ns/call over the no-op tracer")
-        print("flusher = conversion, file, OTel span building; export = OTLP encoding + HTTP (its own thread)")
+        print("recorder = conversion and encoding (file lines, OTel spans), in the engine's device waits "
+              "or on the fallback thread; delivery = file writes, HTTP (the sinks' threads)")
         print(f"{'streams':>7} {'mode':>15} {'period ms':>9} {'calls/step':>10} {'hot us/step':>11} "
-              f"{'hot %':>6} {'flusher ms/s':>12} {'flusher %':>9} {'export ms/s':>11}")
-        for s, mode, st, hot, flush, export in estimates:
+              f"{'hot %':>6} {'recorder ms/s':>13} {'in waits':>8} {'delivery ms/s':>13}")
+        for s, mode, st, hot, flush, in_waits, deliver in estimates:
             calls = st["span"] + st["device_op"] + st["wait"] + st["step"] + st["request"]
             pct = 100 * hot / st["period_ns"] if st["period_ns"] else float("nan")
             print(f"{s:>7} {mode:>15} {st['period_ns'] / 1e6:>9.2f} {calls:>10.1f} {hot / 1e3:>11.2f} "
-                  f"{pct:>5.2f}% {flush:>12.2f} {flush / 10:>8.2f}% {export:>11.2f}")
+                  f"{pct:>5.2f}% {flush:>13.2f} {100 * in_waits:>7.0f}% {deliver:>13.2f}")
         print("ns/call:", "  ".join(f"{lvl.name.lower()}: " + ", ".join(f"{k}={v:.0f}" for k, v in c.items())
                                      for lvl, c in costs.items()))
+        print()
+        print("device idle inside vs outside the recorder's flush windows (cycles and sink deliveries), "
+              "steady state, median over rounds [min..max];")
+        print("control: the same windows shifted 1/8..7/8 of the flush interval (median [range], median "
+              "over rounds); late: commit wait's return after its copy-back ended, us, median/p90,")
+        print("in waits where the recorder worked / in the others")
+        print(f"{'streams':>7} {'mode':>15} {'inside':>18} {'outside':>18} {'control':>18} {'windows':>7} "
+              f"{'late (work)':>13} {'late (none)':>13}")
+        for s, mode, rows in idles:
+            def med(key: str, scale: float = 100) -> float:
+                return statistics.median(scale * r[key] for r in rows)
+
+            def col(key: str) -> str:
+                v = [100 * r[key] for r in rows]
+                return f"{statistics.median(v):5.1f}% [{min(v):4.1f}..{max(v):4.1f}]"
+            ctl = f"{med('control'):5.1f}% [{med('control_lo'):4.1f}..{med('control_hi'):4.1f}]"
+            print(f"{s:>7} {mode:>15} {col('inside'):>18} {col('outside'):>18} {ctl:>18} {med('share'):>6.1f}% "
+                  f"{med('late_in', 1):>6.0f}/{med('late_in90', 1):<6.0f} {med('late_out', 1):>6.0f}/"
+                  f"{med('late_out90', 1):<6.0f}")
     finally:
         engine.close()
         receiver.terminate()

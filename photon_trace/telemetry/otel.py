@@ -1,16 +1,18 @@
 """OpenTelemetry export: sampled per-step spans and one span per request, over OTLP/HTTP.
 
-``OtelSink`` is a recorder sink: it runs on the recorder's flusher thread and
-hands finished spans to a ``BatchSpanProcessor`` whose own thread does the
-export, so the engine never waits on the network. The default exporter is the
-standard ``OTLPSpanExporter`` (HTTP/protobuf), configured by the standard
-variables: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (spans go to ``<endpoint>/v1/traces``)
-or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_EXPORTER_OTLP_HEADERS``,
-``OTEL_EXPORTER_OTLP_TIMEOUT``, ``OTEL_EXPORTER_OTLP_COMPRESSION``, and the
-batch processor's ``OTEL_BSP_*``; ``OTEL_SERVICE_NAME`` and
-``OTEL_RESOURCE_ATTRIBUTES`` apply to the resource. When no collector listens
-the exporter's retries fail on its own thread, the processor's bounded queue
-drops what does not fit, and ``close`` gives up after ``shutdown_timeout_s``.
+``OtelSink`` is a recorder sink in two halves (sinks.py): ``prepare`` builds the
+spans of each chunk one span at a time and encodes them a few spans at a time,
+in the engine's device waits; ``deliver`` POSTs the encoded request on the
+sink's own thread (otlp_http.py), so the engine never waits on the network and
+no exporter thread competes with it for the GIL. The endpoint is configured by
+the standard variables: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (spans go to
+``<endpoint>/v1/traces``) or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``,
+``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_EXPORTER_OTLP_TIMEOUT``,
+``OTEL_EXPORTER_OTLP_COMPRESSION``; ``OTEL_SERVICE_NAME`` and
+``OTEL_RESOURCE_ATTRIBUTES`` apply to the resource. When no collector answers,
+a request is retried until its timeout and its spans are counted as lost
+(``lost``, the trace header's ``dropped["otlp.spans"]``); the recorder's close
+gives up on the sink at its deadline and ``close`` here after ``shutdown_timeout_s``.
 
 Spans (monotonic times mapped to wall clock through the header's anchor):
 
@@ -38,20 +40,22 @@ The resource (``photon_trace.backend``, ``photon_trace.device``, ...) is made wh
 the first span is exported, from the header as ``describe()`` left it by then: an
 engine describes itself after its tracer's sinks may have opened.
 
-``opentelemetry`` is imported only when the sink opens; the engine never needs it.
+``opentelemetry`` is imported only when an ``OtelSink`` is made; the engine never needs it.
 """
 from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
 from photon_trace.telemetry.otel_requests import ATTR, RequestBuf, RequestSpans
 from photon_trace.telemetry.records import (RECORD_KINDS, DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord,
                                             Trace)
+from photon_trace.telemetry.convert import run_to_end
+from photon_trace.telemetry.otlp_http import ExportError, OtlpHttp, encode, preload, span_collector
 from photon_trace.telemetry.sinks import Chunk
 
 log = logging.getLogger(__name__)
@@ -71,34 +75,12 @@ class _StepBuf:
 
 
 
-class _OnceShutdownExporter:
-    """Wraps the real exporter so ``close`` can abort its retries before the processor's shutdown."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self._down = False
-        self.export_ns = 0  # time spent encoding and sending, on the processor's thread
-
-    def export(self, spans):
-        t0 = time.perf_counter_ns()
-        try:
-            return self.inner.export(spans)
-        finally:
-            self.export_ns += time.perf_counter_ns() - t0
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
-    def shutdown(self) -> None:
-        if not self._down:
-            self._down = True
-            self.inner.shutdown()
-
-
 class OtelSink:
     """Recorder sink exporting sampled step spans and request spans over OTLP.
 
-    ``exporter``: any SDK ``SpanExporter`` (default: OTLP/HTTP from the environment).
+    ``exporter``: any SDK ``SpanExporter``, called with the spans on the sink's thread
+    (default: spans encoded in the engine's waits and POSTed over OTLP/HTTP, configured
+    from the environment).
     ``model``: ``gen_ai.request.model`` (default: the header's ``model``).
     ``operation``: ``gen_ai.operation.name`` ("text_completion", "chat", ...).
     ``max_pending_steps``: a step whose commit never arrives is exported anyway
@@ -108,9 +90,10 @@ class OtelSink:
     def __init__(self, *, every_n_steps: int = 100, bubble_threshold_ns: int = 1_000_000,
                  operation: str = "text_completion", model: str | None = None, exporter=None,
                  service_name: str | None = None, shutdown_timeout_s: float = 5.0,
-                 max_pending_steps: int = 64, max_queue_size: int | None = None) -> None:
+                 max_pending_steps: int = 64) -> None:
         if every_n_steps < 1:
             raise ValueError("every_n_steps must be >= 1")
+        preload()   # now, not in the first flush: that runs in one of the engine's device waits
         self.every_n_steps = every_n_steps
         self.bubble_threshold_ns = bubble_threshold_ns
         self.operation = operation
@@ -118,8 +101,11 @@ class OtelSink:
         self.service_name = service_name
         self.shutdown_timeout_s = shutdown_timeout_s
         self.max_pending_steps = max_pending_steps
-        self._exporter_arg = exporter
-        self._max_queue_size = max_queue_size
+        self._exporter = exporter
+        self._transport = None
+        self.spans_prepared = 0      # spans built and handed to delivery
+        self.lost = 0                # spans whose export failed (the recorder counts them as dropped)
+        self.export_ns = 0           # time spent sending (or in the exporter), on the sink's thread
         self._steps: dict[int, _StepBuf] = defaultdict(_StepBuf)
         self._reqs = RequestSpans()
         self._emitted: deque = deque(maxlen=8192)  # (t0, t1, span context) of exported step spans
@@ -129,14 +115,71 @@ class OtelSink:
         self.steps_exported = 0
         self.requests_exported = 0
         self._provider = None
+        self._opened = False
 
-    @property
-    def export_ns(self) -> int:
-        """Time the exporter spent encoding and sending spans (on the batch processor's thread)."""
-        exporter = getattr(self, "_exporter", None)
-        return exporter.export_ns if exporter is not None else 0
+    drop_key = "otlp.spans"
 
-    # -- sink protocol -----------------------------------------------------------------
+    # -- sink protocol: prepare in the engine's waits, deliver on the sink's thread ------
+    def prepare(self, event: str, arg) -> Generator[None, None, list | None]:
+        """``open``: take the header (the provider starts with the first span); ``write``: the
+        chunk's ready spans, encoded; ``close``: every span still pending, encoded. Yields
+        between steps and pieces."""
+        if event == "open":
+            self.open(arg)
+            return None
+        if not self._opened:
+            return None
+        if event == "write":
+            self._buffer(arg)
+            yield from self._emit_steps(final=False)
+            yield from self._emit_requests(final=False)
+        else:
+            self._opened = False
+            yield from self._emit_steps(final=True)
+            yield from self._emit_requests(final=True)
+        if self._provider is None:   # no span yet: the provider starts with the first one
+            return None
+        spans = self._collector.take()
+        if event == "close":
+            self._provider.shutdown()
+            self._provider = None
+        self.spans_prepared += len(spans)
+        if self._exporter is not None:
+            return [(spans, len(spans))] if spans else []
+        return (yield from encode(spans))
+
+    def weigh(self, payload: list | None) -> int:
+        return sum(n for _, n in payload or ())
+
+    def deliver(self, event: str, payload: list | None) -> None:
+        """Send prepared spans; on ``close``, within ``shutdown_timeout_s`` (then release)."""
+        deadline = time.monotonic() + self.shutdown_timeout_s if event == "close" else None
+        for body, n in payload or ():
+            t0 = time.perf_counter_ns()
+            try:
+                if self._exporter is not None:
+                    if getattr(self._exporter.export(body), "name", "") == "FAILURE":
+                        self.lost += n
+                else:
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    self._transport.post(body, left)
+            except ExportError as e:
+                if not self._transport.aborted:   # an abandoned sink's spans are counted by the recorder
+                    self.lost += n
+                    log.warning("photon_trace: OTLP export failed, %d spans lost: %s", n, e)
+            finally:
+                self.export_ns += time.perf_counter_ns() - t0
+        if event == "close":
+            if self._exporter is not None:
+                self._exporter.shutdown()
+            elif self._transport is not None:
+                self._transport.close()
+
+    def abort(self) -> None:
+        """End a request in flight (the recorder gave up on this sink at close)."""
+        if self._transport is not None:
+            self._transport.abort()
+
     def request_attributes(self, req_id: int, attrs: dict, final: bool = False) -> None:
         """Attributes for request ``req_id``'s span, from any thread: its parameters when it is
         added, how it ended (``final``) when it finishes. A finished request's span waits (a few
@@ -157,7 +200,6 @@ class OtelSink:
         """The provider and exporter, made with the first span (see the module docstring)."""
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         header = self._header
         if self.model is None:
@@ -173,13 +215,10 @@ class OtelSink:
         if self.service_name is None and os.environ.get("OTEL_SERVICE_NAME"):
             attrs.pop("service.name")
         self._provider = TracerProvider(resource=Resource.create(attrs), shutdown_on_exit=False)
-        exporter = self._exporter_arg
-        if exporter is None:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            exporter = OTLPSpanExporter()
-        self._exporter = _OnceShutdownExporter(exporter)
-        kw = {} if self._max_queue_size is None else {"max_queue_size": self._max_queue_size}
-        self._provider.add_span_processor(BatchSpanProcessor(self._exporter, **kw))
+        if self._exporter is None and self._transport is None:
+            self._transport = OtlpHttp()
+        self._collector = span_collector()
+        self._provider.add_span_processor(self._collector)
         self._tracer = self._provider.get_tracer("photon_trace.telemetry")
 
     def _otel(self):
@@ -188,6 +227,14 @@ class OtelSink:
         return self._tracer
 
     def write(self, chunk: Chunk) -> None:
+        """Build, encode and send at once (direct use; a recorder calls prepare/deliver)."""
+        self.deliver("write", run_to_end(self.prepare("write", chunk)))
+
+    def close(self) -> None:
+        if self._opened:
+            self.deliver("close", run_to_end(self.prepare("close", None)))
+
+    def _buffer(self, chunk: Chunk) -> None:
         if chunk.header:
             from photon_trace.telemetry.sinks import merge_header
             merge_header(self._header, chunk.header)
@@ -207,40 +254,10 @@ class OtelSink:
             self._steps[r.step].record = r
         for q in chunk.requests:
             self._request_event(q)
-        self._emit_steps(final=False)
-        self._emit_requests(final=False)
-
-    def close(self) -> None:
-        if not getattr(self, "_opened", False):
-            return
-        self._opened = False
-        self._emit_steps(final=True)
-        self._emit_requests(final=True)
-        provider, self._provider = self._provider, None
-        if provider is None:    # nothing was ever exported
-            return
-        done = threading.Event()
-
-        def shut() -> None:
-            try:
-                provider.force_flush()   # exports what is queued (blocks while the exporter retries)
-                provider.shutdown()
-            finally:
-                done.set()
-
-        # Bounded: a collector that is down or never answers must not hold the engine's close.
-        threading.Thread(target=shut, name="photon-otel-shutdown", daemon=True).start()
-        if not done.wait(self.shutdown_timeout_s):
-            self._exporter.shutdown()    # aborts the exporter's retries; queued spans are dropped
-            if not done.wait(1.0):
-                log.warning("photon_trace: OTLP export still blocked after %.1f s; giving up",
-                            self.shutdown_timeout_s + 1.0)
-            else:
-                log.warning("photon_trace: OTLP export did not finish within %.1f s (no collector?); "
-                            "spans dropped", self.shutdown_timeout_s)
 
     # -- steps -------------------------------------------------------------------------
-    def _emit_steps(self, final: bool) -> None:
+    def _emit_steps(self, final: bool) -> Generator[None, None, None]:
+        """Emit the steps that are complete (all, when ``final``); yields after each step."""
         ready = sorted(i for i, b in self._steps.items() if b.record is not None and b.committed)
         if final:
             ready = sorted(self._steps)
@@ -248,12 +265,13 @@ class OtelSink:
             extra = sorted(self._steps)[:len(self._steps) - self.max_pending_steps]
             ready = sorted(set(ready) | set(extra))
         for i in ready:
-            self._emit_step(i, self._steps.pop(i))
+            yield from self._emit_step(i, self._steps.pop(i))
 
     def _wall(self, t: int) -> int:
         return t + self._offset
 
-    def _emit_step(self, index: int, b: _StepBuf) -> None:
+    def _emit_step(self, index: int, b: _StepBuf) -> Generator[None, None, None]:
+        """The step's spans, if it is sampled; yields after each span (a slice unit)."""
         from opentelemetry import trace
         from opentelemetry.context import Context
 
@@ -307,6 +325,7 @@ class OtelSink:
                                            attributes={ATTR + "step": s.step, ATTR + "slot": s.slot,
                                                        "thread.name": s.thread})
             phases.append((s, span))
+            yield
         for w in b.waits:
             around = _around(phases, w.t0, w.t1, None)
             file, _, line = w.site.rpartition(":")
@@ -319,6 +338,7 @@ class OtelSink:
                 "host_wait", start_time=self._wall(w.t0), attributes=attrs,
                 context=trace.set_span_in_context(around) if around is not None else root_ctx)
             span.end(end_time=self._wall(w.t1))
+            yield
         for d in sorted(b.device, key=lambda d: d.t0):
             span = self._otel().start_span(
                 f"device.{d.op}", context=root_ctx, start_time=self._wall(d.t0),
@@ -326,6 +346,7 @@ class OtelSink:
                             ATTR + "op": d.op, ATTR + "enqueued_ns": d.enqueued,
                             ATTR + "queue_delay_ns": d.t0 - d.enqueued})
             span.end(end_time=self._wall(d.t1))
+            yield
         for s, span in reversed(phases):
             span.end(end_time=self._wall(s.t1))
         root.end(end_time=self._wall(t1))
@@ -337,9 +358,11 @@ class OtelSink:
         for req_id, b in self._reqs.event(q):
             self._emit_request(req_id, b)
 
-    def _emit_requests(self, final: bool) -> None:
+    def _emit_requests(self, final: bool) -> Generator[None, None, None]:
+        """Emit the requests whose steps are exported (all, when ``final``); yields after each."""
         for req_id, b in self._reqs.ready(self._exported_until, final):
             self._emit_request(req_id, b)
+            yield
 
     def _emit_request(self, req_id: int, b: RequestBuf) -> None:
         from opentelemetry import trace

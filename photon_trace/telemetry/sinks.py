@@ -1,8 +1,9 @@
 """What a recorder hands its consumers: chunks of converted records, and the sink protocol.
 
 A ``RecordingTracer`` drains its ring buffers every flush interval into a
-``Chunk`` (records.py types) and hands it to each attached sink, on its
-background flusher thread: sinks never run on the engine's hot path. This
+``Chunk`` (records.py types) and hands it to each attached sink. Every sink has
+its own delivery thread (sink_port.py): its calls never run on the engine's hot
+path nor in its device waits, and a sink that blocks holds up only itself. This
 module holds the two in-memory sinks; the trace file writer is in
 ``tracefile.py`` and the OpenTelemetry exporter in ``otel.py``.
 """
@@ -30,8 +31,27 @@ class Chunk(Trace):
 
 
 class Sink(Protocol):
-    """A consumer of drained records. All three calls come from the flusher thread
-    (or from whoever calls ``flush``/``close``), never from the engine's hot path."""
+    """A consumer of drained records: ``open``, then ``write`` per chunk, then ``close``,
+    in that order on the sink's own thread. Its work holds the engine's GIL while it
+    runs, so a sink should be cheap in CPU; heavy work belongs in ``prepare``.
+
+    Optional attributes and methods:
+
+    * ``prepare(event, arg)`` and ``deliver(event, payload)``: a sink with CPU work
+      (encoding) splits it: ``prepare`` is a generator that does the CPU part in small
+      pieces (``yield`` between them, tens of microseconds apart) and returns a payload;
+      it runs in the engine's device waits, so it must never block. ``deliver`` gets the
+      payload on the sink's thread and does the I/O. ``event`` is ``"open"`` (arg: the
+      header), ``"write"`` (a chunk) or ``"close"`` (None). Such a sink's ``open``/
+      ``write``/``close`` are not called by the recorder.
+    * ``weigh(payload)``: the payload's size in the sink's unit, for loss counts.
+    * ``drop_key``: how its losses are named in the trace header's ``dropped``,
+      ``"<sink>.<unit>"`` (default ``"<class>.records"``).
+    * ``keeps_trace``: True for sinks that hold the trace itself (file, memory, live):
+      closed last, after the losses of the others were written into them.
+    * ``lost``: what the sink itself failed to deliver (e.g. exports that failed), in its unit.
+    * ``abort()``: called on a sink given up on at close (e.g. end a hung request).
+    """
 
     def open(self, header: dict) -> None: ...
     def write(self, chunk: Chunk) -> None: ...
@@ -70,6 +90,9 @@ class MemorySink:
 
     For tests, benchmarks and short runs: memory grows with the run."""
 
+    keeps_trace = True
+    drop_key = "memory.records"
+
     def __init__(self) -> None:
         self._trace = Trace(header={})
         self._lock = threading.Lock()
@@ -100,6 +123,9 @@ class LiveBuffer:
     reader fell behind and chunks were evicted, ``header["live"]["missed_chunks"]``
     says how many it missed.
     """
+
+    keeps_trace = True
+    drop_key = "live.records"
 
     def __init__(self, max_chunks: int = 240) -> None:
         self._chunks: deque[Chunk] = deque(maxlen=max_chunks)

@@ -14,7 +14,10 @@ Layout (one JSON object per line, UTF-8; gzip-compressed when the name ends in `
 Rows are the fields of the records.py NamedTuples, in order. The writer appends
 one chunk line per flush (every ~0.5 s) and flushes the file each time, so a
 crash loses at most the last flush interval; gzip output is sync-flushed per
-chunk so a crashed run's file is readable up to its last chunk.
+chunk so a crashed run's file is readable up to its last chunk. A chunk's
+``dropped`` counts records lost to ring wrap-around (by kind) and what other
+sinks did not get (``"<sink>.<unit>"``, e.g. ``"otlp.spans"``); on load they
+add up in the header's ``dropped``.
 
 Loading policy: a file that is not ours (empty, binary, a Chrome/Perfetto JSON,
 another JSON-lines file), a newer format version, a corrupt line before the last
@@ -36,10 +39,12 @@ import socket
 import time
 import warnings
 import zlib
+from collections.abc import Generator
 from pathlib import Path
 
 from photon_trace.telemetry.records import (RECORD_KINDS, DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord,
                                             Trace)
+from photon_trace.telemetry.convert import PIECE, run_to_end
 from photon_trace.telemetry.sinks import Chunk, add_dropped, merge_header
 
 FORMAT_NAME = "photon_trace"
@@ -125,54 +130,85 @@ def _dumps(obj: object) -> str:
 class TraceFileWriter:
     """Sink that appends a trace file while the engine runs (see the module docstring).
 
-    ``path`` ending in ``.gz`` writes gzip. The header line is written on
-    ``open`` (the recorder's first flush), one chunk line per non-empty flush,
-    and the end line on ``close``."""
+    ``path`` ending in ``.gz`` writes gzip. The header line is written on open
+    (the recorder's first flush), one chunk line per non-empty flush, and the end
+    line on close. In a recorder, the JSON is encoded by ``prepare`` in pieces (in the
+    engine's device waits) and the file written by ``deliver`` on the sink's thread;
+    ``open``/``write``/``close`` do both at once, for direct use."""
+
+    keeps_trace = True
+    drop_key = "trace_file.records"
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
         self._raw = None
         self._f = None
-        self._counts = dict.fromkeys(RECORD_KINDS, 0)
+        self._counts = dict.fromkeys(RECORD_KINDS, 0)   # records written (the end line's counts)
 
     def open(self, header: dict) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._raw = open(self.path, "wb")
-        if self.path.suffix == ".gz":
-            self._f = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=3)
-        else:
-            self._f = self._raw
-        self._line(header)
+        self.deliver("open", run_to_end(self.prepare("open", header)))
 
     def write(self, chunk: Chunk) -> None:
-        if chunk.header:
-            self._line({"meta": chunk.header})
-        if not len(chunk) and not any(chunk.dropped.values()):
-            return
-        line: dict = {"chunk": chunk.seq}
-        for kind in RECORD_KINDS:
-            rows = getattr(chunk, kind)
-            if rows:
-                line[kind] = rows
-                self._counts[kind] += len(rows)
-        if any(chunk.dropped.values()):
-            line["dropped"] = {k: n for k, n in chunk.dropped.items() if n}
-        self._line(line)
+        self.deliver("write", run_to_end(self.prepare("write", chunk)))
 
     def close(self) -> None:
+        self.deliver("close", None)
+
+    def prepare(self, event: str, arg) -> Generator[None, None, tuple[bytes, dict] | None]:
+        """The lines for ``event`` as bytes (and the records they hold), JSON-encoded
+        ``PIECE`` rows at a time."""
+        if event == "open":
+            return _encode(arg), {}
+        if event != "write":
+            return None
+        chunk: Chunk = arg
+        out = [_encode({"meta": chunk.header})] if chunk.header else []
+        counts = {}
+        if len(chunk) or any(chunk.dropped.values()):
+            parts = ['{"chunk":%d' % chunk.seq]
+            for kind in RECORD_KINDS:
+                rows = getattr(chunk, kind)
+                if rows:
+                    pieces = []
+                    for i in range(0, len(rows), PIECE):
+                        pieces.append(_dumps(rows[i:i + PIECE])[1:-1])
+                        yield
+                    parts.append(f',"{kind}":[{",".join(pieces)}]')
+                    counts[kind] = len(rows)
+            if any(chunk.dropped.values()):
+                parts.append(',"dropped":' + _dumps({k: n for k, n in chunk.dropped.items() if n}))
+            parts.append("}\n")
+            out.append("".join(parts).encode())
+        return (b"".join(out), counts) if out else None
+
+    def deliver(self, event: str, payload: tuple[bytes, dict] | None) -> None:
+        """Write prepared lines (opening the file first, ending it on close)."""
+        if event == "open":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._raw = open(self.path, "wb")
+            self._f = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=3) \
+                if self.path.suffix == ".gz" else self._raw
         if self._f is None:
             return
-        self._line({"end": {"records": self._counts}})
-        if self._f is not self._raw:
-            self._f.close()
-        self._raw.close()
-        self._f = self._raw = None
+        if event == "close":
+            payload = _encode({"end": {"records": self._counts}}), {}
+        if payload is not None:
+            data, counts = payload
+            self._f.write(data)
+            if self._f is not self._raw:
+                self._f.flush(zlib.Z_SYNC_FLUSH)
+            self._raw.flush()
+            for kind, n in counts.items():
+                self._counts[kind] += n
+        if event == "close":
+            if self._f is not self._raw:
+                self._f.close()
+            self._raw.close()
+            self._f = self._raw = None
 
-    def _line(self, obj: object) -> None:
-        self._f.write((_dumps(obj) + "\n").encode())
-        if self._f is not self._raw:
-            self._f.flush(zlib.Z_SYNC_FLUSH)
-        self._raw.flush()
+
+def _encode(obj: object) -> bytes:
+    return (_dumps(obj) + "\n").encode()
 
 
 def write_trace(trace: Trace, path: str | os.PathLike, chunk_rows: int = 4096) -> Path:

@@ -5,6 +5,10 @@ no-ops and every implementation must keep each call to a tuple append. Device
 timestamps arrive already on the host monotonic clock (the backend maps them),
 and only at commit, when the step's events are known complete: tracing never
 adds a synchronisation.
+
+A host wait on the device calls ``work()`` while the device is busy: a recording
+tracer converts and encodes there, in slices of tens of microseconds, in time the
+host would otherwise spend spinning (see recorder.py for why not on a thread).
 """
 from __future__ import annotations
 
@@ -101,6 +105,13 @@ class Tracer:
 
     def request(self, req_id: int, event: RequestEvent, t: int, tokens: int = 0) -> None:
         """A request lifecycle event; ``tokens`` carries prompt/output counts where meaningful."""
+
+    def work(self) -> bool:
+        """Called repeatedly by a host wait while the device works: do one short slice
+        (tens of microseconds) of deferred work and return whether more is pending; the
+        wait checks its event between slices and, once this returns False, waits its own
+        way. Never blocks, never touches the device. The no-op tracer has none."""
+        return False
 
     def describe(self, **header: object) -> None:
         """Merge run metadata into the trace header (off the hot path, once at start-up):

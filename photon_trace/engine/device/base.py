@@ -170,6 +170,16 @@ class Device:
         """When the newest op still on record was issued (0: none); bounds a sync's start."""
         return max((enq for issued in self._issued for _, enq in issued.values()), default=0)
 
+    def _wait_working(self, ready, block) -> None:
+        """Wait for the device (``ready()`` polls, ``block()`` waits), handing the tracer
+        slices of its deferred work while the device is busy: time the host would spend
+        blocked anyway, and a slice is short, so the wait ends at most a slice late."""
+        work = self.tracer.work
+        while not ready():
+            if not work():
+                block()
+                return
+
     def _traced_wait(self, wait_fn, reason: str, expected: bool, step: int) -> None:
         t0 = now_ns()
         wait_fn()

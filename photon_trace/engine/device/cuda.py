@@ -219,7 +219,9 @@ class CudaDevice(Device):
             self._copied[slot].record(self.copy)
 
     def wait_copied(self, slot: int, step: int) -> None:
-        self._traced_wait(self._copied[slot].synchronize, "commit: copy-back", True, step)
+        copied = self._copied[slot]
+        self._traced_wait(lambda: self._wait_working(copied.query, copied.synchronize),
+                          "commit: copy-back", True, step)
 
     def read_token_sync(self, row: int, step: int) -> int:
         out = []

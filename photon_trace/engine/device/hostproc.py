@@ -149,10 +149,12 @@ class HostProcessDevice(Device):
         As CUDA's default schedule does, the host spins while it has a core to
         itself: waking a sleeping process costs ~0.3 ms on a VM (the idle vCPU is
         descheduled), paid once by the host and once more by the worker, which
-        sends the wake-up message on the device's critical path. The spin yields
-        each turn, so other host threads (the trace flusher, a server's event loop)
-        still run, and checks the worker is alive. Without a core of its own
-        (unpinned, one CPU), the host spins only briefly and then sleeps.
+        sends the wake-up message on the device's critical path. Past the first
+        spin the wait hands the tracer slices of its deferred work (``work()``:
+        conversion, encoding) and, when it has none, yields each turn, so other host
+        threads (a server's event loop) still run; it checks the worker is alive.
+        Without a core of its own (unpinned, one CPU), the host spins only briefly
+        and then sleeps.
         """
         self._flush()
         ev_gen = self.state.ev_gen
@@ -161,12 +163,16 @@ class HostProcessDevice(Device):
         t = time.monotonic_ns()
         spin_until, yield_until = t + _SPIN_NS, t + self._yield_spin_ns
         check_at = t + _LIVENESS_NS
+        work = self.tracer.work
         while ev_gen[event] < gen:
             t = time.monotonic_ns()
             if t > spin_until:
-                if t > yield_until:
+                if work():
+                    pass           # a slice of the tracer's work: the event is checked between slices
+                elif t > yield_until:
                     break
-                os.sched_yield()   # releases the GIL
+                else:
+                    os.sched_yield()   # releases the GIL
                 if t > check_at:
                     self._check_alive()
                     check_at = t + _LIVENESS_NS
