@@ -26,13 +26,18 @@ MS = 1e6
 @contextmanager
 def patched(obj, name: str, wrap):
     """Replace ``obj.name`` by ``wrap(original)`` for the block: a fault injected into a
-    collaborator (the scheduler, the device) as a test would fake any collaborator."""
+    collaborator (the scheduler, the device, a module function the tick calls) as a test
+    would fake any collaborator."""
     original = getattr(obj, name)
+    own = name in vars(obj)   # a module's function, or an instance attribute already set
     setattr(obj, name, wrap(original))
     try:
         yield
     finally:
-        delattr(obj, name)    # the instance attribute goes; the class's method shows again
+        if own:
+            setattr(obj, name, original)
+        else:
+            delattr(obj, name)    # the instance attribute goes; the class's method shows again
 
 
 def delay_before(delay):
@@ -48,8 +53,8 @@ def delay_before(delay):
 def read_in_commit(eng):
     """Fault (b): right after commit's wait, a host read of a device value."""
     def wrap(wait_copied):
-        def wait_then_read(slot, step):
-            wait_copied(slot, step)
+        def wait_then_read(slot, step, **kw):
+            wait_copied(slot, step, **kw)
             eng.device.read_token_sync(0, step)   # the read fault (b)'s site
         return wait_then_read
     return patched(eng.device, "wait_copied", wrap)

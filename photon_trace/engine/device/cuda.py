@@ -176,8 +176,8 @@ class CudaDevice(Device):
                         self._copy((host_out,), lambda: self.program.copy_back(slot, host_out, B), "copy-back"))
             self._copied[slot].record(self.copy)
 
-    def wait_copied(self, slot: int, step: int) -> None:
-        self._traced_wait(self._copied[slot].synchronize, "commit: copy-back", True, step)
+    def _copied_waiter(self, slot: int):
+        return self._copied[slot].synchronize
 
     def read_token_sync(self, row: int, step: int) -> int:
         out = []

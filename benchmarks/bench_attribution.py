@@ -1,0 +1,187 @@
+"""Does the analysis tell the truth about injected faults? Each fault family of
+``tests/helpers/fault_families.py`` runs through the real engine beside the same run
+without it (back to back, ``--repeats`` times), and the table compares what the analysis
+says with what was measured independently:
+
+* **said**: the costliest cause the host made (cause @ site or phase), and whether it is
+  the family's;
+* **reported**: device idle per step the analysis charges to the family's cause and site
+  (less what it charges there in the run without the fault);
+* **injected idle**: the host-caused idle per step the fault added (every cause but the
+  device's own latency, faulty minus clean), and **growth**: the mean step period's
+  growth (both ms per step); **delay**: the injected delay per step, where the family
+  injects one;
+* **predicted**: the diagnosis's predicted speedup from removing the family's row (its
+  range in brackets), and **observed**: the run without the fault against the run with
+  it (ratio of mean step periods over each run's steady state); **err**: predicted gain
+  over observed gain, minus 1 (gain = speedup - 1).
+
+The last row is the pipelining the blocking loop lacks: the blocking run's prediction for
+removing every host-made cause at once, observed against the pipelined run.
+
+Prints numbers only; never fails on speed. The machine it runs on is usually shared:
+read ratios within a run, and repeat.
+
+    python benchmarks/bench_attribution.py --streams 16 --tokens 64 --repeats 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))   # the fault families live with the tests that use them
+
+from helpers.fault_families import BASELINES, ENGINES, FAMILIES, Family  # noqa: E402
+from helpers.fault_helpers import Runs, device_made  # noqa: E402
+from photon_trace.workload import Workload, engine_settings, prepare  # noqa: E402
+
+MS = 1e6
+
+
+def per_step(reports, ns_of) -> float:
+    return sum(ns_of(r) for r in reports) / max(1, sum(len(r.steps) for r in reports)) / MS
+
+
+def host_idle(reports) -> float:
+    return per_step(reports, lambda r: sum(d.idle_ns for d in r.diagnosis if not device_made(d)))
+
+
+def charged(reports, cause: str, detail: str) -> float:
+    return per_step(reports, lambda r: sum(d.idle_ns for d in r.diagnosis
+                                          if (d.cause, d.site_or_phase) == (cause, detail)))
+
+
+def mean_period(reports) -> float:
+    return sum(r.mean_period_ms for r in reports) / len(reports)
+
+
+def prediction(report, row) -> tuple[float, float, float]:
+    """(point, low, high) predicted speedup for removing the diagnosis ``row`` (None: no such row)."""
+    if row is None:
+        return 1.0, 1.0, 1.0
+    s = row.predicted_speedup
+    return s, getattr(row, "speedup_low", s), getattr(row, "speedup_high", s)
+
+
+def host_free(report) -> tuple[float, float, float]:
+    """Were the host never late (the blocking run's prediction for pipelining)."""
+    if hasattr(report, "host_free_speedup"):
+        return report.host_free_speedup
+    idle = sum(d.idle_ns for d in report.diagnosis if not device_made(d))   # before: window / (window - idle)
+    s = report.window_ns / (report.window_ns - idle) if report.window_ns > idle else float("inf")
+    return s, s, s
+
+
+def top_host(report) -> tuple[str, str, float]:
+    rows = [d for d in report.diagnosis if not device_made(d)]
+    if not rows:
+        return "-", "-", 0.0
+    d = rows[0]
+    return d.cause, d.site_or_phase, d.share
+
+
+def make_engines(args, names):
+    from photon_trace.engine.engine import Engine
+
+    plain = Workload(streams=args.streams, tokens=args.tokens, seed=3)
+    constrained = Workload(streams=args.streams, tokens=args.tokens, seed=3, constrained="point",
+                           constrained_share=1.0)
+    sizing = engine_settings(plain)
+    engines, workloads = {}, {}
+    for name in names:
+        spec = dict(ENGINES[name])
+        wl = constrained if spec.pop("constrained") else plain
+        eng = Engine(model=args.model, backend="cpu", **sizing, **spec)
+        engines[name] = eng
+        workloads[name] = prepare(eng, wl)
+    return engines, workloads
+
+
+def run_family(runs: Runs, fam: Family, eng, prepared, period_s: float) -> None:
+    fault = fam.inject(eng, period_s)
+    runs.run(fam.name, eng, prepared, fault)
+    delay = getattr(fault, "delay", None)
+    if delay is not None:
+        runs.delays.setdefault(fam.name, []).append(sum(delay.took))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--streams", type=int, default=16)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--families", nargs="*", default=None, help="names (default: all)")
+    ap.add_argument("--json", help="write the table here")
+    args = ap.parse_args()
+    fams = [f for f in FAMILIES if args.families is None or f.name in args.families]
+    names = sorted({f.engine for f in fams} | {"plain", "blocking"} | ({"constrained"} if any(
+        f.baseline == "clean_constrained" for f in fams) else set()))
+    engines, workloads = make_engines(args, names)
+    out = Path(tempfile.mkdtemp(prefix="bench-attr-"))
+    runs = Runs(out)
+    runs.delays = {}
+    try:
+        for _ in range(args.repeats):
+            periods = {}
+            for name in names:
+                if name in BASELINES:
+                    rep = runs.run(BASELINES[name], engines[name], workloads[name])
+                    periods[name] = rep.mean_period_ms / 1e3
+            periods["mask_sync"] = periods.get("constrained", 0.0)
+            for fam in fams:
+                eng = engines[fam.engine]
+                if fam.baseline not in BASELINES.values():      # a faulty baseline: run it beside
+                    run_family(runs, next(f for f in FAMILIES if f.name == fam.baseline), eng,
+                               workloads[fam.engine], periods[fam.engine])
+                run_family(runs, fam, eng, workloads[fam.engine], periods[fam.engine])
+    finally:
+        for eng in engines.values():
+            eng.close()
+
+    table = []
+    for fam in fams:
+        faulty, base = runs.reports(fam.name), runs.reports(fam.baseline)
+        cause, detail, share = top_host(faulty[0])
+        steps = sum(len(t.steps) for t, _, _ in runs[fam.name]) / len(faulty)   # every step the delay hit
+        delay = runs.delays.get(fam.name)
+        preds = [prediction(r, next((d for d in r.diagnosis if (d.cause, d.site_or_phase) == (fam.cause, fam.detail)),
+                                    None)) for r in faulty]
+        table.append(dict(
+            family=fam.name, said=f"{cause} @ {detail}", share=share, right=(cause, detail) == (fam.cause, fam.detail),
+            reported=charged(faulty, fam.cause, fam.detail) - charged(base, fam.cause, fam.detail),
+            injected=host_idle(faulty) - host_idle(base), growth=mean_period(faulty) - mean_period(base),
+            delay=sum(delay) / len(delay) / steps * 1e3 if delay else None,
+            predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds),
+            high=max(p[2] for p in preds), observed=mean_period(faulty) / mean_period(base),
+            period=mean_period(base)))
+    blk, pipe = runs.reports("clean_blocking"), runs.reports("clean")
+    preds = [host_free(r) for r in blk]
+    table.append(dict(
+        family="blocking->pipelined", said="-", share=0.0, right=True, reported=host_idle(blk) - host_idle(pipe),
+        injected=host_idle(blk) - host_idle(pipe), growth=mean_period(blk) - mean_period(pipe), delay=None,
+        predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds), high=max(p[2] for p in preds),
+        observed=mean_period(blk) / mean_period(pipe), period=mean_period(pipe)))
+
+    print(f"# {args.model}, {args.streams} streams x {args.tokens} tokens, {args.repeats} repeat(s); "
+          f"ms per step; traces in {out}")
+    print(f"{'family':22} {'said (top host cause)':52} {'ok':>3} {'reported':>9} {'inj.idle':>9} "
+          f"{'growth':>8} {'delay':>7} {'predicted':>22} {'observed':>9} {'err':>6}")
+    for t in table:
+        err = (t["predicted"] - 1) / (t["observed"] - 1) - 1 if t["observed"] != 1 else float("nan")
+        t["gain_error"] = err
+        delay = f"{t['delay']:7.3f}" if t["delay"] is not None else "      -"
+        pred = f"{t['predicted']:.3f} [{t['low']:.3f}-{t['high']:.3f}]"
+        print(f"{t['family']:22} {t['said'][:52]:52} {'yes' if t['right'] else 'NO':>3} {t['reported']:9.3f} "
+              f"{t['injected']:9.3f} {t['growth']:8.3f} {delay} {pred:>22} {t['observed']:9.3f} {err:+6.0%}")
+    print(f"clean pipelined period {mean_period(pipe):.3f} ms, blocking {mean_period(blk):.3f} ms")
+    if args.json:
+        Path(args.json).write_text(json.dumps(table, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""Who made each part of a device gap: the split behind every bubble's cause.
+
+A gap runs from the end of one compute op (``g0``) to the start of the next
+(``g1``); the next op was enqueued at ``e``. It has two parts, and each is split
+by what actually covers it, so a cause is charged only its own time:
+
+* **Host late**, ``[g0, min(e, g1))``: the device had nothing to run because the
+  host had not enqueued it yet. Each stretch goes to what the host was doing then,
+  in this order of precedence:
+
+  1. an unexpected host wait in progress: ``accidental_sync`` at its call site;
+  2. an expected wait on the step the device just finished (or a later one), the
+     design's commit wait: ``commit_wait`` at its call site (a blocking loop's
+     copy wait proper; the host phases after it are their own);
+  3. a top-level host phase (plan, launch, commit, finalize): ``host_bound`` in it;
+  4. nothing the engine recorded: ``host_bound`` "outside phases" (naming the
+     innermost other host span that encloses it, if any), never a neighbour's name.
+
+* **Queued**, ``[max(e, g0), g1)``: the op was in the device's queue. If it waited
+  for a copy of its step (the mask upload) that ended after it was enqueued, that is
+  ``copy_wait``; otherwise the device started it late: ``dispatch`` (its launch
+  latency). The host's lateness comes first: a copy enqueued in the same flush as
+  the op never takes the time before that flush.
+
+**What a sync costs.** A host wait the design did not expect delays everything the
+host does after it by the wait's length ``w``; with the wait removed the host would
+have enqueued the next op ``w`` earlier. So a sync is charged its own stretch of the
+host-late part plus the host work right after it, up to ``w`` in all (a drain that
+ends as the gap opens covers none of it, yet costs the host work that follows). What
+the gap's host-late part does not absorb carries to the next gaps until the host has
+regained its lead (a step began with its first op queued at least ``min_gap_ns``
+early): the mask-upload bug leaves two or three gaps per step. A sync in a run whose host is slow anyway waits
+briefly and is charged that little; the slow phase keeps the rest. Expected waits
+carry nothing: a blocking loop's host phases after its commit wait are named as such.
+
+A wait counts if it has a positive length; ``slack_ns`` (the device-to-host clock
+error) lets a wait that ends just before the gap opens count as ending with it.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from typing import NamedTuple
+
+from photon_trace.telemetry.analysis._index import IntervalIndex
+from photon_trace.telemetry.analysis.window import COPY, compute_ops
+from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, Trace
+
+HOST_BOUND = "host_bound"
+COMMIT_WAIT = "commit_wait"
+ACCIDENTAL_SYNC = "accidental_sync"
+COPY_WAIT = "copy_wait"
+DISPATCH = "dispatch"
+CAUSES = (HOST_BOUND, COMMIT_WAIT, ACCIDENTAL_SYNC, COPY_WAIT, DISPATCH)
+QUEUED_CAUSES = frozenset({COPY_WAIT, DISPATCH})
+"""The causes of a gap's queued part: what is left of a gap once the host is on time."""
+
+TOP_PHASES = frozenset({"plan", "launch", "commit", "finalize"})
+OUTSIDE_PHASES = "outside phases"
+"""``host_bound``'s detail for host time no top-level phase covers."""
+LAUNCH_LATENCY = "launch latency"
+"""``dispatch``'s detail: the op was queued and the device started it late."""
+
+
+class Part(NamedTuple):
+    """One stretch of a gap with one cause (full gap coordinates, before window clipping)."""
+    t0: int
+    t1: int
+    cause: str
+    detail: str
+
+
+class GapSplit(NamedTuple):
+    """One gap's attribution, and what a fix's prediction needs to know about it."""
+    prev: DeviceSpan
+    next: DeviceSpan
+    parts: list[Part]             # covering the whole gap, in time order
+    host_late_ns: int             # before the next op was enqueued
+    chain: dict[tuple[str, str], int]   # host time per (cause, detail) since the last gap: the serial
+                                  # work that led to this enqueue (see ``diagnosis``)
+    regained: bool                # the host was ahead of the device again at a step start since the last gap
+
+
+class _Carry(NamedTuple):
+    """A sync's lost host time not yet charged: it may still cost the next gaps."""
+    site: str
+    left_ns: int
+
+
+def outside_detail(enclosing: str | None) -> str:
+    return OUTSIDE_PHASES if enclosing is None else f"{OUTSIDE_PHASES} (in {enclosing})"
+
+
+class Attribution:
+    """Indexes over one trace, built once; ``split`` attributes one gap at a time, in time order."""
+
+    def __init__(self, trace: Trace, slack_ns: int, min_gap_ns: int):
+        self.slack = slack_ns
+        self.min_gap = min_gap_ns
+        waits = [w for w in trace.waits if w.t1 > w.t0]
+        self.unexpected: IntervalIndex[HostWait] = IntervalIndex(w for w in waits if not w.expected)
+        self.expected: IntervalIndex[HostWait] = IntervalIndex(w for w in waits if w.expected)
+        self.phases: IntervalIndex[HostSpan] = IntervalIndex(h for h in trace.host_spans if h.phase in TOP_PHASES)
+        self.others: IntervalIndex[HostSpan] = IntervalIndex(
+            h for h in trace.host_spans if h.phase not in TOP_PHASES and h.t1 > h.t0)
+        self.copies: dict[int, list[DeviceSpan]] = defaultdict(list)
+        for d in trace.device_spans:
+            if d.stream == COPY:
+                self.copies[d.step].append(d)
+        # Where the host was ahead again: a step's first compute op enqueued at least min_gap
+        # before the device ran out of work. Time order; (start of the op, its enqueue).
+        self.ahead: list[tuple[int, int]] = []
+        seen: set[int] = set()
+        busy_until: int | None = None
+        for d in compute_ops(trace):
+            if d.step not in seen and busy_until is not None and busy_until - d.enqueued >= min_gap_ns:
+                self.ahead.append((d.t0, d.enqueued))
+            seen.add(d.step)
+            busy_until = d.t1 if busy_until is None else max(busy_until, d.t1)
+        self._ahead_starts = [t for t, _ in self.ahead]
+        self._carry: _Carry | None = None
+        self._charged: set[HostWait] = set()
+        self._last: tuple[int, int] | None = None   # (next op start, enqueue) of the last gap split
+
+    # -- one gap ----------------------------------------------------------------------------
+    def split(self, prev: DeviceSpan, nxt: DeviceSpan) -> GapSplit:
+        """Attribute the gap between ``prev`` and ``nxt``; call for each gap in time order."""
+        g0, g1 = prev.t1, nxt.t0
+        late_end = min(max(nxt.enqueued, g0), g1)
+        regained, chain_from = self._regained(g1)
+        if regained:
+            self._carry = None
+        parts = self._host_late(g0, late_end, prev.step) if late_end > g0 else []
+        chain: dict[tuple[str, str], int] = defaultdict(int)
+        if late_end > g0:
+            # every expected wait is waiting, never host work a fix could remove
+            for p in self._coverage(min(chain_from, g0), late_end, -1):
+                chain[p[2:]] += p.t1 - p.t0
+        if late_end < g1:
+            parts.append(Part(late_end, g1, *self._queued(late_end, g1, nxt)))
+        self._last = (g1, late_end)
+        return GapSplit(prev, nxt, _merged(parts), late_end - g0, dict(chain), regained)
+
+    def _regained(self, g1: int) -> tuple[bool, int]:
+        """(whether the host got ahead since the last gap, where the host's serial chain to this
+        gap's enqueue starts: that point, or the last gap's enqueue)."""
+        if self._last is None:
+            return False, g1
+        since, last_enqueue = self._last
+        lo, hi = bisect_right(self._ahead_starts, since), bisect_left(self._ahead_starts, g1)
+        if hi > lo:
+            return True, self.ahead[hi - 1][1]
+        return False, last_enqueue
+
+    def _queued(self, e: int, g1: int, nxt: DeviceSpan) -> tuple[str, str]:
+        late = [c for c in self.copies.get(nxt.step, ()) if e < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued]
+        if late:
+            return COPY_WAIT, max(late, key=lambda c: c.t1).op
+        return DISPATCH, LAUNCH_LATENCY
+
+    def _host_late(self, a: int, b: int, prev_step: int) -> list[Part]:
+        parts = self._coverage(a, b, prev_step)
+        if self._carry is not None:
+            c = self._carry
+            parts, left = _charge(parts, a, c.left_ns, c.site)
+            self._carry = c._replace(left_ns=left) if left > 0 else None
+        # a wait that ends as the gap opens counts (the classic drain ends with the device)
+        for w in sorted((w for w in self.unexpected.overlapping(a - self.slack - 1, b) if w not in self._charged),
+                        key=lambda w: w.t0):
+            self._charged.add(w)
+            own = sum(p.t1 - p.t0 for p in parts if p.cause == ACCIDENTAL_SYNC and p.detail == w.site
+                      and p.t0 < w.t1 and p.t1 > w.t0)
+            parts, left = _charge(parts, max(a, min(w.t1, b)), (w.t1 - w.t0) - own, w.site)
+            if left > 0:
+                self._carry = _Carry(w.site, left)
+        return parts
+
+    def _coverage(self, a: int, b: int, prev_step: int) -> list[Part]:
+        """[a, b) cut where what covers it changes; each stretch labelled by precedence."""
+        cover: list[tuple[int, int, int, int, str, str]] = []   # (precedence, -start, t0, t1, cause, detail)
+        for w in self.unexpected.overlapping(a, b):
+            cover.append((0, -w.t0, w.t0, w.t1, ACCIDENTAL_SYNC, w.site))
+        for w in self.expected.overlapping(a, b):
+            if w.step >= prev_step:   # a wait on an older step's copy does not explain this gap
+                cover.append((1, -w.t0, w.t0, w.t1, COMMIT_WAIT, w.site))
+        for h in self.phases.overlapping(a, b):
+            cover.append((2, -h.t0, h.t0, h.t1, HOST_BOUND, h.phase))   # innermost (latest) first
+        for h in self.others.overlapping(a, b):
+            cover.append((3, -h.t0, h.t0, h.t1, HOST_BOUND, outside_detail(h.phase)))
+        cuts = sorted({a, b, *(t for c in cover for t in c[2:4] if a < t < b)})
+        parts = []
+        for x, y in zip(cuts, cuts[1:]):
+            over = [c for c in cover if c[2] <= x and c[3] >= y]
+            label = min(over)[4:] if over else (HOST_BOUND, OUTSIDE_PHASES)
+            parts.append(Part(x, y, *label))
+        return _merged(parts)
+
+
+def _charge(parts: list[Part], start: int, budget: int, site: str) -> tuple[list[Part], int]:
+    """Give ``site`` up to ``budget`` of the host-bound stretches from ``start`` on; (parts, budget left)."""
+    out = []
+    for p in parts:
+        if budget <= 0 or p.cause != HOST_BOUND or p.t1 <= start:
+            out.append(p)
+            continue
+        x = max(p.t0, start)
+        take = min(budget, p.t1 - x)
+        if x > p.t0:
+            out.append(p._replace(t1=x))
+        out.append(Part(x, x + take, ACCIDENTAL_SYNC, site))
+        if x + take < p.t1:
+            out.append(p._replace(t0=x + take))
+        budget -= take
+    return _merged(out), max(budget, 0)
+
+
+def _merged(parts: list[Part]) -> list[Part]:
+    out: list[Part] = []
+    for p in parts:
+        if p.t1 <= p.t0:
+            continue
+        if out and out[-1].t1 == p.t0 and out[-1][2:] == p[2:]:
+            out[-1] = out[-1]._replace(t1=p.t1)
+        else:
+            out.append(p)
+    return out
