@@ -142,13 +142,14 @@ def test_blocking_stage_gap_after_the_commit_wait_is_launch():
                         (1320, 1400, HOST_BOUND, "launch")]
 
 
-def test_expected_wait_on_an_older_step_does_not_explain_the_gap():
+def test_a_pipelined_commit_still_waiting_when_the_device_runs_dry_is_the_wait_not_commit_work():
     # Pipelined: commit(0) waits for step 0's copy, which lands just after forward(1) ends.
     b = two_forwards()
     b.host("commit", 0, 700 * US, 1300 * US).host("plan", 2, 1300 * US, 1400 * US)
     b.wait("commit: copy-back", 710 * US, 1040 * US, expected=True, site=COMMIT, step=0)
-    assert split(b) == [(1000, 1300, HOST_BOUND, "commit"), (1300, 1400, HOST_BOUND, "plan"),
-                        (1400, 1490, HOST_BOUND, OUTSIDE_PHASES), (1490, 1500, *LATENCY)]
+    assert split(b) == [(1000, 1040, COMMIT_WAIT, COMMIT), (1040, 1300, HOST_BOUND, "commit"),
+                        (1300, 1400, HOST_BOUND, "plan"), (1400, 1490, HOST_BOUND, OUTSIDE_PHASES),
+                        (1490, 1500, *LATENCY)]
 
 
 # -- rule 3: host time outside every phase is named as such -------------------------------------

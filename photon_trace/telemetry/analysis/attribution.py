@@ -9,9 +9,10 @@ by what actually covers it, so a cause is charged only its own time:
   in this order of precedence:
 
   1. an unexpected host wait in progress: ``accidental_sync`` at its call site;
-  2. an expected wait on the step the device just finished (or a later one), the
-     design's commit wait: ``commit_wait`` at its call site (a blocking loop's
-     copy wait proper; the host phases after it are their own);
+  2. an expected wait, the design's commit wait: ``commit_wait`` at its call site
+     (a blocking loop's copy wait proper; the host phases after it are their own; in
+     a pipelined loop, a commit still waiting for its step's copy once the device has
+     run out of work: the copy, or the host's wake-up from it, came late);
   3. a top-level host phase (plan, launch, commit, finalize): ``host_bound`` in it;
   4. nothing the engine recorded: ``host_bound`` "outside phases" (naming the
      innermost other host span that encloses it, if any), never a neighbour's name.
@@ -130,11 +131,10 @@ class Attribution:
         regained, chain_from = self._regained(g1)
         if regained:
             self._carry = None
-        parts = self._host_late(g0, late_end, prev.step) if late_end > g0 else []
+        parts = self._host_late(g0, late_end) if late_end > g0 else []
         chain: dict[tuple[str, str], int] = defaultdict(int)
         if late_end > g0:
-            # every expected wait is waiting, never host work a fix could remove
-            for p in self._coverage(min(chain_from, g0), late_end, -1):
+            for p in self._coverage(min(chain_from, g0), late_end):
                 chain[p[2:]] += p.t1 - p.t0
         if late_end < g1:
             parts.append(Part(late_end, g1, *self._queued(late_end, g1, nxt)))
@@ -158,8 +158,8 @@ class Attribution:
             return COPY_WAIT, max(late, key=lambda c: c.t1).op
         return DISPATCH, LAUNCH_LATENCY
 
-    def _host_late(self, a: int, b: int, prev_step: int) -> list[Part]:
-        parts = self._coverage(a, b, prev_step)
+    def _host_late(self, a: int, b: int) -> list[Part]:
+        parts = self._coverage(a, b)
         if self._carry is not None:
             c = self._carry
             parts, left = _charge(parts, a, c.left_ns, c.site)
@@ -175,14 +175,13 @@ class Attribution:
                 self._carry = _Carry(w.site, left)
         return parts
 
-    def _coverage(self, a: int, b: int, prev_step: int) -> list[Part]:
+    def _coverage(self, a: int, b: int) -> list[Part]:
         """[a, b) cut where what covers it changes; each stretch labelled by precedence."""
         cover: list[tuple[int, int, int, int, str, str]] = []   # (precedence, -start, t0, t1, cause, detail)
         for w in self.unexpected.overlapping(a, b):
             cover.append((0, -w.t0, w.t0, w.t1, ACCIDENTAL_SYNC, w.site))
-        for w in self.expected.overlapping(a, b):
-            if w.step >= prev_step:   # a wait on an older step's copy does not explain this gap
-                cover.append((1, -w.t0, w.t0, w.t1, COMMIT_WAIT, w.site))
+        for w in self.expected.overlapping(a, b):   # waiting, never host work in its phase
+            cover.append((1, -w.t0, w.t0, w.t1, COMMIT_WAIT, w.site))
         for h in self.phases.overlapping(a, b):
             cover.append((2, -h.t0, h.t0, h.t1, HOST_BOUND, h.phase))   # innermost (latest) first
         for h in self.others.overlapping(a, b):
