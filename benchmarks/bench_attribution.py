@@ -7,10 +7,10 @@ says with what was measured independently:
   the family's;
 * **reported**: device idle per step the analysis charges to the family's cause and site
   (less what it charges there in the run without the fault);
-* **injected idle**: the host-caused idle per step the fault added (every cause but the
-  device's own latency, faulty minus clean), and **growth**: the mean step period's
-  growth (both ms per step); **delay**: the injected delay per step, where the family
-  injects one;
+* **inj.idle**: the host-made idle per step the fault added (every cause but the device's
+  own: faulty less clean); both per-step medians over the steady state, which a machine
+  stalling a run now and then cannot move; **growth**: the mean step period's growth;
+  **delay**: the injected delay per step, where the family injects one (all in ms);
 * **predicted**: the diagnosis's predicted speedup from removing the family's row (its
   range in brackets), and **observed**: the run without the fault against the run with
   it (ratio of mean step periods over each run's steady state); **err**: predicted gain
@@ -36,23 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))   # the fault families live with the tests that use them
 
 from helpers.fault_families import BASELINES, ENGINES, FAMILIES, Family  # noqa: E402
-from helpers.fault_helpers import Runs, device_made  # noqa: E402
+from helpers.fault_helpers import Runs, device_made, host_made, median_ms  # noqa: E402
 from photon_trace.workload import Workload, engine_settings, prepare  # noqa: E402
 
 MS = 1e6
 
 
-def per_step(reports, ns_of) -> float:
-    return sum(ns_of(r) for r in reports) / max(1, sum(len(r.steps) for r in reports)) / MS
-
-
-def host_idle(reports) -> float:
-    return per_step(reports, lambda r: sum(d.idle_ns for d in r.diagnosis if not device_made(d)))
-
-
 def charged(reports, cause: str, detail: str) -> float:
-    return per_step(reports, lambda r: sum(d.idle_ns for d in r.diagnosis
-                                          if (d.cause, d.site_or_phase) == (cause, detail)))
+    return median_ms(reports, lambda b: (b.cause, b.detail) == (cause, detail))
 
 
 def mean_period(reports) -> float:
@@ -154,7 +145,8 @@ def main() -> None:
         table.append(dict(
             family=fam.name, said=f"{cause} @ {detail}", share=share, right=(cause, detail) == (fam.cause, fam.detail),
             reported=charged(faulty, fam.cause, fam.detail) - charged(base, fam.cause, fam.detail),
-            injected=host_idle(faulty) - host_idle(base), growth=mean_period(faulty) - mean_period(base),
+            injected=median_ms(faulty, host_made) - median_ms(base, host_made),
+            growth=mean_period(faulty) - mean_period(base),
             delay=sum(delay) / len(delay) / steps * 1e3 if delay else None,
             predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds),
             high=max(p[2] for p in preds), observed=mean_period(faulty) / mean_period(base),
@@ -162,8 +154,10 @@ def main() -> None:
     blk, pipe = runs.reports("clean_blocking"), runs.reports("clean")
     preds = [host_free(r) for r in blk]
     table.append(dict(
-        family="blocking->pipelined", said="-", share=0.0, right=True, reported=host_idle(blk) - host_idle(pipe),
-        injected=host_idle(blk) - host_idle(pipe), growth=mean_period(blk) - mean_period(pipe), delay=None,
+        family="blocking->pipelined", said="-", share=0.0, right=True,
+        reported=median_ms(blk, host_made) - median_ms(pipe, host_made),
+        injected=median_ms(blk, host_made) - median_ms(pipe, host_made), growth=mean_period(blk) - mean_period(pipe),
+        delay=None,
         predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds), high=max(p[2] for p in preds),
         observed=mean_period(blk) / mean_period(pipe), period=mean_period(pipe)))
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import photon_trace.engine.engine as engine_module
 from helpers.fault_helpers import Sleep, delay_before, engine_line, patched
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, HOST_BOUND
 from photon_trace.telemetry.analysis.bubbles import OUTSIDE_PHASES
+from photon_trace.telemetry.tracer import now_ns
 
 
 class Busy(Sleep):
@@ -35,16 +36,20 @@ class Busy(Sleep):
 
 
 class Every:
-    """Call ``delay`` on every ``n``-th call only: an intermittent stall."""
+    """Call ``delay`` on every ``n``-th call only: an intermittent stall. ``spans`` keeps when
+    each one ran, on the trace's clock."""
 
     def __init__(self, n: int, delay: Sleep) -> None:
         self.n, self.delay, self.calls = n, delay, 0
         self.took = delay.took
+        self.spans: list[tuple[int, int]] = []
 
     def __call__(self) -> None:
         self.calls += 1
         if self.calls % self.n == 0:
+            t0 = now_ns()
             self.delay()
+            self.spans.append((t0, now_ns()))
 
 
 def delay_after(delay):
@@ -142,8 +147,10 @@ def slow_finalize(eng, period_s: float) -> AbstractContextManager:
 
 
 def commit_work(eng, period_s: float) -> AbstractContextManager:
-    """Host work in commit after its wait (stream-out, 1.5 periods every step)."""
-    return _delayed(patched(eng.device, "wait_copied", delay_after(d := Busy(1.5 * period_s))), d)
+    """Slow stream-out in commit after its wait (2 periods every step). A sleep: on a machine
+    with fewer free cores than the engine's two processes, a busy host slows the device
+    with it, and an every-step fault then shows as a slower device more than as idle."""
+    return _delayed(patched(eng.device, "wait_copied", delay_after(d := Sleep(2 * period_s))), d)
 
 
 def gc_pause(eng, period_s: float) -> AbstractContextManager:
@@ -154,9 +161,9 @@ def gc_pause(eng, period_s: float) -> AbstractContextManager:
 
 
 def stall_outside(eng, period_s: float) -> AbstractContextManager:
-    """Every 8th tick, the hand-off of results to the caller (after every phase) stalls 5
+    """Every 8th tick, the hand-off of results to the caller (after every phase) stalls 10
     periods: host time outside the engine's phases."""
-    d = Every(8, Sleep(5 * period_s))
+    d = Every(8, Sleep(10 * period_s))
     return _delayed(patched(eng.requests, "take_deltas", delay_before(d)), d)
 
 
@@ -190,7 +197,7 @@ class Family:
     engine: str = "plain"       # which engine runs it (see ENGINES)
     baseline: str = "clean"     # the run without the fault, on the same engine
     intermittent: bool = False  # the fault hits some steps only
-    wrong: tuple[tuple[str, str], ...] = field(default=())   # what the old rules blamed instead
+    top: tuple[str, str] | None = None   # the costliest host cause, when not the fault's own row
 
 
 ENGINES = {
@@ -210,7 +217,7 @@ FAMILIES = [
     Family("read_in_stage", read_in_stage, ACCIDENTAL_SYNC, _site("read in stage")),
     Family("wait_in_plan", wait_in_plan, ACCIDENTAL_SYNC, _site("wait in plan")),
     Family("sync_in_slow_plan", sync_in_slow_plan, ACCIDENTAL_SYNC, _site("read in slow plan"),
-           baseline="plan_delay"),
+           baseline="plan_delay", top=(HOST_BOUND, "plan")),
     Family("plan_delay", plan_delay, HOST_BOUND, "plan"),
     Family("stage_delay", stage_delay, HOST_BOUND, "launch"),
     Family("slow_finalize", slow_finalize, HOST_BOUND, "finalize", engine="constrained",
