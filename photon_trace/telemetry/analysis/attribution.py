@@ -30,9 +30,14 @@ host-late part plus the host work right after it, up to ``w`` in all (a drain th
 ends as the gap opens covers none of it, yet costs the host work that follows). What
 the gap's host-late part does not absorb carries to the next gaps until the host has
 regained its lead (a step began with its first op queued at least ``min_gap_ns``
-early): the mask-upload bug leaves two or three gaps per step. A sync in a run whose host is slow anyway waits
-briefly and is charged that little; the slow phase keeps the rest. Expected waits
-carry nothing: a blocking loop's host phases after its commit wait are named as such.
+early): the mask-upload bug leaves two or three gaps per step. A sync in a run whose
+host is slow anyway waits briefly and is charged that little; the slow phase keeps
+the rest. Expected waits carry nothing: a blocking loop's host phases after its
+commit wait are named as such.
+
+Each split also records the *chain*: the host time per cause since the previous gap's
+enqueue (or since the host was last ahead), the serial work that led to this gap;
+``diagnosis`` predicts what removing a cause gives from it.
 
 A wait counts if it has a positive length; ``slack_ns`` (the device-to-host clock
 error) lets a wait that ends just before the gap opens count as ending with it.
@@ -121,7 +126,7 @@ class Attribution:
         self._ahead_starts = [t for t, _ in self.ahead]
         self._carry: _Carry | None = None
         self._charged: set[HostWait] = set()
-        self._last: tuple[int, int] | None = None   # (next op start, enqueue) of the last gap split
+        self._last: tuple[int, int] | None = None   # (next op start, its enqueue) of the last gap split
 
     # -- one gap ----------------------------------------------------------------------------
     def split(self, prev: DeviceSpan, nxt: DeviceSpan) -> GapSplit:
@@ -138,7 +143,7 @@ class Attribution:
                 chain[p[2:]] += p.t1 - p.t0
         if late_end < g1:
             parts.append(Part(late_end, g1, *self._queued(late_end, g1, nxt)))
-        self._last = (g1, late_end)
+        self._last = (g1, min(nxt.enqueued, late_end))
         return GapSplit(prev, nxt, _merged(parts), late_end - g0, dict(chain), regained)
 
     def _regained(self, g1: int) -> tuple[bool, int]:

@@ -229,10 +229,15 @@ def render_markdown(result: CheckResult) -> str:
         out += ["", "## Diagnosis (what to fix first)", "",
                 "| cause | site / phase | idle | share | predicted speedup |", "|---|---|---|---|---|"]
         out += [f"| {d.cause} | `{d.site_or_phase}` | {_ms(d.idle_ns)} | {d.share:.1%} | "
-                f"{d.predicted_speedup:.3f}x |" for d in r.diagnosis[:10]]
+                f"{_speedup(d)} |" for d in r.diagnosis[:10]]
     if result.notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
     return "\n".join(out) + "\n"
+
+
+def _speedup(d) -> str:
+    """The predicted speedup with its range (``diagnosis``)."""
+    return f"{d.predicted_speedup:.3f}x ({d.speedup_low:.3f}–{d.speedup_high:.3f})"
 
 
 def render_junit(result: CheckResult) -> str:
