@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))   # the fault families live with the tests that use them
 
-from helpers.fault_families import BASELINES, ENGINES, FAMILIES, Family  # noqa: E402
+from helpers.fault_families import BASELINES, BY_NAME, ENGINES, FAMILIES, Family  # noqa: E402
 from helpers.fault_helpers import Runs, device_made, host_made, median_ms  # noqa: E402
 from photon_trace.workload import Workload, engine_settings, prepare  # noqa: E402
 
@@ -68,6 +68,7 @@ def host_free(report) -> tuple[float, float, float]:
 
 
 def top_host(report) -> tuple[str, str, float]:
+    """(cause, detail, share) of the costliest row the host made."""
     rows = [d for d in report.diagnosis if not device_made(d)]
     if not rows:
         return "-", "-", 0.0
@@ -97,23 +98,17 @@ def run_family(runs: Runs, fam: Family, eng, prepared, period_s: float) -> None:
     runs.run(fam.name, eng, prepared, fault)
     delay = getattr(fault, "delay", None)
     if delay is not None:
-        runs.delays.setdefault(fam.name, []).append(sum(delay.took))
+        steps = len(runs[fam.name][-1][0].steps)
+        runs.delays.setdefault(fam.name, []).append(sum(delay.took) * 1e3 / steps)   # ms per step
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="tiny")
-    ap.add_argument("--streams", type=int, default=16)
-    ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--families", nargs="*", default=None, help="names (default: all)")
-    ap.add_argument("--json", help="write the table here")
-    args = ap.parse_args()
-    fams = [f for f in FAMILIES if args.families is None or f.name in args.families]
+def record(args, fams) -> tuple[Path, dict]:
+    """Run every family and its baseline ``--repeats`` times; the traces go to ``--out``."""
     names = sorted({f.engine for f in fams} | {"plain", "blocking"} | ({"constrained"} if any(
         f.baseline == "clean_constrained" for f in fams) else set()))
     engines, workloads = make_engines(args, names)
-    out = Path(tempfile.mkdtemp(prefix="bench-attr-"))
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-attr-"))
+    out.mkdir(parents=True, exist_ok=True)
     runs = Runs(out)
     runs.delays = {}
     try:
@@ -127,52 +122,97 @@ def main() -> None:
             for fam in fams:
                 eng = engines[fam.engine]
                 if fam.baseline not in BASELINES.values():      # a faulty baseline: run it beside
-                    run_family(runs, next(f for f in FAMILIES if f.name == fam.baseline), eng,
-                               workloads[fam.engine], periods[fam.engine])
+                    run_family(runs, BY_NAME[fam.baseline], eng, workloads[fam.engine], periods[fam.engine])
                 run_family(runs, fam, eng, workloads[fam.engine], periods[fam.engine])
     finally:
         for eng in engines.values():
             eng.close()
+    (out / "delays.json").write_text(json.dumps(runs.delays))
+    return out, runs.delays
 
-    table = []
+
+def load_runs(folder: Path) -> Runs:
+    """The traces of a recorded benchmark (``<name>-<i>.trace.jsonl``), analysed by this code."""
+    from photon_trace.telemetry.analysis import analyze
+    from photon_trace.telemetry.tracefile import load_trace
+
+    runs = Runs(folder)
+    for path in sorted(folder.glob("*.trace.jsonl"), key=lambda p: (p.name.rsplit("-", 1)[0], p.name)):
+        name = path.name.rsplit("-", 1)[0]
+        trace = load_trace(path)
+        runs.runs.setdefault(name, []).append((trace, analyze(trace), path))
+    return runs
+
+
+def table_rows(runs: Runs, fams, delays: dict) -> list[dict]:
+    rows = []
     for fam in fams:
         faulty, base = runs.reports(fam.name), runs.reports(fam.baseline)
-        cause, detail, share = top_host(faulty[0])
-        steps = sum(len(t.steps) for t, _, _ in runs[fam.name]) / len(faulty)   # every step the delay hit
-        delay = runs.delays.get(fam.name)
-        preds = [prediction(r, next((d for d in r.diagnosis if (d.cause, d.site_or_phase) == (fam.cause, fam.detail)),
-                                    None)) for r in faulty]
-        table.append(dict(
-            family=fam.name, said=f"{cause} @ {detail}", share=share, right=(cause, detail) == (fam.cause, fam.detail),
-            reported=charged(faulty, fam.cause, fam.detail) - charged(base, fam.cause, fam.detail),
-            injected=median_ms(faulty, host_made) - median_ms(base, host_made),
+        top = faulty[0].diagnosis[0] if faulty[0].diagnosis else None
+        host = top_host(faulty[0])
+        row = (fam.cause, fam.detail)
+        # an intermittent fault hits some steps only: per-step means, not medians
+        per = (lambda reps, keep: per_step_mean(reps, keep)) if fam.intermittent else median_ms
+        preds = [prediction(r, next((d for d in r.diagnosis if (d.cause, d.site_or_phase) == row), None))
+                 for r in faulty]
+        rows.append(dict(
+            family=fam.name, said=f"{top.cause} @ {top.site_or_phase} ({top.share:.0%})" if top else "-",
+            right=host[:2] == (fam.top or row),
+            reported=per(faulty, lambda b: (b.cause, b.detail) == row) - per(base, lambda b: (b.cause, b.detail) == row),
+            injected=per(faulty, host_made) - per(base, host_made),
             growth=mean_period(faulty) - mean_period(base),
-            delay=sum(delay) / len(delay) / steps * 1e3 if delay else None,
+            delay=sum(delays[fam.name]) / len(delays[fam.name]) if delays.get(fam.name) else None,
             predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds),
             high=max(p[2] for p in preds), observed=mean_period(faulty) / mean_period(base),
             period=mean_period(base)))
     blk, pipe = runs.reports("clean_blocking"), runs.reports("clean")
     preds = [host_free(r) for r in blk]
-    table.append(dict(
-        family="blocking->pipelined", said="-", share=0.0, right=True,
-        reported=median_ms(blk, host_made) - median_ms(pipe, host_made),
-        injected=median_ms(blk, host_made) - median_ms(pipe, host_made), growth=mean_period(blk) - mean_period(pipe),
-        delay=None,
+    idle = median_ms(blk, host_made) - median_ms(pipe, host_made)
+    rows.append(dict(
+        family="blocking->pipelined", said="-", right=True, reported=idle, injected=idle,
+        growth=mean_period(blk) - mean_period(pipe), delay=None,
         predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds), high=max(p[2] for p in preds),
         observed=mean_period(blk) / mean_period(pipe), period=mean_period(pipe)))
+    return rows
 
-    print(f"# {args.model}, {args.streams} streams x {args.tokens} tokens, {args.repeats} repeat(s); "
-          f"ms per step; traces in {out}")
-    print(f"{'family':22} {'said (top host cause)':52} {'ok':>3} {'reported':>9} {'inj.idle':>9} "
-          f"{'growth':>8} {'delay':>7} {'predicted':>22} {'observed':>9} {'err':>6}")
+
+def per_step_mean(reports, keep) -> float:
+    return sum(b.duration_ns for r in reports for b in r.bubbles if keep(b)) / sum(len(r.steps) for r in reports) / 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--streams", type=int, default=16)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--families", nargs="*", default=None, help="names (default: all)")
+    ap.add_argument("--out", help="folder for the traces (default: a new temporary one)")
+    ap.add_argument("--traces", help="analyse the traces a previous run left in this folder instead of running")
+    ap.add_argument("--json", help="write the table here")
+    args = ap.parse_args()
+    fams = [f for f in FAMILIES if args.families is None or f.name in args.families]
+    if args.traces:
+        out = Path(args.traces)
+        delays = json.loads((out / "delays.json").read_text()) if (out / "delays.json").exists() else {}
+        fams = [f for f in fams if (out / f"{f.name}-0.trace.jsonl").exists()]
+    else:
+        out, delays = record(args, fams)
+    runs = load_runs(out)
+    table = table_rows(runs, fams, delays)
+
+    print(f"# {args.model}, {args.streams} streams x {args.tokens} tokens; ms per step; traces in {out}")
+    print(f"{'family':20} {'said (costliest cause, share)':50} {'ok':>3} {'reported':>9} {'inj.idle':>9} "
+          f"{'growth':>8} {'delay':>7} {'predicted [range]':>22} {'observed':>9} {'err':>6}")
     for t in table:
         err = (t["predicted"] - 1) / (t["observed"] - 1) - 1 if t["observed"] != 1 else float("nan")
         t["gain_error"] = err
-        delay = f"{t['delay']:7.3f}" if t["delay"] is not None else "      -"
+        delay = f"{t['delay']:7.2f}" if t["delay"] is not None else "      -"
         pred = f"{t['predicted']:.3f} [{t['low']:.3f}-{t['high']:.3f}]"
-        print(f"{t['family']:22} {t['said'][:52]:52} {'yes' if t['right'] else 'NO':>3} {t['reported']:9.3f} "
+        print(f"{t['family']:20} {t['said'][:50]:50} {'yes' if t['right'] else 'NO':>3} {t['reported']:9.3f} "
               f"{t['injected']:9.3f} {t['growth']:8.3f} {delay} {pred:>22} {t['observed']:9.3f} {err:+6.0%}")
-    print(f"clean pipelined period {mean_period(pipe):.3f} ms, blocking {mean_period(blk):.3f} ms")
+    pipe = runs.reports("clean")
+    print(f"clean pipelined period {mean_period(pipe):.3f} ms, blocking {mean_period(runs.reports('clean_blocking')):.3f} ms")
     if args.json:
         Path(args.json).write_text(json.dumps(table, indent=1))
 

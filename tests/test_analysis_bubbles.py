@@ -224,6 +224,18 @@ def test_a_slow_finalize_is_the_finalize_not_the_mask_copy_enqueued_with_the_sam
     assert bubbles[0].duration_ns / sum(x.duration_ns for x in bubbles) > 0.95
 
 
+def test_a_device_that_ran_dry_starts_late_because_of_the_host_beyond_its_own_latency():
+    # forward(1) -> sample(1) was queued: the device's own launch latency is 30 µs. Step 2's
+    # forward comes late (plan, then launch) and starts 100 µs after its enqueue: 70 µs of
+    # that is the cost of running dry, charged to the gap's largest host cause.
+    b = TraceBuilder()
+    b.compute("forward", 1, 0, 1000 * US, enqueued=0).compute("sample", 1, 1030 * US, 1100 * US, enqueued=0)
+    b.host("plan", 2, 900 * US, 1400 * US).host("launch", 2, 1400 * US, 1450 * US)
+    b.compute("forward", 2, 1550 * US, 2500 * US, enqueued=1450 * US).step(1).step(2)
+    assert split(b) == [(1000, 1030, *LATENCY), (1100, 1400, HOST_BOUND, "plan"), (1400, 1450, HOST_BOUND, "launch"),
+                        (1450, 1520, HOST_BOUND, "plan"), (1520, 1550, *LATENCY)]
+
+
 # -- a sync's cost carries over the gaps it leaves until the host is ahead again ----------------
 
 def sync_then_catch_up(lead_us: int) -> TraceBuilder:

@@ -19,9 +19,14 @@ by what actually covers it, so a cause is charged only its own time:
 
 * **Queued**, ``[max(e, g0), g1)``: the op was in the device's queue. If it waited
   for a copy of its step (the mask upload) that ended after it was enqueued, that is
-  ``copy_wait``; otherwise the device started it late: ``dispatch`` (its launch
-  latency). The host's lateness comes first: a copy enqueued in the same flush as
-  the op never takes the time before that flush.
+  ``copy_wait``; otherwise the device started it late: ``dispatch``, its launch
+  latency. Only as much of it as the device takes where the host is on time (the
+  median gap before an op already queued, ``queued_gap_ns``) is the device's own; a
+  device that ran dry starts later than that (a host-process worker that went to
+  sleep, a GPU queue that emptied), and the excess goes to the host-late part's
+  largest cause, whose lateness let it run dry. Without a queued gap in the trace to
+  measure the device by, all of it stays ``dispatch``. The host's lateness comes
+  first: a copy enqueued in the same flush as the op never takes the time before it.
 
 **What a sync costs.** A host wait the design did not expect delays everything the
 host does after it by the wait's length ``w``; with the wait removed the host would
@@ -46,6 +51,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from statistics import median
 from typing import NamedTuple
 
 from photon_trace.telemetry.analysis._index import IntervalIndex
@@ -100,9 +106,10 @@ def outside_detail(enclosing: str | None) -> str:
 class Attribution:
     """Indexes over one trace, built once; ``split`` attributes one gap at a time, in time order."""
 
-    def __init__(self, trace: Trace, slack_ns: int, min_gap_ns: int):
+    def __init__(self, trace: Trace, slack_ns: int, min_gap_ns: int, launch_ns: int | None = None):
         self.slack = slack_ns
         self.min_gap = min_gap_ns
+        self.launch_ns = launch_ns   # the device's own launch latency (``queued_gap_ns``); None: unknown
         waits = [w for w in trace.waits if w.t1 > w.t0]
         self.unexpected: IntervalIndex[HostWait] = IntervalIndex(w for w in waits if not w.expected)
         self.expected: IntervalIndex[HostWait] = IntervalIndex(w for w in waits if w.expected)
@@ -142,7 +149,7 @@ class Attribution:
             for p in self._coverage(min(chain_from, g0), late_end):
                 chain[p[2:]] += p.t1 - p.t0
         if late_end < g1:
-            parts.append(Part(late_end, g1, *self._queued(late_end, g1, nxt)))
+            parts += self._queued_parts(late_end, g1, nxt, parts)
         self._last = (g1, min(nxt.enqueued, late_end))
         return GapSplit(prev, nxt, _merged(parts), late_end - g0, dict(chain), regained)
 
@@ -157,11 +164,26 @@ class Attribution:
             return True, self.ahead[hi - 1][1]
         return False, last_enqueue
 
-    def _queued(self, e: int, g1: int, nxt: DeviceSpan) -> tuple[str, str]:
-        late = [c for c in self.copies.get(nxt.step, ()) if e < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued]
-        if late:
-            return COPY_WAIT, max(late, key=lambda c: c.t1).op
-        return DISPATCH, LAUNCH_LATENCY
+    def _queued_parts(self, e: int, g1: int, nxt: DeviceSpan, late: list[Part]) -> list[Part]:
+        copies = [c for c in self.copies.get(nxt.step, ()) if e < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued]
+        if copies:
+            return [Part(e, g1, COPY_WAIT, max(copies, key=lambda c: c.t1).op)]
+        if not late or self.launch_ns is None:
+            return [Part(e, g1, DISPATCH, LAUNCH_LATENCY)]
+        own = min(g1 - e, self.launch_ns)
+        share: dict[tuple[str, str], int] = defaultdict(int)
+        for p in late:
+            share[p[2:]] += p.t1 - p.t0
+        largest = max(share.items(), key=lambda kv: kv[1])[0]
+        return [Part(e, g1 - own, *largest), Part(g1 - own, g1, DISPATCH, LAUNCH_LATENCY)]
+
+    def queued_gap_ns(self, gaps) -> int | None:
+        """The device's launch latency where the host was on time: the median gap before an op
+        already queued when the device ran dry, leaving out gaps spent waiting for a copy (None
+        if the trace has none). ``gaps``: ``bubbles.Gap`` s, every size."""
+        queued = [g.full_ns for g in gaps if g.next.enqueued <= g.prev.t1 and not any(
+            g.prev.t1 < c.t1 <= g.next.t0 + self.slack for c in self.copies.get(g.next.step, ()))]
+        return int(median(queued)) if queued else None
 
     def _host_late(self, a: int, b: int) -> list[Part]:
         parts = self._coverage(a, b)

@@ -19,7 +19,8 @@ from photon_trace.telemetry.analysis.attribution import (
 from photon_trace.telemetry.analysis.window import compute_ops
 from photon_trace.telemetry.records import DeviceSpan, Trace
 
-__all__ = ["Gap", "Bubble", "busy_intervals", "device_gaps", "split_gaps", "bubbles_of", "classify", "find_bubbles",
+__all__ = ["Gap", "Bubble", "busy_intervals", "device_gaps", "split_gaps", "Splits", "bubbles_of", "classify",
+           "find_bubbles",
            "MIN_BUBBLE_NS", "GapSplit",
            "CAUSES", "HOST_BOUND", "COMMIT_WAIT", "ACCIDENTAL_SYNC", "COPY_WAIT", "DISPATCH", "TOP_PHASES",
            "OUTSIDE_PHASES", "LAUNCH_LATENCY"]
@@ -79,13 +80,23 @@ def device_gaps(trace: Trace, window: tuple[int, int]) -> list[Gap]:
     return gaps
 
 
+class Splits(list):
+    """``(Gap, GapSplit)`` per bubble-sized gap, in time order; ``launch_ns`` is the device's own
+    launch latency the trace measures (``Attribution.queued_gap_ns``; None: no evidence)."""
+    launch_ns: int | None = None
+
+
 def split_gaps(trace: Trace, gaps: list[Gap], *, min_gap_ns: int = MIN_BUBBLE_NS,
-               slack_ns: int | None = None) -> list[tuple[Gap, GapSplit]]:
-    """Each gap of at least ``min_gap_ns`` with its attribution (``attribution``), in time order."""
+               slack_ns: int | None = None) -> Splits:
+    """Each gap of at least ``min_gap_ns`` with its attribution (``attribution``), in time order;
+    the launch latency is measured on ``gaps`` (every size)."""
     if slack_ns is None:
         slack_ns = min(int(trace.header.get("clock", {}).get("device_error_ns", 0) or 0), min_gap_ns)
     attribution = Attribution(trace, slack_ns, min_gap_ns)
-    return [(g, attribution.split(g.prev, g.next)) for g in gaps if g.full_ns >= min_gap_ns]
+    attribution.launch_ns = attribution.queued_gap_ns(gaps)
+    out = Splits((g, attribution.split(g.prev, g.next)) for g in gaps if g.full_ns >= min_gap_ns)
+    out.launch_ns = attribution.launch_ns
+    return out
 
 
 def bubbles_of(gap: Gap, split: GapSplit) -> list[Bubble]:

@@ -13,7 +13,7 @@ moves the host ahead for the next gaps, until the host is ahead of the device an
 (a step began with its first op queued early: the shift is then worth nothing). A gap
 the shift leaves with host-late time shrinks by what it took; a gap cleared of it
 would have had its op queued in time, so it shrinks to the device's launch latency
-where the host is on time (``queued_gap_ns``, measured in the same trace), not to 0.
+where the host is on time (``Splits.launch_ns``, measured in the same trace), not to 0.
 The range: **low** keeps a cleared gap's launch latency after the late enqueue as
 measured; **high** closes a cleared gap entirely. Rows the device made (``copy_wait``,
 ``dispatch``) are predicted as their own idle removed.
@@ -26,10 +26,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from statistics import median
 from typing import NamedTuple
 
-from photon_trace.telemetry.analysis.attribution import COPY_WAIT, QUEUED_CAUSES, GapSplit
+from photon_trace.telemetry.analysis.attribution import QUEUED_CAUSES, GapSplit
 from photon_trace.telemetry.analysis.bubbles import Gap, bubbles_of
 
 
@@ -51,15 +50,6 @@ class Removal(NamedTuple):
     high: float
 
 
-def queued_gap_ns(gaps: Iterable[Gap], splits: Iterable[tuple[Gap, GapSplit]] = ()) -> int:
-    """The device's launch latency where the host was on time: the median gap before an op
-    that was already queued when the device ran dry, leaving out gaps spent waiting for a
-    copy (0 if the trace has none)."""
-    copy_bound = {id(g) for g, s in splits if any(p.cause == COPY_WAIT for p in s.parts)}
-    queued = [g.full_ns for g in gaps if g.next.enqueued <= g.prev.t1 and id(g) not in copy_bound]
-    return int(median(queued)) if queued else 0
-
-
 def _speedup(window_ns: int, removed: float) -> float:
     return window_ns / (window_ns - removed) if window_ns > removed else float("inf")
 
@@ -67,7 +57,7 @@ def _speedup(window_ns: int, removed: float) -> float:
 def predict_removal(splits: list[tuple[Gap, GapSplit]], window_ns: int, rows: Iterable[tuple[str, str]],
                     launch_ns: int = 0) -> Removal:
     """What removing ``rows`` ((cause, detail) pairs) together is predicted to give (see the
-    module docstring); ``splits`` from ``bubbles.split_gaps``, ``launch_ns`` its ``queued_gap_ns``."""
+    module docstring); ``splits`` from ``bubbles.split_gaps``, ``launch_ns`` its ``launch_ns``."""
     rows = set(rows)
     device_rows = {r for r in rows if r[0] in QUEUED_CAUSES}
     shift = 0

@@ -7,7 +7,7 @@ from typing import Any
 
 from photon_trace.telemetry.analysis.bubbles import (
     MIN_BUBBLE_NS, Bubble, busy_intervals, bubbles_of, device_gaps, split_gaps)
-from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal, queued_gap_ns
+from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal
 from photon_trace.telemetry.analysis.attribution import QUEUED_CAUSES
 from photon_trace.telemetry.analysis.latency import (
     mean_generated_tokens, run_extent, wasted_step_share, zombie_rows, zombie_tax)
@@ -37,7 +37,8 @@ class Report:
     dispatch_ns: int        # idle in shorter gaps: per-command overhead
     host_idle_ns: int       # idle before the next op was enqueued: the host was late
     launch_idle_ns: int     # idle after it was enqueued: the device's launch latency
-    queued_gap_ns: int      # the median gap before an op queued in time: the latency no host fix removes
+    queued_gap_ns: int      # the median gap before an op queued in time: the device's own launch latency,
+                            # which no host fix removes (0: the trace has no such gap)
     tokens: int
     tokens_per_s: float
     e2e_tokens_per_s: float
@@ -92,7 +93,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
     gaps = device_gaps(trace, window)
     splits = split_gaps(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
     bubbles = [b for g, s in splits for b in bubbles_of(g, s)]
-    launch_ns = queued_gap_ns(gaps, splits)
+    launch_ns = splits.launch_ns or 0
     host_rows = {(b.cause, b.detail) for b in bubbles if b.cause not in QUEUED_CAUSES}
     host_free = predict_removal(splits, window_ns, host_rows, launch_ns)
     bubble_ns = sum(b.duration_ns for b in bubbles)
