@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import photon_trace.engine.engine as engine_module
-from helpers.fault_helpers import Sleep, delay_before, engine_line, patched
+from helpers.fault_helpers import Sleep, delay_before, patched, read_in_commit
+from helpers.sites import ITEM_SITE, MASK_SYNC_SITE
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, HOST_BOUND
 from photon_trace.telemetry.analysis.bubbles import OUTSIDE_PHASES
 from photon_trace.telemetry.tracer import now_ns
@@ -64,16 +65,6 @@ def delay_after(delay):
 
 
 # -- the sync faults: each call below is a site the analysis must name -----------------------
-
-def read_in_commit(eng, period_s: float) -> AbstractContextManager:
-    """Right after commit's wait, a host read of a device value."""
-    def wrap(wait_copied):
-        def wait_then_read(slot, step, **kw):
-            wait_copied(slot, step, **kw)
-            eng.device.read_token_sync(0, step)   # site: read in commit
-        return wait_then_read
-    return patched(eng.device, "wait_copied", wrap)
-
 
 def read_in_plan(eng, period_s: float) -> AbstractContextManager:
     """Plan reads a device value before planning (waits for the queued step to finish)."""
@@ -210,9 +201,8 @@ BASELINES = {"plain": "clean", "constrained": "clean_constrained", "blocking": "
 """The clean run of each engine that has one (the mask-sync engine's clean twin is the constrained one)."""
 
 FAMILIES = [
-    Family("mask_sync", mask_sync, ACCIDENTAL_SYNC, engine_line("self.device.upload_mask_sync("),
-           engine="mask_sync", baseline="clean_constrained"),
-    Family("read_in_commit", read_in_commit, ACCIDENTAL_SYNC, _site("read in commit")),
+    Family("mask_sync", mask_sync, ACCIDENTAL_SYNC, MASK_SYNC_SITE, engine="mask_sync", baseline="clean_constrained"),
+    Family("read_in_commit", lambda eng, period_s: read_in_commit(eng), ACCIDENTAL_SYNC, ITEM_SITE),
     Family("read_in_plan", read_in_plan, ACCIDENTAL_SYNC, _site("read in plan")),
     Family("read_in_stage", read_in_stage, ACCIDENTAL_SYNC, _site("read in stage")),
     Family("wait_in_plan", wait_in_plan, ACCIDENTAL_SYNC, _site("wait in plan")),
