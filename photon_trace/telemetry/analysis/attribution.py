@@ -56,7 +56,7 @@ from typing import NamedTuple
 
 from photon_trace.telemetry.analysis._index import IntervalIndex
 from photon_trace.telemetry.analysis.window import COPY, compute_ops
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, Trace
+from photon_trace.telemetry.records import DeviceSpan, HostWait, Trace
 
 HOST_BOUND = "host_bound"
 COMMIT_WAIT = "commit_wait"
@@ -68,8 +68,10 @@ QUEUED_CAUSES = frozenset({COPY_WAIT, DISPATCH})
 """The causes of a gap's queued part: what is left of a gap once the host is on time."""
 
 TOP_PHASES = frozenset({"plan", "launch", "commit", "finalize"})
+SUB_PHASES = frozenset({"stage", "mask_build", "mask_upload", "stream_out"})   # always inside a top phase
 OUTSIDE_PHASES = "outside phases"
 """``host_bound``'s detail for host time no top-level phase covers."""
+_OUTSIDE = (HOST_BOUND, OUTSIDE_PHASES)
 LAUNCH_LATENCY = "launch latency"
 """``dispatch``'s detail: the op was queued and the device started it late."""
 
@@ -93,6 +95,15 @@ class GapSplit(NamedTuple):
     regained: bool                # the host was ahead of the device again at a step start since the last gap
 
 
+class _Cover(NamedTuple):
+    """Something that covers host time: a wait or a host span, with its precedence."""
+    t0: int
+    t1: int
+    rank: tuple[int, int]
+    cause: str
+    detail: str
+
+
 class _Carry(NamedTuple):
     """A sync's lost host time not yet charged: it may still cost the next gaps."""
     site: str
@@ -112,10 +123,16 @@ class Attribution:
         self.launch_ns = launch_ns   # the device's own launch latency (``queued_gap_ns``); None: unknown
         waits = [w for w in trace.waits if w.t1 > w.t0]
         self.unexpected: IntervalIndex[HostWait] = IntervalIndex(w for w in waits if not w.expected)
-        self.expected: IntervalIndex[HostWait] = IntervalIndex(w for w in waits if w.expected)
-        self.phases: IntervalIndex[HostSpan] = IntervalIndex(h for h in trace.host_spans if h.phase in TOP_PHASES)
-        self.others: IntervalIndex[HostSpan] = IntervalIndex(
-            h for h in trace.host_spans if h.phase not in TOP_PHASES and h.t1 > h.t0)
+        # What can cover host time, each with its precedence (a lower rank wins; among equals
+        # the latest to start, the innermost). Sub-phases lie inside their phase: never needed.
+        covers = [_Cover(w.t0, w.t1, (1 if w.expected else 0, -w.t0), COMMIT_WAIT if w.expected else ACCIDENTAL_SYNC,
+                         w.site) for w in waits]
+        for h in trace.host_spans:
+            if h.phase in TOP_PHASES:
+                covers.append(_Cover(h.t0, h.t1, (2, -h.t0), HOST_BOUND, h.phase))
+            elif h.phase not in SUB_PHASES and h.t1 > h.t0:
+                covers.append(_Cover(h.t0, h.t1, (3, -h.t0), HOST_BOUND, outside_detail(h.phase)))
+        self._cuts, self._labels = _timeline(covers)
         self.copies: dict[int, list[DeviceSpan]] = defaultdict(list)
         for d in trace.device_spans:
             if d.stream == COPY:
@@ -143,15 +160,20 @@ class Attribution:
         regained, chain_from = self._regained(g1)
         if regained:
             self._carry = None
-        parts = self._host_late(g0, late_end) if late_end > g0 else []
+        parts: list[Part] = []
         chain: dict[tuple[str, str], int] = defaultdict(int)
         if late_end > g0:
-            for p in self._coverage(min(chain_from, g0), late_end):
+            covered = self._coverage(min(chain_from, g0), late_end)
+            for p in covered:
                 chain[p[2:]] += p.t1 - p.t0
+            parts = [p for p in covered if p.t1 > g0]
+            if parts[0].t0 < g0:
+                parts[0] = parts[0]._replace(t0=g0)
+            parts = self._host_late(g0, late_end, parts)
         if late_end < g1:
-            parts += self._queued_parts(late_end, g1, nxt, parts)
+            parts = _merged(parts + self._queued_parts(late_end, g1, nxt, parts))
         self._last = (g1, min(nxt.enqueued, late_end))
-        return GapSplit(prev, nxt, _merged(parts), late_end - g0, dict(chain), regained)
+        return GapSplit(prev, nxt, parts, late_end - g0, dict(chain), regained)
 
     def _regained(self, g1: int) -> tuple[bool, int]:
         """(whether the host got ahead since the last gap, where the host's serial chain to this
@@ -185,12 +207,14 @@ class Attribution:
             g.prev.t1 < c.t1 <= g.next.t0 + self.slack for c in self.copies.get(g.next.step, ()))]
         return int(median(queued)) if queued else None
 
-    def _host_late(self, a: int, b: int) -> list[Part]:
-        parts = self._coverage(a, b)
+    def _host_late(self, a: int, b: int, parts: list[Part]) -> list[Part]:
+        """Charge the syncs on the coverage ``parts`` of the host-late stretch [a, b)."""
         if self._carry is not None:
             c = self._carry
             parts, left = _charge(parts, a, c.left_ns, c.site)
             self._carry = c._replace(left_ns=left) if left > 0 else None
+        if not len(self.unexpected):
+            return parts
         # a wait that ends as the gap opens counts (the classic drain ends with the device)
         for w in sorted((w for w in self.unexpected.overlapping(a - self.slack - 1, b) if w not in self._charged),
                         key=lambda w: w.t0):
@@ -204,22 +228,37 @@ class Attribution:
 
     def _coverage(self, a: int, b: int) -> list[Part]:
         """[a, b) cut where what covers it changes; each stretch labelled by precedence."""
-        cover: list[tuple[int, int, int, int, str, str]] = []   # (precedence, -start, t0, t1, cause, detail)
-        for w in self.unexpected.overlapping(a, b):
-            cover.append((0, -w.t0, w.t0, w.t1, ACCIDENTAL_SYNC, w.site))
-        for w in self.expected.overlapping(a, b):   # waiting, never host work in its phase
-            cover.append((1, -w.t0, w.t0, w.t1, COMMIT_WAIT, w.site))
-        for h in self.phases.overlapping(a, b):
-            cover.append((2, -h.t0, h.t0, h.t1, HOST_BOUND, h.phase))   # innermost (latest) first
-        for h in self.others.overlapping(a, b):
-            cover.append((3, -h.t0, h.t0, h.t1, HOST_BOUND, outside_detail(h.phase)))
-        cuts = sorted({a, b, *(t for c in cover for t in c[2:4] if a < t < b)})
-        parts = []
-        for x, y in zip(cuts, cuts[1:]):
-            over = [c for c in cover if c[2] <= x and c[3] >= y]
-            label = min(over)[4:] if over else (HOST_BOUND, OUTSIDE_PHASES)
-            parts.append(Part(x, y, *label))
-        return _merged(parts)
+        cuts, labels = self._cuts, self._labels
+        i = bisect_right(cuts, a)           # cuts[i - 1] <= a < cuts[i]
+        stretches: list[list] = []          # [t0, t1, label], adjacent equal labels merged
+        while a < b:
+            end = min(cuts[i], b) if i < len(cuts) else b
+            label = (labels[i - 1] if i > 0 else None) or _OUTSIDE   # before the first cut: nothing recorded
+            if stretches and stretches[-1][2] == label:
+                stretches[-1][1] = end
+            else:
+                stretches.append([a, end, label])
+            a, i = end, i + 1
+        return [Part(x, y, *label) for x, y, label in stretches]
+
+
+def _timeline(covers: list[_Cover]) -> tuple[list[int], list[tuple[str, str] | None]]:
+    """The host's whole timeline cut where what covers it changes: ``cuts`` in time order and
+    the label of each stretch [cuts[i], cuts[i+1]) (None: nothing covers it), by precedence."""
+    covers = sorted(covers, key=lambda c: c.t0)
+    cuts = sorted({t for c in covers for t in (c.t0, c.t1)})
+    labels: list[tuple[str, str] | None] = []
+    active: list[_Cover] = []
+    j = 0
+    for x in cuts:
+        active = [c for c in active if c.t1 > x]
+        while j < len(covers) and covers[j].t0 <= x:
+            if covers[j].t1 > x:
+                active.append(covers[j])
+            j += 1
+        best = min(active, key=lambda c: c.rank) if active else None
+        labels.append((best.cause, best.detail) if best else None)
+    return cuts, labels
 
 
 def _charge(parts: list[Part], start: int, budget: int, site: str) -> tuple[list[Part], int]:

@@ -25,11 +25,11 @@ caches; on a shared CPU, a host that sleeps leaves the device more of it).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import NamedTuple
 
 from photon_trace.telemetry.analysis.attribution import QUEUED_CAUSES, GapSplit
-from photon_trace.telemetry.analysis.bubbles import Gap, bubbles_of
+from photon_trace.telemetry.analysis.bubbles import Bubble, Gap, bubbles_of
 
 
 class Diagnosis(NamedTuple):
@@ -58,41 +58,52 @@ def predict_removal(splits: list[tuple[Gap, GapSplit]], window_ns: int, rows: It
                     launch_ns: int = 0) -> Removal:
     """What removing ``rows`` ((cause, detail) pairs) together is predicted to give (see the
     module docstring); ``splits`` from ``bubbles.split_gaps``, ``launch_ns`` its ``launch_ns``."""
-    rows = set(rows)
-    device_rows = {r for r in rows if r[0] in QUEUED_CAUSES}
-    shift = 0
-    point = low = high = 0.0
+    return predict_each(splits, window_ns, {0: set(rows)}, launch_ns)[0]
+
+
+def predict_each(splits: list[tuple[Gap, GapSplit]], window_ns: int, fixes: dict[Hashable, set[tuple[str, str]]],
+                 launch_ns: int | None = 0) -> dict[Hashable, Removal]:
+    """``predict_removal`` for several fixes (each a set of rows) in one pass over the gaps."""
+    launch_ns = launch_ns or 0      # no queued gap in the trace to measure it by
+    host = {k: [r for r in rows if r[0] not in QUEUED_CAUSES] for k, rows in fixes.items()}
+    device = {k: {r for r in rows if r[0] in QUEUED_CAUSES} for k, rows in fixes.items()}
+    shift = dict.fromkeys(fixes, 0)
+    total = {k: [0.0, 0.0, 0.0] for k in fixes}   # point, low, high
     for gap, s in splits:
         inside = (gap.t1 - gap.t0) / gap.full_ns     # the share of the gap inside the window
-        own = sum(p.t1 - p.t0 for p in s.parts if (p.cause, p.detail) in device_rows) * inside
-        point, low, high = point + own, low + own, high + own
-        if s.regained:
-            shift = 0
-        shift += sum(ns for key, ns in s.chain.items() if key in rows)
-        late = s.host_late_ns
-        if late == 0 or shift == 0:
-            continue
-        cut = min(shift, late)
-        shift -= cut
-        if cut < late:
-            p = lo = hi = cut
-        else:   # cleared: the op would have been queued, and started after the clean launch latency
-            full = gap.full_ns
-            p, lo, hi = full - min(full, launch_ns), full - min(full, max(launch_ns, full - late)), full
-        point, low, high = point + p * inside, low + lo * inside, high + hi * inside
-    return Removal(int(point), _speedup(window_ns, point), _speedup(window_ns, low), _speedup(window_ns, high))
+        full, late = gap.full_ns, s.host_late_ns
+        for k in fixes:
+            t = total[k]
+            if device[k]:
+                own = sum(p.t1 - p.t0 for p in s.parts if (p.cause, p.detail) in device[k]) * inside
+                t[0], t[1], t[2] = t[0] + own, t[1] + own, t[2] + own
+            if s.regained:
+                shift[k] = 0
+            shift[k] += sum(s.chain.get(r, 0) for r in host[k])
+            if late == 0 or shift[k] == 0:
+                continue
+            cut = min(shift[k], late)
+            shift[k] -= cut
+            if cut < late:
+                p = lo = hi = cut
+            else:   # cleared: the op would have been queued, and started after the clean launch latency
+                p, lo, hi = full - min(full, launch_ns), full - min(full, max(launch_ns, full - late)), full
+            t[0], t[1], t[2] = t[0] + p * inside, t[1] + lo * inside, t[2] + hi * inside
+    return {k: Removal(int(p), _speedup(window_ns, p), _speedup(window_ns, lo), _speedup(window_ns, hi))
+            for k, (p, lo, hi) in total.items()}
 
 
-def diagnose(splits: list[tuple[Gap, GapSplit]], window_ns: int, launch_ns: int = 0) -> list[Diagnosis]:
-    """One row per (cause, detail) of the gaps' bubbles, most idle first, each with what
-    removing it alone would give."""
+def diagnose(splits: list[tuple[Gap, GapSplit]], window_ns: int, launch_ns: int = 0,
+             bubbles: list[Bubble] | None = None) -> list[Diagnosis]:
+    """One row per (cause, detail) of the gaps' bubbles (``bubbles``, when already made from
+    ``splits``), most idle first, each with what removing it alone would give."""
+    if bubbles is None:
+        bubbles = [b for gap, s in splits for b in bubbles_of(gap, s)]
     idle: dict[tuple[str, str], int] = defaultdict(int)
-    for gap, s in splits:
-        for b in bubbles_of(gap, s):
-            idle[(b.cause, b.detail)] += b.duration_ns
+    for b in bubbles:
+        idle[(b.cause, b.detail)] += b.duration_ns
     total = sum(idle.values())
-    rows = []
-    for key, ns in idle.items():
-        r = predict_removal(splits, window_ns, [key], launch_ns)
-        rows.append(Diagnosis(*key, ns, ns / total if total else 0.0, r.speedup, r.low, r.high))
+    removal = predict_each(splits, window_ns, {key: {key} for key in idle}, launch_ns)
+    rows = [Diagnosis(*key, ns, ns / total if total else 0.0, removal[key].speedup, removal[key].low,
+                      removal[key].high) for key, ns in idle.items()]
     return sorted(rows, key=lambda d: (-d.idle_ns, d.cause, d.site_or_phase))

@@ -118,7 +118,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
         sample_ms=median_ms(steps, "sample_ns"), bookkeeping_ms=median_ms(steps, "bookkeeping_ns"),
         mean_period_ms=window_ns / len(steps) / 1e6 if steps else 0.0,
         run_period_ms=(r1 - r0) / n_run / 1e6 if n_run else 0.0,
-        diagnosis=diagnose(splits, window_ns, launch_ns),
+        diagnosis=diagnose(splits, window_ns, launch_ns, bubbles),
         host_free_speedup=(host_free.speedup, host_free.low, host_free.high),
         settings=dict(trace.header.get("settings", {})),
     )
