@@ -1,7 +1,12 @@
 """The CI gate on hand-built traces: verdicts, exit codes, Markdown and JUnit output."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +18,9 @@ from photon_trace.cli.check import main
 from photon_trace.telemetry.analysis.gate import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, run_check
 from photon_trace.telemetry.records import DeviceSpan
 from photon_trace.telemetry.tracefile import write_trace
+
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def failed(result) -> set[str]:
@@ -105,3 +113,54 @@ def test_corrupt_or_empty_traces_are_bad_input():
     for tr in (backwards, TraceBuilder().build(), no_steps):
         r = run_check(tr)
         assert r.exit_code == EXIT_BAD_INPUT, r.summary()
+
+
+# -- a damaged trace file is bad input (exit 2), never a failed gate ---------------------------
+
+def damaged(tmp_path, how: str):
+    """A clean trace file, damaged: how = dropped-not-a-dict | nested | no-end | cut-in-end."""
+    good = write_trace(pipelined_trace(tokens=40), tmp_path / "good.trace.jsonl")
+    lines = good.read_bytes().split(b"\n")[:-1]          # header, chunks..., end
+    if how == "dropped-not-a-dict":
+        header = json.loads(lines[0])
+        header["dropped"] = ["host_spans", 3]
+        lines[0] = json.dumps(header).encode()
+    elif how == "nested":
+        lines.insert(1, b'{"chunk": 0, "host_spans": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    elif how == "no-end":
+        lines.pop()
+    path = tmp_path / f"{how}.trace.jsonl"
+    data = b"\n".join(lines) + b"\n"
+    path.write_bytes(data[:-8] if how == "cut-in-end" else data)   # cut inside the end line
+    return path
+
+
+@pytest.mark.parametrize("how, says", [
+    ("dropped-not-a-dict", "'dropped' must be an object"), ("nested", "nested too deeply"),
+    ("no-end", "no end line"), ("cut-in-end", "cut inside a line")])
+def test_a_damaged_trace_exits_2_with_a_message(tmp_path, how, says):
+    path = damaged(tmp_path, how)
+    result = run_check(path)
+    assert result.exit_code == EXIT_BAD_INPUT and says in result.error, result.summary()
+    assert main([str(path)]) == EXIT_BAD_INPUT
+    assert run_check(good_trace := write_trace(pipelined_trace(tokens=40), tmp_path / "g.trace.jsonl"),
+                     baseline=path).exit_code == EXIT_BAD_INPUT
+    assert run_check(good_trace).exit_code == EXIT_PASS
+
+
+@pytest.mark.parametrize("how", ["no-end", "cut-in-end"])
+def test_allow_truncated_checks_what_is_there_and_says_so(tmp_path, how):
+    path = damaged(tmp_path, how)
+    result = run_check(path, allow_truncated=True)
+    assert result.exit_code == EXIT_PASS, result.summary()
+    assert any("truncated" in n for n in result.notes)
+    assert main([str(path), "--allow-truncated"]) == EXIT_PASS
+
+
+def test_the_command_reports_a_damaged_trace_without_a_traceback(tmp_path):
+    path = damaged(tmp_path, "nested")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-m", "photon_trace.cli", "check", str(path)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert "BAD INPUT" in proc.stderr + proc.stdout and "Traceback" not in proc.stderr

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from photon_trace.telemetry.analysis import (
-    ACCIDENTAL_SYNC, COMMIT_WAIT, HOST_BOUND, Bubble, Diagnosis, analyze, diagnose, sync_sites)
+    ACCIDENTAL_SYNC, COMMIT_WAIT, DISPATCH, HOST_BOUND, Bubble, analyze, sync_sites)
+from photon_trace.telemetry.analysis.bubbles import LAUNCH_LATENCY
 from helpers.trace_builder import (
     COMMIT_SITE, MS, US, LoopCosts, TraceBuilder, blocking_trace, pipelined_trace)
 
@@ -53,7 +54,12 @@ def test_blocking_idle_is_the_serial_host_work_and_pipelining_hides_it():
     assert all(s.idle_ns == serial for s in blk.steps)
     assert blk.idle_fraction == pytest.approx(serial / (busy + serial))
     assert blk.bookkeeping_ms * MS == C.plan_ns + C.launch_ns + C.commit_ns + C.finalize_ns
-    assert [(b.cause, b.detail) for b in blk.bubbles] == [(COMMIT_WAIT, COMMIT_SITE)] * len(blk.steps)
+    # each gap: the commit's wait for the copy proper, then every host phase after it, then the launch latency
+    assert [(b.cause, b.detail) for b in blk.bubbles] == [
+        (COMMIT_WAIT, COMMIT_SITE), (HOST_BOUND, "commit"), (HOST_BOUND, "plan"), (HOST_BOUND, "launch"),
+        (DISPATCH, LAUNCH_LATENCY)] * len(blk.steps)
+    assert [b.duration_ns for b in blk.bubbles[:5]] == [
+        C.copy_ns + C.wake_ns, C.commit_ns, C.plan_ns, C.launch_ns, C.dispatch_ns]
     assert pipe.period_ms * MS == busy and pipe.idle_ns == 0 and pipe.bubbles == []
 
 
@@ -87,21 +93,49 @@ def test_syncs_are_grouped_by_site_with_count_wait_and_idle_cost():
     assert sync_sites(tr.build(), bubbles, window=(150 * US, 250 * US))[0][:3] == ("a.py:1", "sync", 1)
 
 
-def test_diagnosis_ranks_causes_by_idle_and_predicts_the_period_without_each():
-    bubbles = [Bubble(0, 0, 100, 1, HOST_BOUND, "plan"), Bubble(0, 0, 300, 2, ACCIDENTAL_SYNC, "x.py:9"),
-               Bubble(0, 0, 200, 3, HOST_BOUND, "plan"), Bubble(0, 0, 100, 4, COMMIT_WAIT, "e.py:1")]
-    assert diagnose(bubbles, 2000) == [
-        Diagnosis(ACCIDENTAL_SYNC, "x.py:9", 300, 300 / 700, 2000 / 1700),
-        Diagnosis(HOST_BOUND, "plan", 300, 300 / 700, 2000 / 1700),
-        Diagnosis(COMMIT_WAIT, "e.py:1", 100, 100 / 700, 2000 / 1900)]
-    assert diagnose([], 2000) == []
+def test_diagnosis_ranks_causes_by_idle_and_predicts_the_window_without_each():
+    # three gaps of 300 µs, each all host time of one kind; the ops were enqueued as they started
+    b = TraceBuilder()
+    for s, t in ((1, 0), (2, 1300), (3, 2600), (4, 3900)):
+        b.compute("forward", s, t * US, (t + 1000) * US).step(s)
+    b.host("plan", 2, 1000 * US, 1300 * US).host("plan", 3, 2300 * US, 2600 * US)
+    b.wait("sync", 3300 * US, 3600 * US, expected=False, site="x.py:9", step=3)
+    rep = analyze(b.build(), (0, 4900 * US))
+    assert [(d.cause, d.site_or_phase, d.idle_ns // US) for d in rep.diagnosis] == [
+        (HOST_BOUND, "plan", 600), (ACCIDENTAL_SYNC, "x.py:9", 300)]
+    assert [d.share for d in rep.diagnosis] == [pytest.approx(2 / 3), pytest.approx(1 / 3)]
+    assert [d.predicted_speedup for d in rep.diagnosis] == [pytest.approx(4900 / 4300), pytest.approx(4900 / 4600)]
+    assert analyze(b.build(), (0, 1000 * US)).diagnosis == []
+
+
+def test_a_fix_clears_a_gap_down_to_the_launch_latency_the_trace_measures_where_the_host_was_on_time():
+    # Step 1's two ops: the sample was queued with the forward, and starts 40 µs after it (the
+    # clean launch latency). Step 2's forward comes 500 µs late (plan), then 100 µs more
+    # (the launch latency after a late enqueue: 40 µs the device's own, 60 µs more because it
+    # ran dry, which plan is charged). Removing plan's delay: the gap becomes 40 µs.
+    b = TraceBuilder()
+    b.compute("forward", 1, 0, 1000 * US, enqueued=0).compute("sample", 1, 1040 * US, 1100 * US, enqueued=0)
+    b.host("plan", 2, 900 * US, 1600 * US)
+    b.compute("forward", 2, 1700 * US, 2700 * US, enqueued=1600 * US)
+    b.compute("sample", 2, 2740 * US, 2800 * US, enqueued=1600 * US).step(1).step(2)
+    rep = analyze(b.build(), (0, 2800 * US))
+    assert rep.queued_gap_ns == 40 * US
+    (plan,) = [d for d in rep.diagnosis if d.cause == HOST_BOUND]
+    assert plan.idle_ns == 560 * US
+    # the device's own: the two queued gaps and 40 µs of the late one
+    assert [(d.cause, d.idle_ns) for d in rep.diagnosis if d.cause == DISPATCH] == [(DISPATCH, 120 * US)]
+    assert plan.predicted_speedup == pytest.approx(2800 / (2800 - 560))    # 600 µs gap -> 40 µs
+    assert plan.speedup_low == pytest.approx(2800 / (2800 - 500))          # the 100 µs latency stays
+    assert plan.speedup_high == pytest.approx(2800 / (2800 - 600))         # the gap closes
 
 
 def test_blocking_diagnosis_predicts_the_pipelined_period():
     blk = analyze(blocking_trace(tokens=40))
-    (top,) = blk.diagnosis
-    assert top.cause == COMMIT_WAIT and top.share == 1.0
-    assert top.predicted_speedup == pytest.approx(blk.period_ms / ((C.forward_ns + C.sample_ns) / MS))
+    pipelined_period = (C.forward_ns + C.sample_ns) / MS
+    assert blk.host_free_speedup[0] == pytest.approx(blk.period_ms / pipelined_period)
+    # removing the commit wait (pipelining) hides the host phases after it too
+    (wait,) = [d for d in blk.diagnosis if d.cause == COMMIT_WAIT]
+    assert wait.predicted_speedup == pytest.approx(blk.period_ms / pipelined_period, rel=0.02)
 
 
 def test_L_is_the_mean_output_length_of_finished_requests():

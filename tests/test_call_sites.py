@@ -1,9 +1,13 @@
-"""Call sites are cut at the package's own folder, wherever the checkout lives."""
+"""Call sites are cut at the package's own folder, whatever the checkout is called.
+
+A site is ``path:line`` relative to the ``photon_trace`` package, so the same line
+reads the same in every checkout; a checkout folder that is itself called
+``photon_trace`` (or sits under one) must not leak into it.
+"""
 from __future__ import annotations
 
+import importlib.util
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from photon_trace.engine.device import sites
@@ -11,20 +15,34 @@ from photon_trace.engine.device import sites
 PKG = Path(sites.__file__).resolve().parents[2]
 
 
-def test_a_site_in_the_package_is_relative_to_it_and_one_outside_is_its_file_name(tmp_path):
-    assert sites.site_name(str(PKG / "engine" / "engine.py"), 168) == "engine/engine.py:168"
-    stranger = tmp_path / "photon_trace" / "engine" / "engine.py"   # a folder named like the package
-    assert sites.site_name(str(stranger), 5) == "engine.py:5"
+def sites_in(checkout: Path):
+    """The sites module of a copy of the package inside ``checkout`` (as a clone there has it)."""
+    target = checkout / "photon_trace" / "engine" / "device" / "sites.py"
+    target.parent.mkdir(parents=True)
+    shutil.copy(sites.__file__, target)
+    spec = importlib.util.spec_from_file_location("sites_in_checkout", target)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def test_a_checkout_under_a_folder_named_photon_trace_gives_the_same_sites(tmp_path):
-    """The checkout's own path may contain ``photon_trace/`` (a clone called photon_trace):
-    sites must still read ``engine/engine.py:N``, or no site compares across machines."""
-    checkout = tmp_path / "photon_trace" / "clone"
-    shutil.copytree(PKG, checkout / "photon_trace", ignore=shutil.ignore_patterns("__pycache__"))
-    code = ("from photon_trace.engine.device import sites; import os\n"
-            "print(sites.site_name(os.path.join(os.path.dirname(sites.__file__), '..', 'engine.py'), 7))\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=checkout, capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(checkout), "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "engine/engine.py:7"
+def test_a_site_in_the_package_is_relative_to_the_package():
+    assert sites.site_name(str(PKG / "engine" / "engine.py"), 12) == "engine/engine.py:12"
+
+
+def test_a_checkout_folder_named_like_the_package_does_not_leak_into_the_site(tmp_path):
+    checkout = tmp_path / "photon_trace" / "work" / "photon_trace-main"
+    mod = sites_in(checkout)
+    inside = checkout / "photon_trace" / "engine" / "engine.py"
+    assert mod.site_name(str(inside), 7) == "engine/engine.py:7"
+    # a user's script beside the package, under folders named photon_trace: its file name only
+    script = tmp_path / "photon_trace" / "work" / "photon_trace" / "scripts" / "run.py"
+    assert mod.site_name(str(script), 3) == "run.py:3"
+
+
+def test_first_site_skips_the_frames_it_is_told_to():
+    import sys
+
+    here = sites.first_site(sys._getframe(), lambda path: False)
+    assert here.startswith("test_call_sites.py:")
+    assert sites.first_site(sys._getframe(), lambda path: True) == "?"

@@ -19,7 +19,8 @@ exit codes:
      the trace, or (with --baseline) idle per step or the median period regressed by more
      than --tolerance of the baseline's period
   {EXIT_BAD_INPUT}  bad input: no trace given, or a trace/baseline that is unreadable, foreign,
-     corrupt or has nothing to analyse (also argparse's usage errors)"""
+     corrupt, truncated (unless --allow-truncated) or has nothing to analyse (also
+     argparse's usage errors)"""
 
 
 def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -41,6 +42,9 @@ def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help=f"largest steady-state idle fraction (default {DEFAULT_MAX_IDLE_FRACTION})")
     p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                    help=f"allowed regression as a fraction of the baseline's period (default {DEFAULT_TOLERANCE})")
+    p.add_argument("--allow-truncated", action="store_true",
+                   help="check what is there of a truncated trace file (no end line, or cut inside a line) "
+                        "instead of exit 2")
     p.add_argument("--markdown", help="write a Markdown summary here")
     p.add_argument("--junit", help="write JUnit XML here")
     p.set_defaults(func=run_check_cli)
@@ -57,7 +61,7 @@ def run_check_cli(args: argparse.Namespace) -> int:
         print(f"photon-trace check: ran {args.streams} pipelined streams on {args.model} -> {trace}",
               file=sys.stderr)
     result = run_check(trace, args.baseline, max_idle_fraction=args.max_idle, tolerance=args.tolerance,
-                       out_md=args.markdown, out_junit=args.junit)
+                       out_md=args.markdown, out_junit=args.junit, allow_truncated=args.allow_truncated)
     print(result.summary(), file=sys.stdout if result.passed else sys.stderr)
     for note in result.notes:
         print(f"  note: {note}", file=sys.stderr)

@@ -203,7 +203,7 @@ class Engine:
     def _commit(self, plan: StepPlan) -> None:
         tr, slot = self.tracer, plan.slot
         t0 = tr.begin(Phase.COMMIT, plan.index, slot)
-        self.device.wait_copied(slot, plan.index)
+        self.device.wait_copied(slot, plan.index, expected=True)   # the design's one expected wait
         st = self.device.staging(slot)
         tokens = st.out_tokens[:plan.num_rows].tolist()
         ts = tr.begin(Phase.STREAM_OUT, plan.index, slot)

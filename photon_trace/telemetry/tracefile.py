@@ -283,6 +283,30 @@ def _check_row(path: Path, lineno: int, kind: str, i: int, row: object):
     return cls._make(row)
 
 
+def _json_line(path: Path, lineno: int, raw: bytes) -> object:
+    try:
+        return json.loads(raw)
+    except RecursionError:    # not a ValueError: a line nested thousands deep is corrupt, not cut short
+        raise TraceFormatError(f"{path}: line {lineno}: JSON nested too deeply to be a trace line") from None
+
+
+_HEADER_OBJECTS = ("settings", "clock", "device", "host", "dropped")
+
+
+def _check_header(path: Path, header: dict) -> None:
+    """The header fields readers index into have the shape they expect."""
+    for key in _HEADER_OBJECTS:
+        if header.get(key) is not None and not isinstance(header[key], dict):
+            raise TraceFormatError(f"{path}: header field {key!r} must be an object, "
+                                   f"got {type(header[key]).__name__}")
+    dropped = header.get("dropped") or {}
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in dropped.values()):
+        raise TraceFormatError(f"{path}: header field 'dropped' must map record kinds to counts")
+    error = (header.get("clock") or {}).get("device_error_ns", 0)
+    if not isinstance(error, (int, float)) or isinstance(error, bool):
+        raise TraceFormatError(f"{path}: header field clock.device_error_ns must be a number, got {error!r}")
+
+
 def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
     """Read a trace file (plain or gzip), validating format, version and structure.
 
@@ -300,7 +324,9 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
     if not lines or not lines[0].strip():
         raise _foreign(path, data)
     try:
-        header = json.loads(lines[0])
+        header = _json_line(path, 1, lines[0])
+    except TraceFormatError:
+        raise
     except ValueError:
         if len(lines) == 1 and partial_tail and data.startswith(b'{"format":"' + FORMAT_NAME.encode()):
             raise TraceFormatError(f"{path}: truncated inside the header line; no records") from None
@@ -316,6 +342,7 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
             f"({FORMAT_VERSION}); upgrade photon_trace")
     if version < 1:
         raise TraceFormatError(f"{path}: unknown format version {version}")
+    _check_header(path, header)
 
     trace = Trace(header=header)
     ended = False
@@ -323,7 +350,9 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
     for lineno, raw in enumerate(lines[1:], start=2):
         last = lineno == len(lines)
         try:
-            obj = json.loads(raw)
+            obj = _json_line(path, lineno, raw)
+        except TraceFormatError:
+            raise
         except ValueError as e:
             if last and (partial_tail or gzip_cut):
                 if strict:
@@ -367,6 +396,7 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
             warnings.warn(f"{path}: the gzip stream is cut short; loaded what was there",
                           TraceTruncatedWarning, stacklevel=2)
             truncated = True
+    _check_header(path, trace.header)   # again: meta lines merge into it
     if truncated:
         trace.header["truncated"] = True
     if not ended:

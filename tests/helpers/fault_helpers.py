@@ -1,8 +1,8 @@
 """Shared by the fault-injection tests: traced runs with faults, and how their cost is read.
 
 A fault's *injected cost* is the device idle per step the host causes in the
-faulty run beyond the clean run of the same workload; the analysis is right when
-it attributes that much to the fault's cause and site. Idle, not the period's
+faulty run beyond the clean run of the same workload (medians over steps); the
+analysis is right when it attributes that much to the fault's cause and site. Idle, not the period's
 whole growth: on a shared CPU a faulty run's device ops also run slower (a device
 process that drains and sleeps every step comes back to cold caches and a busy
 run queue), which lengthens the period without being idle any cause explains.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager, nullcontext
+from statistics import median
 from pathlib import Path
 
 from photon_trace.telemetry.analysis import COPY_WAIT, DISPATCH, analyze
@@ -26,13 +27,18 @@ MS = 1e6
 @contextmanager
 def patched(obj, name: str, wrap):
     """Replace ``obj.name`` by ``wrap(original)`` for the block: a fault injected into a
-    collaborator (the scheduler, the device) as a test would fake any collaborator."""
+    collaborator (the scheduler, the device, a module function the tick calls) as a test
+    would fake any collaborator."""
     original = getattr(obj, name)
+    own = name in vars(obj)   # a module's function, or an instance attribute already set
     setattr(obj, name, wrap(original))
     try:
         yield
     finally:
-        delattr(obj, name)    # the instance attribute goes; the class's method shows again
+        if own:
+            setattr(obj, name, original)
+        else:
+            delattr(obj, name)    # the instance attribute goes; the class's method shows again
 
 
 def delay_before(delay):
@@ -48,8 +54,8 @@ def delay_before(delay):
 def read_in_commit(eng):
     """Fault (b): right after commit's wait, a host read of a device value."""
     def wrap(wait_copied):
-        def wait_then_read(slot, step):
-            wait_copied(slot, step)
+        def wait_then_read(slot, step, **kw):
+            wait_copied(slot, step, **kw)
             eng.device.read_token_sync(0, step)   # the read fault (b)'s site
         return wait_then_read
     return patched(eng.device, "wait_copied", wrap)
@@ -94,20 +100,32 @@ class Runs:
         return [rep for _, rep, _ in self.runs[name]]
 
 
-def per_step_ms(reports, ns_of) -> float:
-    return sum(ns_of(r) for r in reports) / sum(len(r.steps) for r in reports) / MS
+def per_step(report, keep) -> list[int]:
+    """Idle per window step (ns) of the bubbles ``keep(bubble)`` accepts (a bubble belongs to
+    the step whose op closed its gap)."""
+    idle = dict.fromkeys((s.step for s in report.steps), 0)
+    for b in report.bubbles:
+        if b.step in idle and keep(b):
+            idle[b.step] += b.duration_ns
+    return list(idle.values())
 
 
-def host_caused_idle_ms(reports) -> float:
-    """Device idle per step the host caused: every bubble but those the device made itself,
-    ``dispatch`` (the op sat in its queue: the device process picked it up late) and ``copy_wait`` (the host-process device runs its copy stream on the same
-    worker, so a mask upload is a small gap of its own)."""
-    return per_step_ms(reports, lambda r: sum(d.idle_ns for d in r.diagnosis if not device_made(d)))
+def median_ms(reports, keep) -> float:
+    """The median over every window step of ``reports`` of the idle ``keep`` accepts, in ms.
+    A median, because a shared machine now and then stalls a run for many periods at once
+    (the device process or the host descheduled), which a mean would spread over every step."""
+    return median(x for r in reports for x in per_step(r, keep)) / MS
 
 
 def device_made(d) -> bool:
-    """A diagnosis row for idle the device made itself (see ``host_caused_idle_ms``)."""
+    """A bubble or diagnosis row for idle the device made itself: ``dispatch`` (the op sat in
+    its queue: the device process picked it up late) and ``copy_wait`` (the host-process
+    device runs its copy stream on the same worker, so a mask upload is a small gap of its own)."""
     return d.cause in (COPY_WAIT, DISPATCH)
+
+
+def host_made(b) -> bool:
+    return not device_made(b)
 
 
 def top_host_cause(report) -> tuple[str, str]:
@@ -116,17 +134,14 @@ def top_host_cause(report) -> tuple[str, str]:
     return d.cause, d.site_or_phase
 
 
-def attributed_ms(reports, cause: str, detail: str) -> float:
-    """Device idle per step the analysis puts on (cause, detail)."""
-    return per_step_ms(reports, lambda r: sum(
-        d.idle_ns for d in r.diagnosis if (d.cause, d.site_or_phase) == (cause, detail)))
-
-
 def cost(runs: Runs, fault: str, clean: str, cause: str, detail: str) -> tuple[float, float, float]:
-    """(attributed, injected, period growth) per step in ms, over every repeat."""
+    """(attributed, injected, period growth) per step in ms, over every repeat: what the
+    analysis charges (cause, detail), the host-made idle the fault added (both per-step
+    medians, faulty less clean), and the mean period's growth."""
     faulty, base = runs.reports(fault), runs.reports(clean)
-    injected = host_caused_idle_ms(faulty) - host_caused_idle_ms(base)
-    attributed = attributed_ms(faulty, cause, detail) - attributed_ms(base, cause, detail)
+    injected = median_ms(faulty, host_made) - median_ms(base, host_made)
+    row = lambda b: (b.cause, b.detail) == (cause, detail)   # noqa: E731
+    attributed = median_ms(faulty, row) - median_ms(base, row)
     growth = sum(r.mean_period_ms for r in faulty) / len(faulty) - sum(r.mean_period_ms for r in base) / len(base)
     return attributed, injected, growth
 

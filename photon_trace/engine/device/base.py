@@ -115,8 +115,18 @@ class Device:
         (and log-probabilities to staging.out_logprob/out_top_*, when the step's sampling made them)."""
         raise NotImplementedError
 
-    def wait_copied(self, slot: int, step: int) -> None:
-        """The commit's expected wait for the step's tokens to land on the host."""
+    def wait_copied(self, slot: int, step: int, *, expected: bool = False) -> None:
+        """Wait for the step's tokens to land on the host (the slot's copy-back).
+
+        The design expects this wait in one place: commit, for its own step; the engine
+        says so there with ``expected=True``. The same wait anywhere else (a plan that
+        reads the previous step's tokens early) serialises the pipeline, so it is
+        recorded as an accidental sync at its call site."""
+        reason = "commit: copy-back" if expected else "a step's tokens read outside its commit"
+        self._traced_wait(self._copied_waiter(slot), reason, expected, step)
+
+    def _copied_waiter(self, slot: int):
+        """A callable that blocks until the slot's latest copy-back has landed."""
         raise NotImplementedError
 
     def read_token_sync(self, row: int, step: int) -> int:

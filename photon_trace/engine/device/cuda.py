@@ -218,10 +218,9 @@ class CudaDevice(Device):
                         self._copy(outs, lambda: self.program.copy_back(slot, host, B, logprobs), "copy-back"))
             self._copied[slot].record(self.copy)
 
-    def wait_copied(self, slot: int, step: int) -> None:
+    def _copied_waiter(self, slot: int):
         copied = self._copied[slot]
-        self._traced_wait(lambda: self._wait_working(copied.query, copied.synchronize),
-                          "commit: copy-back", True, step)
+        return lambda: self._wait_working(copied.query, copied.synchronize)
 
     def read_token_sync(self, row: int, step: int) -> int:
         out = []

@@ -237,10 +237,10 @@ class HostProcessDevice(Device):
         copied = self.state.slot_event(slot, P.EV_COPIED)
         self._record(copied, Stream.COPY)
 
-    def wait_copied(self, slot: int, step: int) -> None:
+    def _copied_waiter(self, slot: int):
         ev = self.state.slot_event(slot, P.EV_COPIED)
         gen = self._gen[ev]
-        self._traced_wait(lambda: self._wait_event(ev, gen), "commit: copy-back", True, step)
+        return lambda: self._wait_event(ev, gen)
 
     def read_token_sync(self, row: int, step: int) -> int:
         self._send((int(Stream.COMPUTE), P.READ_TABLE, row))

@@ -10,10 +10,10 @@ Each table is a list of NamedTuples; ``Report.to_dict()`` is the JSON summary.
 from __future__ import annotations
 
 from photon_trace.telemetry.analysis.bubbles import (
-    ACCIDENTAL_SYNC, CAUSES, COMMIT_WAIT, COPY_WAIT, DISPATCH, HOST_BOUND, MIN_BUBBLE_NS, Bubble,
-    busy_intervals, device_gaps, find_bubbles)
+    ACCIDENTAL_SYNC, CAUSES, COMMIT_WAIT, COPY_WAIT, DISPATCH, HOST_BOUND, MIN_BUBBLE_NS, OUTSIDE_PHASES,
+    Bubble, busy_intervals, device_gaps, find_bubbles)
 from photon_trace.telemetry.analysis.costmodel import CostModel, cost_model
-from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose
+from photon_trace.telemetry.analysis.diagnosis import Diagnosis, Removal, diagnose, predict_removal
 from photon_trace.telemetry.analysis.report import Report, analyze
 from photon_trace.telemetry.analysis.steps import StepStats, step_stats
 from photon_trace.telemetry.analysis.syncs import SyncSite, sync_sites
@@ -22,6 +22,6 @@ from photon_trace.telemetry.analysis.window import steady_state_window
 __all__ = [
     "analyze", "Report", "Bubble", "StepStats", "SyncSite", "Diagnosis", "CostModel",
     "cost_model", "steady_state_window", "find_bubbles", "busy_intervals", "device_gaps",
-    "step_stats", "sync_sites", "diagnose", "MIN_BUBBLE_NS", "CAUSES",
-    "HOST_BOUND", "COMMIT_WAIT", "ACCIDENTAL_SYNC", "COPY_WAIT", "DISPATCH",
+    "step_stats", "sync_sites", "diagnose", "predict_removal", "Removal", "MIN_BUBBLE_NS", "CAUSES",
+    "HOST_BOUND", "COMMIT_WAIT", "ACCIDENTAL_SYNC", "COPY_WAIT", "DISPATCH", "OUTSIDE_PHASES",
 ]

@@ -1,63 +1,34 @@
-"""Device busy time, the gaps between compute ops, and each bubble's cause.
+"""Device busy time, the gaps between compute ops, and the bubbles that explain them.
 
 Busy is the union of compute-stream ops. A *gap* is the time between one
 merged run of compute ops and the next. Gaps shorter than ``min_gap_ns`` are the
 device's own per-command overhead (HTA's "kernel wait": a GPU's launch gap, the
 host-process device's command pickup) and are reported in bulk as dispatch time;
-longer ones are *bubbles*, each given one cause. If the op after the gap had
-been enqueued before the gap began, the host did not hold it up: the cause is
-``copy_wait`` when a copy it depended on ended in the gap, else ``dispatch``
-(the device was late picking up work it already had: on the host-process device
-its command loop and wake-up message, on a GPU a launch queue that ran dry). Otherwise the host
-was late, and the causes are tried in this order:
-
-1. ``accidental_sync``: an unexpected host wait overlaps the gap (detail: its
-   call site).
-2. ``commit_wait``: an expected host wait overlaps the gap while the host is
-   waiting on the step the device just finished or a later one. That is depth 1
-   by design: the device idles through commit, plan and launch (detail: the
-   wait's call site).
-3. ``copy_wait``: the next compute op's step had a copy (the mask upload) end
-   inside the gap after that op had been enqueued: the device waited for the
-   copy (detail: the copy op).
-4. The host has not regained its lead since a wait: an earlier bubble was an
-   accidental sync or a commit wait, this gap comes before the end of the step
-   after that bubble's, and no step since began with its first op queued at
-   least ``min_gap_ns`` before the device ran out of work. The wait emptied the
-   queue, so the host's serial work after it is the wait's cost too; the bubble
-   inherits that cause and detail (the mask-upload bug leaves two or three gaps
-   per step, a blocking step with a stage op two).
-5. ``host_bound``: the host was the last thing the device waited for (detail: the
-   host phase that covered most of the time between the gap's start and the
-   next op's enqueue, or ``"other"`` if the host was in none).
-
-A wait counts if it has a positive length (a zero-length wait blocked nothing)
-and overlaps the gap or ends as it opens (a drain ends when the device does);
-``slack_ns`` widens the gap's start to absorb the device-to-host clock error.
+longer ones are split into *bubbles*, each a stretch of the gap with one cause:
+what covered it (a wait, a host phase, nothing the engine recorded, a copy, the
+device's own latency). A gap with several causes gives several bubbles, adjacent
+and adding up to the gap; ``attribution`` has the rules.
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from collections import defaultdict
 from typing import NamedTuple
 
-from photon_trace.telemetry.analysis._index import IntervalIndex, overlap
-from photon_trace.telemetry.analysis.window import COPY, compute_ops
+from photon_trace.telemetry.analysis.attribution import (
+    ACCIDENTAL_SYNC, CAUSES, COMMIT_WAIT, COPY_WAIT, DISPATCH, HOST_BOUND, LAUNCH_LATENCY, OUTSIDE_PHASES,
+    TOP_PHASES, Attribution, GapSplit)
 from photon_trace.telemetry.analysis.clock import clock_error_ns
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, Trace
+from photon_trace.telemetry.analysis.window import compute_ops
+from photon_trace.telemetry.records import DeviceSpan, Trace
+
+__all__ = ["Gap", "Bubble", "busy_intervals", "device_gaps", "split_gaps", "Splits", "bubbles_of", "classify",
+           "find_bubbles",
+           "MIN_BUBBLE_NS", "GapSplit",
+           "CAUSES", "HOST_BOUND", "COMMIT_WAIT", "ACCIDENTAL_SYNC", "COPY_WAIT", "DISPATCH", "TOP_PHASES",
+           "OUTSIDE_PHASES", "LAUNCH_LATENCY"]
 
 MIN_BUBBLE_NS = 20_000
 """Gaps under 20 µs are dispatch overhead, not bubbles: the host-process device
 takes tens of µs per command and a GPU a few µs per kernel launch."""
-
-HOST_BOUND = "host_bound"
-COMMIT_WAIT = "commit_wait"
-ACCIDENTAL_SYNC = "accidental_sync"
-COPY_WAIT = "copy_wait"
-DISPATCH = "dispatch"
-CAUSES = (HOST_BOUND, COMMIT_WAIT, ACCIDENTAL_SYNC, COPY_WAIT, DISPATCH)
-
-TOP_PHASES = frozenset({"plan", "launch", "commit", "finalize"})
 
 
 class Gap(NamedTuple):
@@ -70,12 +41,13 @@ class Gap(NamedTuple):
 
 
 class Bubble(NamedTuple):
+    """A stretch of a gap (clipped to the window) with one cause."""
     t0: int
     t1: int
     duration_ns: int
     step: int          # the step of the op after the gap
     cause: str         # one of CAUSES
-    detail: str        # host phase, call site, or copy op
+    detail: str        # host phase, call site, copy op, or what the host was outside of
 
 
 def busy_intervals(trace: Trace, window: tuple[int, int]) -> list[tuple[int, int]]:
@@ -109,98 +81,43 @@ def device_gaps(trace: Trace, window: tuple[int, int]) -> list[Gap]:
     return gaps
 
 
-class _Context:
-    """Indexes over one trace, built once per analysis."""
+class Splits(list):
+    """``(Gap, GapSplit)`` per bubble-sized gap, in time order; ``launch_ns`` is the device's own
+    launch latency the trace measures (``Attribution.queued_gap_ns``; None: no evidence)."""
+    launch_ns: int | None = None
 
-    def __init__(self, trace: Trace, slack_ns: int):
-        self.slack = slack_ns
-        self.unexpected = IntervalIndex(w for w in trace.waits if not w.expected and w.t1 > w.t0)
-        self.expected = IntervalIndex(w for w in trace.waits if w.expected and w.t1 > w.t0)
-        self.phases: IntervalIndex[HostSpan] = IntervalIndex(h for h in trace.host_spans if h.phase in TOP_PHASES)
-        self.copies: dict[int, list[DeviceSpan]] = defaultdict(list)
-        for d in trace.device_spans:
-            if d.stream == COPY:
-                self.copies[d.step].append(d)
-        # The host's lead at each step boundary: how long before the device ran out of
-        # work the host had enqueued the step's first compute op (negative: too late).
-        self.step_starts: list[int] = []
-        self.leads: list[int] = []
-        seen: set[int] = set()
-        busy_until: int | None = None
-        for d in compute_ops(trace):
-            if d.step not in seen and busy_until is not None:
-                self.step_starts.append(d.t0)
-                self.leads.append(busy_until - d.enqueued)
-            seen.add(d.step)
-            busy_until = d.t1 if busy_until is None else max(busy_until, d.t1)
 
-    def regained_lead(self, after: int, before: int, min_lead: int) -> bool:
-        """Did a step that started in (after, before) find its first op already queued ``min_lead`` early?"""
-        lo, hi = bisect_right(self.step_starts, after), bisect_left(self.step_starts, before)
-        return any(lead >= min_lead for lead in self.leads[lo:hi])
+def split_gaps(trace: Trace, gaps: list[Gap], *, min_gap_ns: int = MIN_BUBBLE_NS,
+               slack_ns: int | None = None) -> Splits:
+    """Each gap of at least ``min_gap_ns`` with its attribution (``attribution``), in time order;
+    the launch latency is measured on ``gaps`` (every size)."""
+    if slack_ns is None:
+        slack_ns = min(clock_error_ns(trace.header), min_gap_ns)
+    attribution = Attribution(trace, slack_ns, min_gap_ns)
+    attribution.launch_ns = attribution.queued_gap_ns(gaps)
+    out = Splits((g, attribution.split(g.prev, g.next)) for g in gaps if g.full_ns >= min_gap_ns)
+    out.launch_ns = attribution.launch_ns
+    return out
 
-    def wait_cause(self, g0: int, g1: int, prev: DeviceSpan) -> tuple[str, str] | None:
-        a = g0 - self.slack  # a wait that ends as the gap opens is the classic drain: it counts
-        hits = [(overlap(w.t0, w.t1, a, g1), w.site) for w in self.unexpected.overlapping(a - 1, g1)]
-        if hits:
-            return ACCIDENTAL_SYNC, max(hits)[1]
-        hits = [(overlap(w.t0, w.t1, a, g1), w.site) for w in self.expected.overlapping(a - 1, g1)
-                if w.step >= prev.step]
-        if hits:
-            return COMMIT_WAIT, max(hits)[1]
-        return None
 
-    def copy_cause(self, g0: int, g1: int, nxt: DeviceSpan) -> tuple[str, str] | None:
-        late = [c for c in self.copies.get(nxt.step, ())
-                if g0 < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued]
-        if late:
-            return COPY_WAIT, max(late, key=lambda c: c.t1).op
-        return None
-
-    def host_phase(self, g0: int, enqueued: int) -> str:
-        by_phase: dict[str, int] = defaultdict(int)
-        for h in self.phases.overlapping(g0, enqueued):
-            by_phase[h.phase] += overlap(h.t0, h.t1, g0, enqueued)
-        return max(by_phase.items(), key=lambda kv: kv[1])[0] if by_phase else "other"
+def bubbles_of(gap: Gap, split: GapSplit) -> list[Bubble]:
+    """The gap's parts as bubbles, clipped to the gap's part in the window."""
+    out = []
+    for p in split.parts:
+        a, b = max(p.t0, gap.t0), min(p.t1, gap.t1)
+        if a < b:
+            out.append(Bubble(a, b, b - a, gap.next.step, p.cause, p.detail))
+    return out
 
 
 def classify(trace: Trace, gaps: list[Gap], *, min_gap_ns: int = MIN_BUBBLE_NS,
              slack_ns: int | None = None) -> list[Bubble]:
-    """The bubbles among ``gaps`` (those of at least ``min_gap_ns``), each with its cause."""
-    if slack_ns is None:
-        slack_ns = min(clock_error_ns(trace.header), min_gap_ns)
-    ctx = _Context(trace, slack_ns)
-    bubbles: list[Bubble] = []
-    waited: Bubble | None = None  # the last bubble a host wait caused, directly or inherited
-    origin_step = waited_end = 0
-    for g in gaps:
-        if g.full_ns < min_gap_ns:
-            continue
-        full0, full1 = g.prev.t1, g.next.t0
-        if g.next.enqueued <= full0:
-            # The op was queued before the device ran dry: nothing the host did kept it waiting.
-            found = ctx.copy_cause(full0, full1, g.next) or (DISPATCH, "queued op started late")
-        else:
-            # a wait that began after the next op was enqueued held nothing up
-            found = (ctx.wait_cause(full0, min(full1, g.next.enqueued), g.prev)
-                     or ctx.copy_cause(full0, full1, g.next))
-        inherited = False
-        if found is None:
-            if (waited is not None and g.prev.step <= origin_step + 1
-                    and not ctx.regained_lead(waited_end, full1, min_gap_ns)):
-                found, inherited = (waited.cause, waited.detail), True   # the host never got back ahead
-            else:
-                found = HOST_BOUND, ctx.host_phase(full0, min(g.next.enqueued, full1))
-        bubble = Bubble(g.t0, g.t1, g.t1 - g.t0, g.next.step, *found)
-        if found[0] in (ACCIDENTAL_SYNC, COMMIT_WAIT):
-            if not inherited:
-                origin_step = g.next.step
-            waited, waited_end = bubble, full1
-        bubbles.append(bubble)
-    return bubbles
+    """The bubbles of ``gaps`` (those of at least ``min_gap_ns``), in time order."""
+    return [b for g, s in split_gaps(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
+            for b in bubbles_of(g, s)]
 
 
 def find_bubbles(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MIN_BUBBLE_NS,
                  slack_ns: int | None = None) -> list[Bubble]:
-    """Bubbles in ``window`` with their causes (see the module docstring)."""
+    """Bubbles in ``window`` with their causes (see ``attribution``)."""
     return classify(trace, device_gaps(trace, window), min_gap_ns=min_gap_ns, slack_ns=slack_ns)

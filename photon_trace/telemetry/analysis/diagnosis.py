@@ -1,16 +1,35 @@
 """What to fix first: idle per cause and site, and what removing it is worth.
 
-By the cost model a step's period is its busy time plus its idle, so taking one
-cause's idle out of the window shortens the mean period by that idle per step:
-the predicted speedup is ``window / (window - idle_of_cause)``. For a blocking
-run's commit wait that is the pipelining gain before the zombie tax.
+A row's ``idle_ns`` is the idle charged to it (its bubbles, ``attribution``): the rows
+add up to the bubbles. What *removing* a row gives is another question, answered per
+row alone: by the cost model a fix shortens the window by the idle it removes, and
+the predicted speedup is ``window / (window - removable)``.
+
+**What a fix removes.** Take the row's host time out of the host's timeline (a sync's
+wait, a phase's work, a stall): everything the host did after it moves earlier by as
+much, so the next gap's host-late part shrinks by up to that (the *chain*: the row's
+host time since the previous gap, ``GapSplit.chain``). What one gap does not absorb
+moves the host ahead for the next gaps, until the host is ahead of the device anyway
+(a step began with its first op queued early: the shift is then worth nothing). A gap
+the shift leaves with host-late time shrinks by what it took; a gap cleared of it
+would have had its op queued in time, so it shrinks to the device's launch latency
+where the host is on time (``Splits.launch_ns``, measured in the same trace), not to 0.
+The range: **low** keeps a cleared gap's launch latency after the late enqueue as
+measured; **high** closes a cleared gap entirely. Rows the device made (``copy_wait``,
+``dispatch``) are predicted as their own idle removed.
+
+Not modelled, so outside the range: the device running at another speed once the fix
+changes how it idles (a worker that sleeps through long bubbles comes back to cold
+caches; on a shared CPU, a host that sleeps leaves the device more of it).
 """
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable, Iterable
 from typing import NamedTuple
 
-from photon_trace.telemetry.analysis.bubbles import Bubble
+from photon_trace.telemetry.analysis.attribution import QUEUED_CAUSES, GapSplit
+from photon_trace.telemetry.analysis.bubbles import Bubble, Gap, bubbles_of
 
 
 class Diagnosis(NamedTuple):
@@ -18,16 +37,73 @@ class Diagnosis(NamedTuple):
     site_or_phase: str
     idle_ns: int
     share: float              # of all bubble idle in the window
-    predicted_speedup: float  # throughput ratio with this idle removed
+    predicted_speedup: float  # throughput ratio with this row removed (point estimate)
+    speedup_low: float = 0.0  # the range (see the module docstring)
+    speedup_high: float = 0.0
 
 
-def diagnose(bubbles: list[Bubble], window_ns: int) -> list[Diagnosis]:
-    """One row per (cause, detail), most idle first."""
+class Removal(NamedTuple):
+    """What removing some rows together is predicted to give."""
+    removable_ns: int
+    speedup: float
+    low: float
+    high: float
+
+
+def _speedup(window_ns: int, removed: float) -> float:
+    return window_ns / (window_ns - removed) if window_ns > removed else float("inf")
+
+
+def predict_removal(splits: list[tuple[Gap, GapSplit]], window_ns: int, rows: Iterable[tuple[str, str]],
+                    launch_ns: int = 0) -> Removal:
+    """What removing ``rows`` ((cause, detail) pairs) together is predicted to give (see the
+    module docstring); ``splits`` from ``bubbles.split_gaps``, ``launch_ns`` its ``launch_ns``."""
+    return predict_each(splits, window_ns, {0: set(rows)}, launch_ns)[0]
+
+
+def predict_each(splits: list[tuple[Gap, GapSplit]], window_ns: int, fixes: dict[Hashable, set[tuple[str, str]]],
+                 launch_ns: int | None = 0) -> dict[Hashable, Removal]:
+    """``predict_removal`` for several fixes (each a set of rows) in one pass over the gaps."""
+    launch_ns = launch_ns or 0      # no queued gap in the trace to measure it by
+    host = {k: [r for r in rows if r[0] not in QUEUED_CAUSES] for k, rows in fixes.items()}
+    device = {k: {r for r in rows if r[0] in QUEUED_CAUSES} for k, rows in fixes.items()}
+    shift = dict.fromkeys(fixes, 0)
+    total = {k: [0.0, 0.0, 0.0] for k in fixes}   # point, low, high
+    for gap, s in splits:
+        inside = (gap.t1 - gap.t0) / gap.full_ns     # the share of the gap inside the window
+        full, late = gap.full_ns, s.host_late_ns
+        for k in fixes:
+            t = total[k]
+            if device[k]:
+                own = sum(p.t1 - p.t0 for p in s.parts if (p.cause, p.detail) in device[k]) * inside
+                t[0], t[1], t[2] = t[0] + own, t[1] + own, t[2] + own
+            if s.regained:
+                shift[k] = 0
+            shift[k] += sum(s.chain.get(r, 0) for r in host[k])
+            if late == 0 or shift[k] == 0:
+                continue
+            cut = min(shift[k], late)
+            shift[k] -= cut
+            if cut < late:
+                p = lo = hi = cut
+            else:   # cleared: the op would have been queued, and started after the clean launch latency
+                p, lo, hi = full - min(full, launch_ns), full - min(full, max(launch_ns, full - late)), full
+            t[0], t[1], t[2] = t[0] + p * inside, t[1] + lo * inside, t[2] + hi * inside
+    return {k: Removal(int(p), _speedup(window_ns, p), _speedup(window_ns, lo), _speedup(window_ns, hi))
+            for k, (p, lo, hi) in total.items()}
+
+
+def diagnose(splits: list[tuple[Gap, GapSplit]], window_ns: int, launch_ns: int = 0,
+             bubbles: list[Bubble] | None = None) -> list[Diagnosis]:
+    """One row per (cause, detail) of the gaps' bubbles (``bubbles``, when already made from
+    ``splits``), most idle first, each with what removing it alone would give."""
+    if bubbles is None:
+        bubbles = [b for gap, s in splits for b in bubbles_of(gap, s)]
     idle: dict[tuple[str, str], int] = defaultdict(int)
     for b in bubbles:
         idle[(b.cause, b.detail)] += b.duration_ns
     total = sum(idle.values())
-    rows = [Diagnosis(cause, detail, ns, ns / total if total else 0.0,
-                      window_ns / (window_ns - ns) if window_ns > ns else float("inf"))
-            for (cause, detail), ns in idle.items()]
+    removal = predict_each(splits, window_ns, {key: {key} for key in idle}, launch_ns)
+    rows = [Diagnosis(*key, ns, ns / total if total else 0.0, removal[key].speedup, removal[key].low,
+                      removal[key].high) for key, ns in idle.items()]
     return sorted(rows, key=lambda d: (-d.idle_ns, d.cause, d.site_or_phase))

@@ -11,7 +11,10 @@
   baseline's period, so one knob says "this much slower is a regression").
 
 Exit codes: 0 every gate passed, 1 a gate failed, 2 bad input (unreadable,
-foreign or corrupt trace or baseline, or one with nothing to analyse).
+foreign or corrupt trace or baseline, or one with nothing to analyse). A truncated
+trace file (no end line: the run crashed or is still writing; or cut inside a
+line) is bad input too, since the gate cannot vouch for the part that is missing;
+``allow_truncated`` checks what is there and says so in the notes.
 A Markdown summary and JUnit XML (one testcase per gate) are written when asked.
 """
 from __future__ import annotations
@@ -75,17 +78,25 @@ class CheckResult:
         return "photon-trace check: FAIL: " + "; ".join(g.message for g in self.failures)
 
 
-def _load(x: TraceLike, what: str) -> tuple[Trace, str]:
+def _load(x: TraceLike, what: str, allow_truncated: bool) -> tuple[Trace, str]:
     if isinstance(x, Trace):
         return x, f"<{what}>"
+    import warnings
+
+    from photon_trace.telemetry.tracefile import TraceFormatError, TraceTruncatedWarning, load_trace
     try:
-        from photon_trace.telemetry.tracefile import TraceFormatError, load_trace
-    except ImportError as e:  # pragma: no cover - the loader ships with telemetry
-        raise BadInput(f"cannot load trace files: {e}") from None
-    try:
-        return load_trace(x), str(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TraceTruncatedWarning)   # said below, as bad input or a note
+            trace = load_trace(x)
     except (TraceFormatError, OSError) as e:
         raise BadInput(f"{what}: {e}") from None
+    except Exception as e:   # whatever a damaged file does to the loader, CI must not read it as a failed gate
+        raise BadInput(f"{what}: {x}: cannot read: {type(e).__name__}: {e}") from None
+    if not allow_truncated and (trace.header.get("truncated") or trace.header.get("incomplete")):
+        how = ("cut inside a line" if trace.header.get("truncated") else
+               "no end line (the run crashed or is still writing)")
+        raise BadInput(f"{what}: {x}: truncated trace: {how}; check what is there with --allow-truncated")
+    return trace, str(x)
 
 
 def _validate(trace: Trace, name: str) -> None:
@@ -99,10 +110,10 @@ def _validate(trace: Trace, name: str) -> None:
         raise BadInput(f"{name}: no step records to analyse")
 
 
-def _analyse(x: TraceLike | Report, what: str) -> tuple[Report, Trace | None, str]:
+def _analyse(x: TraceLike | Report, what: str, allow_truncated: bool = False) -> tuple[Report, Trace | None, str]:
     if isinstance(x, Report):
         return x, None, f"<{what} report>"
-    trace, name = _load(x, what)
+    trace, name = _load(x, what, allow_truncated)
     _validate(trace, name)
     try:
         report = analyze(trace)
@@ -169,17 +180,19 @@ def _notes(trace: Trace | None) -> list[str]:
     if dropped:
         notes.append(f"the recorder dropped records ({dropped}): idle may be overstated")
     if h.get("truncated") or h.get("incomplete"):
-        notes.append("the trace file is incomplete (the run crashed or was still writing)")
+        notes.append("the trace file is truncated (the run crashed or was still writing): "
+                     "checked what is there")
     return notes
 
 
 def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = None, *,
               max_idle_fraction: float = DEFAULT_MAX_IDLE_FRACTION, tolerance: float = DEFAULT_TOLERANCE,
-              out_md: str | os.PathLike | None = None, out_junit: str | os.PathLike | None = None) -> CheckResult:
+              out_md: str | os.PathLike | None = None, out_junit: str | os.PathLike | None = None,
+              allow_truncated: bool = False) -> CheckResult:
     """Check a trace (a ``Trace`` or a trace file) against the gates; see the module docstring."""
     try:
-        report, trace, source = _analyse(trace_or_path, "trace")
-        base = _analyse(baseline, "baseline")[0] if baseline is not None else None
+        report, trace, source = _analyse(trace_or_path, "trace", allow_truncated)
+        base = _analyse(baseline, "baseline", allow_truncated)[0] if baseline is not None else None
     except BadInput as e:
         result = CheckResult(EXIT_BAD_INPUT, source=str(trace_or_path) if not isinstance(trace_or_path, Trace)
                              else "<trace>", error=str(e))
@@ -216,10 +229,15 @@ def render_markdown(result: CheckResult) -> str:
         out += ["", "## Diagnosis (what to fix first)", "",
                 "| cause | site / phase | idle | share | predicted speedup |", "|---|---|---|---|---|"]
         out += [f"| {d.cause} | `{d.site_or_phase}` | {_ms(d.idle_ns)} | {d.share:.1%} | "
-                f"{d.predicted_speedup:.3f}x |" for d in r.diagnosis[:10]]
+                f"{_speedup(d)} |" for d in r.diagnosis[:10]]
     if result.notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
     return "\n".join(out) + "\n"
+
+
+def _speedup(d) -> str:
+    """The predicted speedup with its range (``diagnosis``)."""
+    return f"{d.predicted_speedup:.3f}x ({d.speedup_low:.3f}–{d.speedup_high:.3f})"
 
 
 def render_junit(result: CheckResult) -> str:

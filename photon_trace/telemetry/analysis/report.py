@@ -6,9 +6,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from photon_trace.telemetry.analysis.bubbles import (
-    MIN_BUBBLE_NS, Bubble, busy_intervals, classify, device_gaps)
+    MIN_BUBBLE_NS, Bubble, busy_intervals, bubbles_of, device_gaps, split_gaps)
 from photon_trace.telemetry.analysis.clock import clock_error_ns
-from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose
+from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal
+from photon_trace.telemetry.analysis.attribution import QUEUED_CAUSES
 from photon_trace.telemetry.analysis.latency import (
     mean_generated_tokens, run_extent, wasted_step_share, zombie_rows, zombie_tax)
 from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
@@ -37,6 +38,8 @@ class Report:
     dispatch_ns: int        # idle in shorter gaps: per-command overhead
     host_idle_ns: int       # idle before the next op was enqueued: the host was late
     launch_idle_ns: int     # idle after it was enqueued: the device's launch latency
+    queued_gap_ns: int      # the median gap before an op queued in time: the device's own launch latency,
+                            # which no host fix removes (0: the trace has no such gap)
     tokens: int
     tokens_per_s: float
     e2e_tokens_per_s: float
@@ -54,6 +57,8 @@ class Report:
     mean_period_ms: float   # window / steps: the steady state's period as throughput sees it
     run_period_ms: float    # the whole run / its steps: the period end-to-end throughput sees
     diagnosis: list[Diagnosis]
+    host_free_speedup: tuple[float, float, float]   # (point, low, high) were the host never late: every
+                                                    # host-made row removed (a blocking run: pipelining)
     settings: dict[str, Any] = field(default_factory=dict)
     # how far any device time may be off the host clock (anchor, drift: ``clock.clock_error_ns``)
     clock_error_ns: int = 0
@@ -74,10 +79,14 @@ class Report:
         d["steps"] = [s._asdict() for s in self.steps] if tables else len(self.steps)
         d["bubbles"] = [b._asdict() for b in self.bubbles] if tables else len(self.bubbles)
         d["syncs"] = [s._asdict() for s in self.syncs]
-        d["diagnosis"] = [
-            {**x._asdict(), "predicted_speedup": x.predicted_speedup if math.isfinite(x.predicted_speedup) else None}
-            for x in self.diagnosis]
+        d["diagnosis"] = [{k: _finite(v) for k, v in x._asdict().items()} for x in self.diagnosis]
+        d["host_free_speedup"] = [_finite(v) for v in self.host_free_speedup]
         return d
+
+
+def _finite(v: Any) -> Any:
+    """JSON has no infinity: an unbounded prediction (all of the window idle) is None."""
+    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
@@ -89,7 +98,11 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
     window_ns = max(0, w1 - w0)
     busy = sum(b - a for a, b in busy_intervals(trace, window))
     gaps = device_gaps(trace, window)
-    bubbles = classify(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
+    splits = split_gaps(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
+    bubbles = [b for g, s in splits for b in bubbles_of(g, s)]
+    launch_ns = splits.launch_ns or 0
+    host_rows = {(b.cause, b.detail) for b in bubbles if b.cause not in QUEUED_CAUSES}
+    host_free = predict_removal(splits, window_ns, host_rows, launch_ns)
     bubble_ns = sum(b.duration_ns for b in bubbles)
     idle = window_ns - busy
     host_idle = sum(min(max(g.next.enqueued, g.t0), g.t1) - g.t0 for g in gaps)
@@ -102,7 +115,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
         window=(w0, w1), window_ns=window_ns, busy_ns=busy, idle_ns=idle,
         idle_fraction=idle / window_ns if window_ns else 0.0,
         bubble_ns=bubble_ns, dispatch_ns=idle - bubble_ns,
-        host_idle_ns=host_idle, launch_idle_ns=idle - host_idle,
+        host_idle_ns=host_idle, launch_idle_ns=idle - host_idle, queued_gap_ns=launch_ns,
         tokens=tokens, tokens_per_s=tokens * 1e9 / window_ns if window_ns else 0.0,
         e2e_tokens_per_s=all_tokens * 1e9 / (r1 - r0) if r1 > r0 else 0.0,
         steps=steps, bubbles=bubbles, syncs=sync_sites(trace, bubbles, window),
@@ -112,7 +125,8 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
         sample_ms=median_ms(steps, "sample_ns"), bookkeeping_ms=median_ms(steps, "bookkeeping_ns"),
         mean_period_ms=window_ns / len(steps) / 1e6 if steps else 0.0,
         run_period_ms=(r1 - r0) / n_run / 1e6 if n_run else 0.0,
-        diagnosis=diagnose(bubbles, window_ns),
+        diagnosis=diagnose(splits, window_ns, launch_ns, bubbles),
+        host_free_speedup=(host_free.speedup, host_free.low, host_free.high),
         settings=dict(trace.header.get("settings", {})),
         clock_error_ns=clock_error_ns(trace.header),
     )

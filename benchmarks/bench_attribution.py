@@ -1,0 +1,226 @@
+"""Does the analysis tell the truth about injected faults? Each fault family of
+``tests/helpers/fault_families.py`` runs through the real engine beside the same run
+without it (back to back, ``--repeats`` times), and the table compares what the analysis
+says with what was measured independently:
+
+* **said**: the costliest cause the host made (cause @ site or phase), and whether it is
+  the family's;
+* **reported**: device idle per step the analysis charges to the family's cause and site
+  (less what it charges there in the run without the fault);
+* **idle+**: the device idle per step the fault added, whatever its cause (faulty less
+  clean: independent of how the analysis labels it); both per-step medians over the
+  steady state, which a machine stalling a run now and then cannot move (means for an
+  intermittent fault); **growth**: the mean step period's growth; **delay**: the
+  injected delay per step, where the family injects one (all in ms);
+* **predicted**: the diagnosis's predicted speedup from removing the family's row (its
+  range in brackets), and **observed**: the run without the fault against the run with
+  it (ratio of mean step periods over each run's steady state); **err**: predicted gain
+  over observed gain, minus 1 (gain = speedup - 1).
+
+The last row is the pipelining the blocking loop lacks: the blocking run's prediction for
+removing every host-made cause at once, observed against the pipelined run.
+
+Prints numbers only; never fails on speed. The machine it runs on is usually shared:
+read ratios within a run, and repeat.
+
+    python benchmarks/bench_attribution.py --streams 16 --tokens 64 --repeats 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))   # the fault families live with the tests that use them
+
+from helpers.fault_families import BASELINES, BY_NAME, ENGINES, FAMILIES, Family  # noqa: E402
+from helpers.fault_helpers import Runs, device_made, median_ms  # noqa: E402
+from photon_trace.workload import Workload, engine_settings, prepare  # noqa: E402
+
+MS = 1e6
+
+
+def charged(reports, cause: str, detail: str) -> float:
+    return median_ms(reports, lambda b: (b.cause, b.detail) == (cause, detail))
+
+
+def mean_period(reports) -> float:
+    return sum(r.mean_period_ms for r in reports) / len(reports)
+
+
+def prediction(report, row) -> tuple[float, float, float]:
+    """(point, low, high) predicted speedup for removing the diagnosis ``row`` (None: no such row)."""
+    if row is None:
+        return 1.0, 1.0, 1.0
+    s = row.predicted_speedup
+    return s, getattr(row, "speedup_low", s), getattr(row, "speedup_high", s)
+
+
+def host_free(report) -> tuple[float, float, float]:
+    """Were the host never late (the blocking run's prediction for pipelining)."""
+    if hasattr(report, "host_free_speedup"):
+        return report.host_free_speedup
+    idle = sum(d.idle_ns for d in report.diagnosis if not device_made(d))   # before: window / (window - idle)
+    s = report.window_ns / (report.window_ns - idle) if report.window_ns > idle else float("inf")
+    return s, s, s
+
+
+def top_host(report) -> tuple[str, str, float]:
+    """(cause, detail, share) of the costliest row the host made."""
+    rows = [d for d in report.diagnosis if not device_made(d)]
+    if not rows:
+        return "-", "-", 0.0
+    d = rows[0]
+    return d.cause, d.site_or_phase, d.share
+
+
+def make_engines(args, names):
+    from photon_trace.engine.engine import Engine
+
+    plain = Workload(streams=args.streams, tokens=args.tokens, seed=3)
+    constrained = Workload(streams=args.streams, tokens=args.tokens, seed=3, constrained="point",
+                           constrained_share=1.0)
+    sizing = engine_settings(plain)
+    engines, workloads = {}, {}
+    for name in names:
+        spec = dict(ENGINES[name])
+        wl = constrained if spec.pop("constrained") else plain
+        eng = Engine(model=args.model, backend="cpu", **sizing, **spec)
+        engines[name] = eng
+        workloads[name] = prepare(eng, wl)
+    return engines, workloads
+
+
+def run_family(runs: Runs, fam: Family, eng, prepared, period_s: float) -> None:
+    fault = fam.inject(eng, period_s)
+    runs.run(fam.name, eng, prepared, fault)
+    delay = getattr(fault, "delay", None)
+    if delay is not None:
+        steps = len(runs[fam.name][-1][0].steps)
+        runs.delays.setdefault(fam.name, []).append(sum(delay.took) * 1e3 / steps)   # ms per step
+
+
+def record(args, fams) -> tuple[Path, dict]:
+    """Run every family and its baseline ``--repeats`` times; the traces go to ``--out``."""
+    names = sorted({f.engine for f in fams} | {"plain", "blocking"} | ({"constrained"} if any(
+        f.baseline == "clean_constrained" for f in fams) else set()))
+    engines, workloads = make_engines(args, names)
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-attr-"))
+    out.mkdir(parents=True, exist_ok=True)
+    runs = Runs(out)
+    runs.delays = {}
+    try:
+        for _ in range(args.repeats):
+            periods = {}
+            for name in names:
+                if name in BASELINES:
+                    rep = runs.run(BASELINES[name], engines[name], workloads[name])
+                    periods[name] = rep.mean_period_ms / 1e3
+            periods["mask_sync"] = periods.get("constrained", 0.0)
+            for fam in fams:
+                eng = engines[fam.engine]
+                if fam.baseline not in BASELINES.values():      # a faulty baseline: run it beside
+                    run_family(runs, BY_NAME[fam.baseline], eng, workloads[fam.engine], periods[fam.engine])
+                run_family(runs, fam, eng, workloads[fam.engine], periods[fam.engine])
+    finally:
+        for eng in engines.values():
+            eng.close()
+    (out / "delays.json").write_text(json.dumps(runs.delays))
+    return out, runs.delays
+
+
+def load_runs(folder: Path) -> Runs:
+    """The traces of a recorded benchmark (``<name>-<i>.trace.jsonl``), analysed by this code."""
+    from photon_trace.telemetry.analysis import analyze
+    from photon_trace.telemetry.tracefile import load_trace
+
+    runs = Runs(folder)
+    for path in sorted(folder.glob("*.trace.jsonl"), key=lambda p: (p.name.rsplit("-", 1)[0], p.name)):
+        name = path.name.rsplit("-", 1)[0]
+        trace = load_trace(path)
+        runs.runs.setdefault(name, []).append((trace, analyze(trace), path))
+    return runs
+
+
+def table_rows(runs: Runs, fams, delays: dict) -> list[dict]:
+    rows = []
+    for fam in fams:
+        faulty, base = runs.reports(fam.name), runs.reports(fam.baseline)
+        top = faulty[0].diagnosis[0] if faulty[0].diagnosis else None
+        host = top_host(faulty[0])
+        row = (fam.cause, fam.detail)
+        # an intermittent fault hits some steps only: per-step means, not medians
+        per = (lambda reps, keep: per_step_mean(reps, keep)) if fam.intermittent else median_ms
+        preds = [prediction(r, next((d for d in r.diagnosis if (d.cause, d.site_or_phase) == row), None))
+                 for r in faulty]
+        rows.append(dict(
+            family=fam.name, said=f"{top.cause} @ {top.site_or_phase} ({top.share:.0%})" if top else "-",
+            right=host[:2] == (fam.top or row),
+            reported=per(faulty, lambda b: (b.cause, b.detail) == row) - per(base, lambda b: (b.cause, b.detail) == row),
+            injected=per(faulty, every) - per(base, every),
+            growth=mean_period(faulty) - mean_period(base),
+            delay=sum(delays[fam.name]) / len(delays[fam.name]) if delays.get(fam.name) else None,
+            predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds),
+            high=max(p[2] for p in preds), observed=mean_period(faulty) / mean_period(base),
+            period=mean_period(base)))
+    blk, pipe = runs.reports("clean_blocking"), runs.reports("clean")
+    preds = [host_free(r) for r in blk]
+    idle = median_ms(blk, every) - median_ms(pipe, every)
+    rows.append(dict(
+        family="blocking->pipelined", said="-", right=True, reported=idle, injected=idle,
+        growth=mean_period(blk) - mean_period(pipe), delay=None,
+        predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds), high=max(p[2] for p in preds),
+        observed=mean_period(blk) / mean_period(pipe), period=mean_period(pipe)))
+    return rows
+
+
+def every(bubble) -> bool:
+    return True
+
+
+def per_step_mean(reports, keep) -> float:
+    return sum(b.duration_ns for r in reports for b in r.bubbles if keep(b)) / sum(len(r.steps) for r in reports) / 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--streams", type=int, default=16)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--families", nargs="*", default=None, help="names (default: all)")
+    ap.add_argument("--out", help="folder for the traces (default: a new temporary one)")
+    ap.add_argument("--traces", help="analyse the traces a previous run left in this folder instead of running")
+    ap.add_argument("--json", help="write the table here")
+    args = ap.parse_args()
+    fams = [f for f in FAMILIES if args.families is None or f.name in args.families]
+    if args.traces:
+        out = Path(args.traces)
+        delays = json.loads((out / "delays.json").read_text()) if (out / "delays.json").exists() else {}
+        fams = [f for f in fams if (out / f"{f.name}-0.trace.jsonl").exists()]
+    else:
+        out, delays = record(args, fams)
+    runs = load_runs(out)
+    table = table_rows(runs, fams, delays)
+
+    print(f"# {args.model}, {args.streams} streams x {args.tokens} tokens; ms per step; traces in {out}")
+    print(f"{'family':20} {'said (costliest cause, share)':50} {'ok':>3} {'reported':>9} {'idle+':>9} "
+          f"{'growth':>8} {'delay':>7} {'predicted [range]':>22} {'observed':>9} {'err':>6}")
+    for t in table:
+        err = (t["predicted"] - 1) / (t["observed"] - 1) - 1 if t["observed"] != 1 else float("nan")
+        t["gain_error"] = err
+        delay = f"{t['delay']:7.2f}" if t["delay"] is not None else "      -"
+        pred = f"{t['predicted']:.3f} [{t['low']:.3f}-{t['high']:.3f}]"
+        print(f"{t['family']:20} {t['said'][:50]:50} {'yes' if t['right'] else 'NO':>3} {t['reported']:9.3f} "
+              f"{t['injected']:9.3f} {t['growth']:8.3f} {delay} {pred:>22} {t['observed']:9.3f} {err:+6.0%}")
+    pipe = runs.reports("clean")
+    print(f"clean pipelined period {mean_period(pipe):.3f} ms, blocking {mean_period(runs.reports('clean_blocking')):.3f} ms")
+    if args.json:
+        Path(args.json).write_text(json.dumps(table, indent=1))
+
+
+if __name__ == "__main__":
+    main()

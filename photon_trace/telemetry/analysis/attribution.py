@@ -1,0 +1,291 @@
+"""Who made each part of a device gap: the split behind every bubble's cause.
+
+A gap runs from the end of one compute op (``g0``) to the start of the next
+(``g1``); the next op was enqueued at ``e``. It has two parts, and each is split
+by what actually covers it, so a cause is charged only its own time:
+
+* **Host late**, ``[g0, min(e, g1))``: the device had nothing to run because the
+  host had not enqueued it yet. Each stretch goes to what the host was doing then,
+  in this order of precedence:
+
+  1. an unexpected host wait in progress: ``accidental_sync`` at its call site;
+  2. an expected wait, the design's commit wait: ``commit_wait`` at its call site
+     (a blocking loop's copy wait proper; the host phases after it are their own; in
+     a pipelined loop, a commit still waiting for its step's copy once the device has
+     run out of work: the copy, or the host's wake-up from it, came late);
+  3. a top-level host phase (plan, launch, commit, finalize): ``host_bound`` in it;
+  4. nothing the engine recorded: ``host_bound`` "outside phases" (naming the
+     innermost other host span that encloses it, if any), never a neighbour's name.
+
+* **Queued**, ``[max(e, g0), g1)``: the op was in the device's queue. If it waited
+  for a copy of its step (the mask upload) that ended after it was enqueued, that is
+  ``copy_wait``; otherwise the device started it late: ``dispatch``, its launch
+  latency. Only as much of it as the device takes where the host is on time (the
+  median gap before an op already queued, ``queued_gap_ns``) is the device's own; a
+  device that ran dry starts later than that (a host-process worker that went to
+  sleep, a GPU queue that emptied), and the excess goes to the host-late part's
+  largest cause, whose lateness let it run dry. Without a queued gap in the trace to
+  measure the device by, all of it stays ``dispatch``. The host's lateness comes
+  first: a copy enqueued in the same flush as the op never takes the time before it.
+
+**What a sync costs.** A host wait the design did not expect delays everything the
+host does after it by the wait's length ``w``; with the wait removed the host would
+have enqueued the next op ``w`` earlier. So a sync is charged its own stretch of the
+host-late part plus the host work right after it, up to ``w`` in all (a drain that
+ends as the gap opens covers none of it, yet costs the host work that follows). What
+the gap's host-late part does not absorb carries to the next gaps until the host has
+regained its lead (a step began with its first op queued at least ``min_gap_ns``
+early): the mask-upload bug leaves two or three gaps per step. A sync in a run whose
+host is slow anyway waits briefly and is charged that little; the slow phase keeps
+the rest. Expected waits carry nothing: a blocking loop's host phases after its
+commit wait are named as such.
+
+Each split also records the *chain*: the host time per cause since the previous gap's
+enqueue (or since the host was last ahead), the serial work that led to this gap;
+``diagnosis`` predicts what removing a cause gives from it.
+
+A wait counts if it has a positive length; ``slack_ns`` (the device-to-host clock
+error) lets a wait that ends just before the gap opens count as ending with it.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from statistics import median
+from typing import NamedTuple
+
+from photon_trace.telemetry.analysis._index import IntervalIndex
+from photon_trace.telemetry.analysis.window import COPY, compute_ops
+from photon_trace.telemetry.records import DeviceSpan, HostWait, Trace
+
+HOST_BOUND = "host_bound"
+COMMIT_WAIT = "commit_wait"
+ACCIDENTAL_SYNC = "accidental_sync"
+COPY_WAIT = "copy_wait"
+DISPATCH = "dispatch"
+CAUSES = (HOST_BOUND, COMMIT_WAIT, ACCIDENTAL_SYNC, COPY_WAIT, DISPATCH)
+QUEUED_CAUSES = frozenset({COPY_WAIT, DISPATCH})
+"""The causes of a gap's queued part: what is left of a gap once the host is on time."""
+
+TOP_PHASES = frozenset({"plan", "launch", "commit", "finalize"})
+SUB_PHASES = frozenset({"stage", "mask_build", "mask_upload", "stream_out"})   # always inside a top phase
+OUTSIDE_PHASES = "outside phases"
+"""``host_bound``'s detail for host time no top-level phase covers."""
+_OUTSIDE = (HOST_BOUND, OUTSIDE_PHASES)
+LAUNCH_LATENCY = "launch latency"
+"""``dispatch``'s detail: the op was queued and the device started it late."""
+
+
+class Part(NamedTuple):
+    """One stretch of a gap with one cause (full gap coordinates, before window clipping)."""
+    t0: int
+    t1: int
+    cause: str
+    detail: str
+
+
+class GapSplit(NamedTuple):
+    """One gap's attribution, and what a fix's prediction needs to know about it."""
+    prev: DeviceSpan
+    next: DeviceSpan
+    parts: list[Part]             # covering the whole gap, in time order
+    host_late_ns: int             # before the next op was enqueued
+    chain: dict[tuple[str, str], int]   # host time per (cause, detail) since the last gap: the serial
+                                  # work that led to this enqueue (see ``diagnosis``)
+    regained: bool                # the host was ahead of the device again at a step start since the last gap
+
+
+class _Cover(NamedTuple):
+    """Something that covers host time: a wait or a host span, with its precedence."""
+    t0: int
+    t1: int
+    rank: tuple[int, int]
+    cause: str
+    detail: str
+
+
+class _Carry(NamedTuple):
+    """A sync's lost host time not yet charged: it may still cost the next gaps."""
+    site: str
+    left_ns: int
+
+
+def outside_detail(enclosing: str | None) -> str:
+    return OUTSIDE_PHASES if enclosing is None else f"{OUTSIDE_PHASES} (in {enclosing})"
+
+
+class Attribution:
+    """Indexes over one trace, built once; ``split`` attributes one gap at a time, in time order."""
+
+    def __init__(self, trace: Trace, slack_ns: int, min_gap_ns: int, launch_ns: int | None = None):
+        self.slack = slack_ns
+        self.min_gap = min_gap_ns
+        self.launch_ns = launch_ns   # the device's own launch latency (``queued_gap_ns``); None: unknown
+        waits = [w for w in trace.waits if w.t1 > w.t0]
+        self.unexpected: IntervalIndex[HostWait] = IntervalIndex(w for w in waits if not w.expected)
+        # What can cover host time, each with its precedence (a lower rank wins; among equals
+        # the latest to start, the innermost). Sub-phases lie inside their phase: never needed.
+        covers = [_Cover(w.t0, w.t1, (1 if w.expected else 0, -w.t0), COMMIT_WAIT if w.expected else ACCIDENTAL_SYNC,
+                         w.site) for w in waits]
+        for h in trace.host_spans:
+            if h.phase in TOP_PHASES:
+                covers.append(_Cover(h.t0, h.t1, (2, -h.t0), HOST_BOUND, h.phase))
+            elif h.phase not in SUB_PHASES and h.t1 > h.t0:
+                covers.append(_Cover(h.t0, h.t1, (3, -h.t0), HOST_BOUND, outside_detail(h.phase)))
+        self._cuts, self._labels = _timeline(covers)
+        self.copies: dict[int, list[DeviceSpan]] = defaultdict(list)
+        for d in trace.device_spans:
+            if d.stream == COPY:
+                self.copies[d.step].append(d)
+        # Where the host was ahead again: a step's first compute op enqueued at least min_gap
+        # before the device ran out of work. Time order; (start of the op, its enqueue).
+        self.ahead: list[tuple[int, int]] = []
+        seen: set[int] = set()
+        busy_until: int | None = None
+        for d in compute_ops(trace):
+            if d.step not in seen and busy_until is not None and busy_until - d.enqueued >= min_gap_ns:
+                self.ahead.append((d.t0, d.enqueued))
+            seen.add(d.step)
+            busy_until = d.t1 if busy_until is None else max(busy_until, d.t1)
+        self._ahead_starts = [t for t, _ in self.ahead]
+        self._carry: _Carry | None = None
+        self._charged: set[HostWait] = set()
+        self._last: tuple[int, int] | None = None   # (next op start, its enqueue) of the last gap split
+
+    # -- one gap ----------------------------------------------------------------------------
+    def split(self, prev: DeviceSpan, nxt: DeviceSpan) -> GapSplit:
+        """Attribute the gap between ``prev`` and ``nxt``; call for each gap in time order."""
+        g0, g1 = prev.t1, nxt.t0
+        late_end = min(max(nxt.enqueued, g0), g1)
+        regained, chain_from = self._regained(g1)
+        if regained:
+            self._carry = None
+        parts: list[Part] = []
+        chain: dict[tuple[str, str], int] = defaultdict(int)
+        if late_end > g0:
+            covered = self._coverage(min(chain_from, g0), late_end)
+            for p in covered:
+                chain[p[2:]] += p.t1 - p.t0
+            parts = [p for p in covered if p.t1 > g0]
+            if parts[0].t0 < g0:
+                parts[0] = parts[0]._replace(t0=g0)
+            parts = self._host_late(g0, late_end, parts)
+        if late_end < g1:
+            parts = _merged(parts + self._queued_parts(late_end, g1, nxt, parts))
+        self._last = (g1, min(nxt.enqueued, late_end))
+        return GapSplit(prev, nxt, parts, late_end - g0, dict(chain), regained)
+
+    def _regained(self, g1: int) -> tuple[bool, int]:
+        """(whether the host got ahead since the last gap, where the host's serial chain to this
+        gap's enqueue starts: that point, or the last gap's enqueue)."""
+        if self._last is None:
+            return False, g1
+        since, last_enqueue = self._last
+        lo, hi = bisect_right(self._ahead_starts, since), bisect_left(self._ahead_starts, g1)
+        if hi > lo:
+            return True, self.ahead[hi - 1][1]
+        return False, last_enqueue
+
+    def _queued_parts(self, e: int, g1: int, nxt: DeviceSpan, late: list[Part]) -> list[Part]:
+        copies = [c for c in self.copies.get(nxt.step, ()) if e < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued]
+        if copies:
+            return [Part(e, g1, COPY_WAIT, max(copies, key=lambda c: c.t1).op)]
+        if not late or self.launch_ns is None:
+            return [Part(e, g1, DISPATCH, LAUNCH_LATENCY)]
+        own = min(g1 - e, self.launch_ns)
+        share: dict[tuple[str, str], int] = defaultdict(int)
+        for p in late:
+            share[p[2:]] += p.t1 - p.t0
+        largest = max(share.items(), key=lambda kv: kv[1])[0]
+        return [Part(e, g1 - own, *largest), Part(g1 - own, g1, DISPATCH, LAUNCH_LATENCY)]
+
+    def queued_gap_ns(self, gaps) -> int | None:
+        """The device's launch latency where the host was on time: the median gap before an op
+        already queued when the device ran dry, leaving out gaps spent waiting for a copy (None
+        if the trace has none). ``gaps``: ``bubbles.Gap`` s, every size."""
+        queued = [g.full_ns for g in gaps if g.next.enqueued <= g.prev.t1 and not any(
+            g.prev.t1 < c.t1 <= g.next.t0 + self.slack for c in self.copies.get(g.next.step, ()))]
+        return int(median(queued)) if queued else None
+
+    def _host_late(self, a: int, b: int, parts: list[Part]) -> list[Part]:
+        """Charge the syncs on the coverage ``parts`` of the host-late stretch [a, b)."""
+        if self._carry is not None:
+            c = self._carry
+            parts, left = _charge(parts, a, c.left_ns, c.site)
+            self._carry = c._replace(left_ns=left) if left > 0 else None
+        if not len(self.unexpected):
+            return parts
+        # a wait that ends as the gap opens counts (the classic drain ends with the device)
+        for w in sorted((w for w in self.unexpected.overlapping(a - self.slack - 1, b) if w not in self._charged),
+                        key=lambda w: w.t0):
+            self._charged.add(w)
+            own = sum(p.t1 - p.t0 for p in parts if p.cause == ACCIDENTAL_SYNC and p.detail == w.site
+                      and p.t0 < w.t1 and p.t1 > w.t0)
+            parts, left = _charge(parts, max(a, min(w.t1, b)), (w.t1 - w.t0) - own, w.site)
+            if left > 0:
+                self._carry = _Carry(w.site, left)
+        return parts
+
+    def _coverage(self, a: int, b: int) -> list[Part]:
+        """[a, b) cut where what covers it changes; each stretch labelled by precedence."""
+        cuts, labels = self._cuts, self._labels
+        i = bisect_right(cuts, a)           # cuts[i - 1] <= a < cuts[i]
+        stretches: list[list] = []          # [t0, t1, label], adjacent equal labels merged
+        while a < b:
+            end = min(cuts[i], b) if i < len(cuts) else b
+            label = (labels[i - 1] if i > 0 else None) or _OUTSIDE   # before the first cut: nothing recorded
+            if stretches and stretches[-1][2] == label:
+                stretches[-1][1] = end
+            else:
+                stretches.append([a, end, label])
+            a, i = end, i + 1
+        return [Part(x, y, *label) for x, y, label in stretches]
+
+
+def _timeline(covers: list[_Cover]) -> tuple[list[int], list[tuple[str, str] | None]]:
+    """The host's whole timeline cut where what covers it changes: ``cuts`` in time order and
+    the label of each stretch [cuts[i], cuts[i+1]) (None: nothing covers it), by precedence."""
+    covers = sorted(covers, key=lambda c: c.t0)
+    cuts = sorted({t for c in covers for t in (c.t0, c.t1)})
+    labels: list[tuple[str, str] | None] = []
+    active: list[_Cover] = []
+    j = 0
+    for x in cuts:
+        active = [c for c in active if c.t1 > x]
+        while j < len(covers) and covers[j].t0 <= x:
+            if covers[j].t1 > x:
+                active.append(covers[j])
+            j += 1
+        best = min(active, key=lambda c: c.rank) if active else None
+        labels.append((best.cause, best.detail) if best else None)
+    return cuts, labels
+
+
+def _charge(parts: list[Part], start: int, budget: int, site: str) -> tuple[list[Part], int]:
+    """Give ``site`` up to ``budget`` of the host-bound stretches from ``start`` on; (parts, budget left)."""
+    out = []
+    for p in parts:
+        if budget <= 0 or p.cause != HOST_BOUND or p.t1 <= start:
+            out.append(p)
+            continue
+        x = max(p.t0, start)
+        take = min(budget, p.t1 - x)
+        if x > p.t0:
+            out.append(p._replace(t1=x))
+        out.append(Part(x, x + take, ACCIDENTAL_SYNC, site))
+        if x + take < p.t1:
+            out.append(p._replace(t0=x + take))
+        budget -= take
+    return _merged(out), max(budget, 0)
+
+
+def _merged(parts: list[Part]) -> list[Part]:
+    out: list[Part] = []
+    for p in parts:
+        if p.t1 <= p.t0:
+            continue
+        if out and out[-1].t1 == p.t0 and out[-1][2:] == p[2:]:
+            out[-1] = out[-1]._replace(t1=p.t1)
+        else:
+            out.append(p)
+    return out

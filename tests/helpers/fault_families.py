@@ -1,0 +1,220 @@
+"""The fault families: faults injected into a real engine at the places a user's code goes
+wrong, each with what the analysis must say about it. Shared by the fault tests and
+``benchmarks/bench_attribution.py`` (which removes each fault and compares).
+
+A fault is injected by patching a collaborator of the engine (its scheduler, device,
+request book, or a module function the tick calls), never through a hook in the
+engine. Every delay is sized from the clean run's measured step period, so no
+machine's speed changes what a family is: "finalize outlasts the forward" holds on a
+fast machine and a slow one alike. A delay is the fault itself (a sleep, or a busy
+loop that holds the interpreter as a garbage-collection pause does); nothing here
+waits for anything to happen.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import photon_trace.engine.engine as engine_module
+from helpers.fault_helpers import Sleep, delay_before, patched, read_in_commit
+from helpers.sites import ITEM_SITE, MASK_SYNC_SITE
+from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, HOST_BOUND
+from photon_trace.telemetry.analysis.bubbles import OUTSIDE_PHASES
+from photon_trace.telemetry.tracer import now_ns
+
+
+class Busy(Sleep):
+    """A host delay that keeps the CPU and the interpreter (a GC pause, heavy Python)."""
+
+    def __call__(self) -> None:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < self.seconds:
+            pass
+        self.took.append(time.perf_counter() - t0)
+
+
+class Every:
+    """Call ``delay`` on every ``n``-th call only: an intermittent stall. ``spans`` keeps when
+    each one ran, on the trace's clock."""
+
+    def __init__(self, n: int, delay: Sleep) -> None:
+        self.n, self.delay, self.calls = n, delay, 0
+        self.took = delay.took
+        self.spans: list[tuple[int, int]] = []
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if self.calls % self.n == 0:
+            t0 = now_ns()
+            self.delay()
+            self.spans.append((t0, now_ns()))
+
+
+def delay_after(delay):
+    """``wrap`` for ``patched``: run ``delay()`` after each call of the original."""
+    def wrap(original):
+        def delayed(*args, **kwargs):
+            out = original(*args, **kwargs)
+            delay()
+            return out
+        return delayed
+    return wrap
+
+
+# -- the sync faults: each call below is a site the analysis must name -----------------------
+
+def read_in_plan(eng, period_s: float) -> AbstractContextManager:
+    """Plan reads a device value before planning (waits for the queued step to finish)."""
+    def wrap(plan):
+        def read_then_plan():
+            eng.device.read_token_sync(0, -1)     # site: read in plan
+            return plan()
+        return read_then_plan
+    return patched(eng.scheduler, "plan", wrap)
+
+
+def read_in_stage(eng, period_s: float) -> AbstractContextManager:
+    """Staging a step reads a device value first (as a ``.item()`` on a device tensor would)."""
+    def wrap(stage_plan):
+        def read_then_stage(st, plan, *args):
+            eng.device.read_token_sync(0, plan.index)   # site: read in stage
+            return stage_plan(st, plan, *args)
+        return read_then_stage
+    return patched(engine_module, "stage_plan", wrap)
+
+
+def wait_in_plan(eng, period_s: float) -> AbstractContextManager:
+    """Plan waits for the previous step's tokens (to read them early): the commit's own
+    wait, called from the wrong place, serialises the pipeline."""
+    last = []
+
+    def wrap(plan):
+        def wait_then_plan():
+            if last and last[-1].slot >= 0:
+                prev = last[-1]
+                eng.device.wait_copied(prev.slot, prev.index)   # site: wait in plan
+            out = plan()
+            last[:] = [out] if out is not None else []
+            return out
+        return wait_then_plan
+    return patched(eng.scheduler, "plan", wrap)
+
+
+def sync_in_slow_plan(eng, period_s: float) -> AbstractContextManager:
+    """A host already slow in plan (2 periods) that also reads a device value after the slow
+    part, when the device has long finished: the sync itself costs a round trip."""
+    stack = ExitStack()
+    delay = Sleep(2 * period_s)
+
+    def wrap(plan):
+        def slow_then_read():
+            delay()
+            eng.device.read_token_sync(0, -1)     # site: read in slow plan
+            return plan()
+        return slow_then_read
+    stack.enter_context(patched(eng.scheduler, "plan", wrap))
+    stack.delay = delay
+    return stack
+
+
+# -- host delays -------------------------------------------------------------------------------
+
+def plan_delay(eng, period_s: float) -> AbstractContextManager:
+    """Every plan 2 periods longer: host-bound in plan."""
+    return _delayed(patched(eng.scheduler, "plan", delay_before(d := Sleep(2 * period_s))), d)
+
+
+def stage_delay(eng, period_s: float) -> AbstractContextManager:
+    """Staging every step 2 periods longer (inside launch): host-bound in launch."""
+    return _delayed(patched(engine_module, "stage_plan", delay_before(d := Busy(2 * period_s))), d)
+
+
+def slow_finalize(eng, period_s: float) -> AbstractContextManager:
+    """Building the masks takes 1.5 periods: finalize outlasts the forward."""
+    return _delayed(patched(engine_module, "fill_masks", delay_before(d := Busy(1.5 * period_s))), d)
+
+
+def commit_work(eng, period_s: float) -> AbstractContextManager:
+    """Slow stream-out in commit after its wait (2 periods every step). A sleep: on a machine
+    with fewer free cores than the engine's two processes, a busy host slows the device
+    with it, and an every-step fault then shows as a slower device more than as idle."""
+    return _delayed(patched(eng.device, "wait_copied", delay_after(d := Sleep(2 * period_s))), d)
+
+
+def gc_pause(eng, period_s: float) -> AbstractContextManager:
+    """Every 8th commit, a pause of 10 periods right after its wait (a GC pause holds the
+    interpreter just so): host-bound in commit, however briefly the commit wait overlapped."""
+    d = Every(8, Busy(10 * period_s))
+    return _delayed(patched(eng.device, "wait_copied", delay_after(d)), d)
+
+
+def stall_outside(eng, period_s: float) -> AbstractContextManager:
+    """Every 8th tick, the hand-off of results to the caller (after every phase) stalls 10
+    periods: host time outside the engine's phases."""
+    d = Every(8, Sleep(10 * period_s))
+    return _delayed(patched(eng.requests, "take_deltas", delay_before(d)), d)
+
+
+def _delayed(cm: AbstractContextManager, delay) -> AbstractContextManager:
+    stack = ExitStack()
+    stack.enter_context(cm)
+    stack.delay = delay     # what was injected, as the independent measure
+    return stack
+
+
+def mask_sync(eng, period_s: float) -> AbstractContextManager:
+    """The mask-upload bug is an engine setting (the family's engine has it); nothing to patch."""
+    return ExitStack()
+
+
+# -- the families ------------------------------------------------------------------------------
+
+def _site(what: str) -> str:
+    """``fault_families.py:N`` of the fault line that ends with ``# site: <what>``."""
+    lines = Path(__file__).read_text().splitlines()
+    (n,) = [i + 1 for i, line in enumerate(lines) if line.endswith(f"# site: {what}")]
+    return f"{Path(__file__).name}:{n}"
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    inject: Callable[..., AbstractContextManager]   # (engine, clean period in s) -> the fault
+    cause: str
+    detail: str                 # the site or phase the analysis must name
+    engine: str = "plain"       # which engine runs it (see ENGINES)
+    baseline: str = "clean"     # the run without the fault, on the same engine
+    intermittent: bool = False  # the fault hits some steps only
+    top: tuple[str, str] | None = None   # the costliest host cause, when not the fault's own row
+
+
+ENGINES = {
+    "plain": dict(depth=2, constrained=False),
+    "constrained": dict(depth=2, constrained=True),
+    "mask_sync": dict(depth=2, constrained=True, mask_upload="sync"),
+    "blocking": dict(depth=1, constrained=False),
+}
+BASELINES = {"plain": "clean", "constrained": "clean_constrained", "blocking": "clean_blocking"}
+"""The clean run of each engine that has one (the mask-sync engine's clean twin is the constrained one)."""
+
+FAMILIES = [
+    Family("mask_sync", mask_sync, ACCIDENTAL_SYNC, MASK_SYNC_SITE, engine="mask_sync", baseline="clean_constrained"),
+    Family("read_in_commit", lambda eng, period_s: read_in_commit(eng), ACCIDENTAL_SYNC, ITEM_SITE),
+    Family("read_in_plan", read_in_plan, ACCIDENTAL_SYNC, _site("read in plan")),
+    Family("read_in_stage", read_in_stage, ACCIDENTAL_SYNC, _site("read in stage")),
+    Family("wait_in_plan", wait_in_plan, ACCIDENTAL_SYNC, _site("wait in plan")),
+    Family("sync_in_slow_plan", sync_in_slow_plan, ACCIDENTAL_SYNC, _site("read in slow plan"),
+           baseline="plan_delay", top=(HOST_BOUND, "plan")),
+    Family("plan_delay", plan_delay, HOST_BOUND, "plan"),
+    Family("stage_delay", stage_delay, HOST_BOUND, "launch"),
+    Family("slow_finalize", slow_finalize, HOST_BOUND, "finalize", engine="constrained",
+           baseline="clean_constrained"),
+    Family("commit_work", commit_work, HOST_BOUND, "commit"),
+    Family("gc_pause", gc_pause, HOST_BOUND, "commit", intermittent=True),
+    Family("stall_outside", stall_outside, HOST_BOUND, OUTSIDE_PHASES, intermittent=True),
+    Family("blocking_plan_delay", plan_delay, HOST_BOUND, "plan", engine="blocking", baseline="clean_blocking"),
+]
+BY_NAME = {f.name: f for f in FAMILIES}
