@@ -31,6 +31,11 @@ was late, and the causes are tried in this order:
    host phase that covered most of the time between the gap's start and the
    next op's enqueue, or ``"other"`` if the host was in none).
 
+"Compute" is the trace's primary stream (``lanes.primary_stream``) and "copy" any other:
+in an imported trace the op the device waited for may be on any stream (an NCCL or a
+side stream, joined by ``cudaStreamWaitEvent``); the cause is then ``stream_wait`` and
+the detail names that stream and op. The host phases are ``lanes.host_phases``.
+
 A wait counts if it has a positive length (a zero-length wait blocked nothing)
 and overlaps the gap or ends as it opens (a drain ends when the device does);
 ``slack_ns`` widens the gap's start to absorb the device-to-host clock error.
@@ -42,7 +47,8 @@ from collections import defaultdict
 from typing import NamedTuple
 
 from photon_trace.telemetry.analysis._index import IntervalIndex, overlap
-from photon_trace.telemetry.analysis.window import COPY, compute_ops
+from photon_trace.telemetry.analysis.lanes import COPY, TOP_PHASES, host_phases, primary_stream
+from photon_trace.telemetry.analysis.window import compute_ops
 from photon_trace.telemetry.records import DeviceSpan, HostSpan, Trace
 
 MIN_BUBBLE_NS = 20_000
@@ -54,9 +60,11 @@ COMMIT_WAIT = "commit_wait"
 ACCIDENTAL_SYNC = "accidental_sync"
 COPY_WAIT = "copy_wait"
 DISPATCH = "dispatch"
-CAUSES = (HOST_BOUND, COMMIT_WAIT, ACCIDENTAL_SYNC, COPY_WAIT, DISPATCH)
+STREAM_WAIT = "stream_wait"
+CAUSES = (HOST_BOUND, COMMIT_WAIT, ACCIDENTAL_SYNC, COPY_WAIT, STREAM_WAIT, DISPATCH)
 
-TOP_PHASES = frozenset({"plan", "launch", "commit", "finalize"})
+__all__ = ["Bubble", "Gap", "CAUSES", "TOP_PHASES", "MIN_BUBBLE_NS", "busy_intervals", "device_gaps",
+           "classify", "find_bubbles"]
 
 
 class Gap(NamedTuple):
@@ -75,6 +83,8 @@ class Bubble(NamedTuple):
     step: int          # the step of the op after the gap
     cause: str         # one of CAUSES
     detail: str        # host phase, call site, or copy op
+    covered_ns: int = 0    # of it, time another stream was busy (``streams.with_cover``)
+    covered_by: str = ""   # the stream that covered most of it
 
 
 def busy_intervals(trace: Trace, window: tuple[int, int]) -> list[tuple[int, int]]:
@@ -115,10 +125,12 @@ class _Context:
         self.slack = slack_ns
         self.unexpected = IntervalIndex(w for w in trace.waits if not w.expected and w.t1 > w.t0)
         self.expected = IntervalIndex(w for w in trace.waits if w.expected and w.t1 > w.t0)
-        self.phases: IntervalIndex[HostSpan] = IntervalIndex(h for h in trace.host_spans if h.phase in TOP_PHASES)
-        self.copies: dict[int, list[DeviceSpan]] = defaultdict(list)
+        top = host_phases(trace)
+        self.phases: IntervalIndex[HostSpan] = IntervalIndex(h for h in trace.host_spans if h.phase in top)
+        self.copies: dict[int, list[DeviceSpan]] = defaultdict(list)   # the step's ops on other streams
+        stream = primary_stream(trace)
         for d in trace.device_spans:
-            if d.stream == COPY:
+            if d.stream != stream:
                 self.copies[d.step].append(d)
         # The host's lead at each step boundary: how long before the device ran out of
         # work the host had enqueued the step's first compute op (negative: too late).
@@ -153,7 +165,8 @@ class _Context:
         late = [c for c in self.copies.get(nxt.step, ())
                 if g0 < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued]
         if late:
-            return COPY_WAIT, max(late, key=lambda c: c.t1).op
+            c = max(late, key=lambda c: c.t1)
+            return (COPY_WAIT, c.op) if c.stream == COPY else (STREAM_WAIT, f"{c.stream}: {c.op}")
         return None
 
     def host_phase(self, g0: int, enqueued: int) -> str:
