@@ -73,14 +73,14 @@ def test_a_zero_length_wait_blocks_nothing():
     b = two_forwards()
     b.host("plan", 2, 1000 * US, 1490 * US)
     b.wait("sync", 1200 * US, 1200 * US, expected=False, site=SITE, step=2)
-    assert only(find_bubbles(b.build(), WINDOW))[4:] == (HOST_BOUND, "plan")
+    assert only(find_bubbles(b.build(), WINDOW))[4:6] == (HOST_BOUND, "plan")
 
 
 def test_expected_wait_on_the_step_just_finished_is_a_commit_wait():
     b = two_forwards(depth=1)
     b.host("commit", 1, 700 * US, 1300 * US).host("plan", 2, 1300 * US, 1400 * US)
     b.wait("commit: copy-back", 710 * US, 1040 * US, expected=True, site=COMMIT, step=1)
-    assert only(find_bubbles(b.build(), WINDOW))[4:] == (COMMIT_WAIT, COMMIT)
+    assert only(find_bubbles(b.build(), WINDOW))[4:6] == (COMMIT_WAIT, COMMIT)
 
 
 def test_expected_wait_on_an_older_step_does_not_explain_the_gap():
@@ -88,7 +88,7 @@ def test_expected_wait_on_an_older_step_does_not_explain_the_gap():
     b = two_forwards()
     b.host("commit", 0, 700 * US, 1300 * US).host("plan", 2, 1300 * US, 1400 * US)
     b.wait("commit: copy-back", 710 * US, 1040 * US, expected=True, site=COMMIT, step=0)
-    assert only(find_bubbles(b.build(), WINDOW))[4:] == (HOST_BOUND, "commit")
+    assert only(find_bubbles(b.build(), WINDOW))[4:6] == (HOST_BOUND, "commit")
 
 
 def test_host_bound_detail_is_the_phase_covering_most_of_the_gap_before_the_enqueue():
@@ -100,7 +100,7 @@ def test_host_bound_detail_is_the_phase_covering_most_of_the_gap_before_the_enqu
 
 
 def test_host_bound_without_any_phase_is_other():
-    assert only(find_bubbles(two_forwards().build(), WINDOW))[4:] == (HOST_BOUND, "other")
+    assert only(find_bubbles(two_forwards().build(), WINDOW))[4:6] == (HOST_BOUND, "other")
 
 
 def test_an_op_queued_before_the_gap_was_not_held_up_by_the_host():
@@ -128,8 +128,8 @@ def test_copy_wait_needs_the_copy_to_end_after_the_host_enqueued():
         b.copy("mask_upload", 2, 1000 * US, upload_end * US, enqueued=1000 * US)
         b.host("finalize", 2, 900 * US, 1200 * US)
         return b.step(2).build()
-    assert only(find_bubbles(trace(1300), WINDOW))[4:] == (COPY_WAIT, "mask_upload")
-    assert only(find_bubbles(trace(1100), WINDOW))[4:] == (HOST_BOUND, "finalize")
+    assert only(find_bubbles(trace(1300), WINDOW))[4:6] == (COPY_WAIT, "mask_upload")
+    assert only(find_bubbles(trace(1100), WINDOW))[4:6] == (HOST_BOUND, "finalize")
 
 
 def sync_then_catch_up(lead_us: int) -> TraceBuilder:

@@ -8,9 +8,11 @@ from typing import Any
 from photon_trace.telemetry.analysis.bubbles import (
     MIN_BUBBLE_NS, Bubble, busy_intervals, classify, device_gaps)
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose
+from photon_trace.telemetry.analysis.lanes import on_stream, primary_stream
 from photon_trace.telemetry.analysis.latency import (
     mean_generated_tokens, run_extent, wasted_step_share, zombie_rows, zombie_tax)
 from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
+from photon_trace.telemetry.analysis.streams import StreamStats, stream_stats, with_cover
 from photon_trace.telemetry.analysis.syncs import SyncSite, sync_sites
 from photon_trace.telemetry.analysis.window import steady_state_window, step_starts
 from photon_trace.telemetry.records import Trace
@@ -26,6 +28,8 @@ class Report:
     way, ``idle_ns`` = ``host_idle_ns + launch_idle_ns``.
     Run-level (the whole trace): ``e2e_tokens_per_s``, ``run_period_ms``, ``L``, ``zombie_rows``,
     ``z`` and ``z_steps`` (see ``requests``).
+    ``stream`` is the stream analysed (``bubbles``, ``steps``, busy and idle are its);
+    ``streams`` has a row per stream of the trace (see ``streams``).
     """
     window: tuple[int, int]
     window_ns: int
@@ -54,6 +58,8 @@ class Report:
     run_period_ms: float    # the whole run / its steps: the period end-to-end throughput sees
     diagnosis: list[Diagnosis]
     settings: dict[str, Any] = field(default_factory=dict)
+    stream: str = "compute"
+    streams: list[StreamStats] = field(default_factory=list)
 
     @property
     def host_idle_fraction(self) -> float:
@@ -67,22 +73,27 @@ class Report:
         d["steps"] = [s._asdict() for s in self.steps] if tables else len(self.steps)
         d["bubbles"] = [b._asdict() for b in self.bubbles] if tables else len(self.bubbles)
         d["syncs"] = [s._asdict() for s in self.syncs]
+        d["streams"] = [{**s._asdict(), "idle_fraction": s.idle_fraction} for s in self.streams]
         d["diagnosis"] = [
             {**x._asdict(), "predicted_speedup": x.predicted_speedup if math.isfinite(x.predicted_speedup) else None}
             for x in self.diagnosis]
         return d
 
 
-def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
+def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str | None = None,
             min_gap_ns: int = MIN_BUBBLE_NS, slack_ns: int | None = None) -> Report:
-    """Analyse ``trace`` over ``window`` (default: ``steady_state_window(trace)``)."""
+    """Analyse ``trace`` over ``window`` (default: ``steady_state_window(trace)``), on ``stream``
+    (default: the primary stream, ``lanes.primary_stream``)."""
+    if stream is not None:
+        trace = on_stream(trace, stream)
     if window is None:
         window = steady_state_window(trace)
     w0, w1 = window
     window_ns = max(0, w1 - w0)
     busy = sum(b - a for a, b in busy_intervals(trace, window))
     gaps = device_gaps(trace, window)
-    bubbles = classify(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
+    stream = primary_stream(trace)
+    bubbles = with_cover(trace, classify(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns), stream, window)
     bubble_ns = sum(b.duration_ns for b in bubbles)
     idle = window_ns - busy
     host_idle = sum(min(max(g.next.enqueued, g.t0), g.t1) - g.t0 for g in gaps)
@@ -107,4 +118,5 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
         run_period_ms=(r1 - r0) / n_run / 1e6 if n_run else 0.0,
         diagnosis=diagnose(bubbles, window_ns),
         settings=dict(trace.header.get("settings", {})),
+        stream=stream, streams=stream_stats(trace, window, min_gap_ns=min_gap_ns, slack_ns=slack_ns),
     )
