@@ -19,10 +19,12 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import NamedTuple, Union
 
 from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
+from photon_trace.telemetry.analysis.lanes import primary_stream
 from photon_trace.telemetry.analysis.window import compute_extent
 from photon_trace.telemetry.records import Trace
 
@@ -75,15 +77,16 @@ class CheckResult:
         return "photon-trace check: FAIL: " + "; ".join(g.message for g in self.failures)
 
 
-def _load(x: TraceLike, what: str) -> tuple[Trace, str]:
+def _load(x: TraceLike, what: str, load_options: dict) -> tuple[Trace, str]:
     if isinstance(x, Trace):
         return x, f"<{what}>"
     try:
-        from photon_trace.telemetry.tracefile import TraceFormatError, load_trace
+        from photon_trace.telemetry.importers import load_any
+        from photon_trace.telemetry.tracefile import TraceFormatError
     except ImportError as e:  # pragma: no cover - the loader ships with telemetry
         raise BadInput(f"cannot load trace files: {e}") from None
     try:
-        return load_trace(x), str(x)
+        return load_any(x, **load_options), str(x)
     except (TraceFormatError, OSError) as e:
         raise BadInput(f"{what}: {e}") from None
 
@@ -93,16 +96,19 @@ def _validate(trace: Trace, name: str) -> None:
         bad = next((r for r in getattr(trace, kind) if r.t1 < r.t0), None)
         if bad is not None:
             raise BadInput(f"{name}: corrupt trace: a {kind[:-1].replace('_', ' ')} ends before it starts ({bad})")
-    if not any(d.stream == "compute" for d in trace.device_spans):
+    if not trace.device_spans and trace.header.get("source", {}).get("format") == "kineto":
+        raise BadInput(f"{name}: no device activity: the trace has no kernel, memcpy or memset (recorded "
+                       f"without ProfilerActivity.CUDA, or where there was no GPU); nothing to gate on")
+    if not any(d.stream == primary_stream(trace) for d in trace.device_spans):
         raise BadInput(f"{name}: no compute-stream ops to analyse")
     if not trace.steps:
         raise BadInput(f"{name}: no step records to analyse")
 
 
-def _analyse(x: TraceLike | Report, what: str) -> tuple[Report, Trace | None, str]:
+def _analyse(x: TraceLike | Report, what: str, load_options: dict | None = None) -> tuple[Report, Trace | None, str]:
     if isinstance(x, Report):
         return x, None, f"<{what} report>"
-    trace, name = _load(x, what)
+    trace, name = _load(x, what, load_options or {})
     _validate(trace, name)
     try:
         report = analyze(trace)
@@ -118,7 +124,7 @@ def _ms(ns: float) -> str:
 
 
 def _gates(report: Report, trace: Trace | None, baseline: Report | None,
-           max_idle_fraction: float, tolerance: float) -> list[Gate]:
+           max_idle_fraction: float, tolerance: float, allow_syncs: tuple[str, ...] = ()) -> list[Gate]:
     gates = []
     top = report.diagnosis[0] if report.diagnosis else None
     why = f" (largest: {top.cause} at {top.site_or_phase}, {_ms(top.idle_ns)})" if top else ""
@@ -131,12 +137,16 @@ def _gates(report: Report, trace: Trace | None, baseline: Report | None,
     # Syncs anywhere in the run, each with the idle it cost over the whole run.
     sites = (sync_sites(trace, find_bubbles(trace, compute_extent(trace))) if trace is not None
              else report.syncs)
+    allowed = [s for s in sites if any(fnmatchcase(s.site, p) for p in allow_syncs)]
+    sites = [s for s in sites if s not in allowed]
     count = sum(s.count for s in sites)
     if count:
         listed = ", ".join(f"{s.site} ({s.reason}) x{s.count}, {_ms(s.idle_ns)} idle" for s in sites)
         msg = f"{count} accidental sync{'s' if count > 1 else ''}: {listed}"
     else:
         msg = "no accidental syncs"
+    if allowed:
+        msg += "; allowed: " + ", ".join(f"{s.site} x{s.count}, {_ms(s.idle_ns)} idle" for s in allowed)
     gates.append(Gate("accidental_syncs", count == 0, msg, count, 0))
 
     if baseline is not None:
@@ -168,23 +178,36 @@ def _notes(trace: Trace | None) -> list[str]:
     dropped = {k: v for k, v in (h.get("dropped") or {}).items() if v}
     if dropped:
         notes.append(f"the recorder dropped records ({dropped}): idle may be overstated")
-    if h.get("truncated") or h.get("incomplete"):
+    source = h.get("source") or {}
+    if source.get("format") == "kineto":
+        if h.get("truncated"):
+            notes.append("the profiler trace is truncated: checked up to its last complete event")
+        for kind, p in (source.get("problems") or {}).items():
+            notes.append(f"profiler trace: {p['count']} x {kind} (first: {p['first']})")
+    elif h.get("truncated") or h.get("incomplete"):
         notes.append("the trace file is incomplete (the run crashed or was still writing)")
     return notes
 
 
 def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = None, *,
               max_idle_fraction: float = DEFAULT_MAX_IDLE_FRACTION, tolerance: float = DEFAULT_TOLERANCE,
-              out_md: str | os.PathLike | None = None, out_junit: str | os.PathLike | None = None) -> CheckResult:
-    """Check a trace (a ``Trace`` or a trace file) against the gates; see the module docstring."""
+              out_md: str | os.PathLike | None = None, out_junit: str | os.PathLike | None = None,
+              allow_syncs: tuple[str, ...] = (), allow_partial: bool = False,
+              step_annotation: str | None = None) -> CheckResult:
+    """Check a trace (a ``Trace``, our trace file or a PyTorch profiler trace) against the gates;
+    see the module docstring. ``allow_syncs``: call-site patterns (fnmatch) whose syncs the
+    program means to make; they are listed but do not fail the gate. ``allow_partial``: a damaged
+    profiler trace is checked as far as it is valid instead of being bad input.
+    ``step_annotation``: the annotation a profiler trace's steps are taken from."""
+    load = {"strict": False if allow_partial else None, "step_annotation": step_annotation}
     try:
-        report, trace, source = _analyse(trace_or_path, "trace")
-        base = _analyse(baseline, "baseline")[0] if baseline is not None else None
+        report, trace, source = _analyse(trace_or_path, "trace", load)
+        base = _analyse(baseline, "baseline", load)[0] if baseline is not None else None
     except BadInput as e:
         result = CheckResult(EXIT_BAD_INPUT, source=str(trace_or_path) if not isinstance(trace_or_path, Trace)
                              else "<trace>", error=str(e))
     else:
-        gates = _gates(report, trace, base, max_idle_fraction, tolerance)
+        gates = _gates(report, trace, base, max_idle_fraction, tolerance, allow_syncs)
         code = EXIT_PASS if all(g.passed for g in gates) else EXIT_FAIL
         result = CheckResult(code, gates, report, base, source, notes=_notes(trace))
     if out_md is not None:
