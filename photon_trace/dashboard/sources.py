@@ -20,7 +20,9 @@ from photon_trace.dashboard.timeline import TimelineData, prepare_timeline
 from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
 from photon_trace.telemetry.sinks import merge_header
 
-TRACE_SUFFIXES = (".trace.jsonl", ".trace.jsonl.gz")
+TRACE_SUFFIXES = (".trace.jsonl", ".trace.jsonl.gz", ".pt.trace.json", ".pt.trace.json.gz")
+"""What the file picker lists: our traces and the PyTorch profiler's (``tensorboard_trace_handler``
+names its files ``*.pt.trace.json``); any profiler trace named on the command line opens too."""
 LIVE_SECONDS = 5.0
 
 _ROWS = {"host_spans": HostSpan, "device_spans": DeviceSpan, "waits": HostWait, "steps": StepRecord,
@@ -52,8 +54,11 @@ def _analysis():
 
 
 def _loader():
-    from photon_trace.telemetry.tracefile import load_trace
-    return load_trace
+    from functools import partial
+
+    from photon_trace.telemetry.importers import load_any
+    # A damaged profiler trace is shown as far as it is valid; its warnings become the page's notes.
+    return partial(load_any, strict=False)
 
 
 def is_inside(path: str | os.PathLike, allowed_dirs: list[Path]) -> Path:
