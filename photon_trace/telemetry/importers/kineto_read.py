@@ -159,7 +159,7 @@ def read_kineto(path: str | Path, data: bytes | None = None, *, strict: bool = T
     except RecursionError:
         raise KinetoFormatError(f"{path}: not a trace: JSON nested too deeply to read") from None
     except ValueError as e:
-        at_end = getattr(e, "pos", 0) >= len(text.rstrip()) - 1
+        at_end = getattr(e, "pos", 0) >= len(text.rstrip())   # the parser ran out of text
         if not (cut or at_end):
             raise KinetoFormatError(f"{path}: not JSON ({e})") from None
         meta, raw_events, where = _salvage(text)

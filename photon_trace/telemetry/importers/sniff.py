@@ -50,4 +50,9 @@ def load_any(path: str | os.PathLike, *, strict: bool | None = None, step_annota
     if is_kineto(path):
         from photon_trace.telemetry.importers.kineto import import_kineto
         return import_kineto(path, step_annotation=step_annotation, strict=True if strict is None else strict)
-    return load_trace(path, strict=bool(strict))
+    try:
+        return load_trace(path, strict=bool(strict))
+    except TraceFormatError as e:
+        if "not a photon_trace trace" in str(e):   # nor JSON, or it would have been read as a profiler trace
+            raise TraceFormatError(f"{e}; nor a PyTorch profiler trace (that is JSON)") from None
+        raise
