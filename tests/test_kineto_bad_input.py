@@ -162,3 +162,21 @@ def test_the_dashboard_reports_a_bad_trace_and_shows_a_partial_one(tmp_path):
     assert len(shown.trace.device_spans) == 4
     assert any("skipped 1 event (missing fields); first: event 15" in n for n in shown.notes)
     assert bad in store.listing() or bad.resolve() in store.listing()
+
+
+def test_each_file_goes_to_its_reader(tmp_path):
+    """Ours (header keys in any order), a one-line compact profiler trace, and our own Perfetto export."""
+    from photon_trace.telemetry.perfetto import write_chrome_trace
+    from photon_trace.telemetry.records import Trace
+    from photon_trace.telemetry.tracefile import write_trace
+
+    kineto = load_any(SYNC)
+    ours = write_trace(Trace({"version": 1, "backend": "sim", "format": "photon_trace"}, kineto.host_spans,
+                             kineto.device_spans), tmp_path / "ours.trace.jsonl")
+    assert load_any(ours).device_spans == kineto.device_spans
+    compact = tmp_path / "compact.json"
+    compact.write_text(json.dumps(fixture_doc(), separators=(",", ":")))
+    assert load_any(compact).waits == kineto.waits
+    export = write_chrome_trace(kineto, tmp_path / "export.json")
+    with pytest.raises(KinetoFormatError, match="own Perfetto export"):
+        load_any(export)

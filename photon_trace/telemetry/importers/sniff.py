@@ -1,6 +1,6 @@
 """``load_any``: one entry point for every trace photon_trace reads.
 
-Our own ``.trace.jsonl[.gz]`` files start with a ``{"format": "photon_trace"`` header line;
+Our own ``.trace.jsonl[.gz]`` files start with a header line holding ``"format":"photon_trace"``;
 anything else that starts like JSON is read as a PyTorch profiler (Kineto) trace. Either
 way a bad file raises ``TraceFormatError`` (``KinetoFormatError`` is one) naming the problem.
 """
@@ -32,11 +32,18 @@ def _head(path: Path) -> bytes:
 
 
 def is_kineto(path: str | os.PathLike) -> bool:
-    """Does ``path`` look like JSON that is not one of our own trace files?"""
+    """Does ``path`` look like JSON that is not one of our own trace files?
+
+    Ours are JSON lines whose first line is the header object (compact, with
+    ``"format":"photon_trace"``, key order free); a profiler trace is one JSON document
+    (its ``traceEvents`` key, if on the first line, tells a compact one apart from our header).
+    """
     head = _head(Path(path)).lstrip()
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:].lstrip()
-    return head[:1] in (b"{", b"[") and not head.replace(b" ", b"").startswith(b'{"format":"photon_trace"')
+    first = head.split(b"\n", 1)[0]
+    ours = b'"format":"photon_trace"' in first and b'"traceEvents"' not in first
+    return head[:1] in (b"{", b"[") and not ours
 
 
 def load_any(path: str | os.PathLike, *, strict: bool | None = None, step_annotation: str | None = None) -> Trace:
