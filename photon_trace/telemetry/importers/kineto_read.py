@@ -131,13 +131,6 @@ def _salvage(text: str) -> tuple[dict, list, int]:
         events.append(obj)
 
 
-def _number(e: dict, key: str) -> float | None:
-    v = e.get(key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return None
-    return v
-
-
 def _ns(v: float) -> int:
     return v * 1000 if isinstance(v, int) else round(v * 1000)
 
@@ -204,60 +197,80 @@ def read_kineto(path: str | Path, data: bytes | None = None, *, strict: bool = T
     return out
 
 
+_KINDS = {**HOST_CATS, **DEVICE_CATS, SYNC_CAT: SYNC_CAT}
+_DEVICE_KINDS = frozenset(DEVICE_CATS.values())
+
+
+def _finite(v: object) -> bool:
+    t = type(v)
+    return t is int or (t is float and math.isfinite(v))
+
+
 def _read_events(raw: list, out: KinetoDoc, problems: _Problems) -> None:
+    """Check every event; keep the span events of the categories we use (the hot loop of an import)."""
     fine = False
     ignored: dict[str, int] = {}
+    events = out.events
+    kinds = dict(_KINDS)      # grows with the spellings seen (Kernel, Runtime, ...), each looked up once
     for i, e in enumerate(raw):
-        if not isinstance(e, dict):
+        if type(e) is not dict:
             problems.report("not an object", f"event {i} is a {type(e).__name__}, not an object")
             continue
         ph = e.get("ph")
-        if ph == "M":
+        cat = e.get("cat")
+        if ph == "X":
+            kind = kinds.get(cat) if type(cat) is str else None
+            if kind is None:
+                if type(cat) is str and cat.lower() in _KINDS:
+                    kind = kinds[cat] = _KINDS[cat.lower()]
+                else:
+                    ignored[str(cat)] = ignored.get(str(cat), 0) + 1
+                    continue
+            name, ts, dur, pid, tid = e.get("name"), e.get("ts"), e.get("dur"), e.get("pid"), e.get("tid")
+            if type(name) is not str or not _finite(ts) or not _finite(dur) or pid is None or tid is None \
+                    or dur < 0:
+                _bad_span(i, e, cat, problems)
+                continue
+            args = e.get("args")
+            if type(args) is not dict:
+                args = {}
+            if kind in _DEVICE_KINDS and type(args.get("stream", tid)) is not int:
+                problems.report("no stream", f"event {i} ({cat} {name[:60]!r}): a device op without an integer "
+                                             f"stream (args.stream or tid), got {args.get('stream', tid)!r}")
+                continue
+            if not fine and ((type(ts) is float and not ts.is_integer()) or (type(dur) is float and not dur.is_integer())):
+                fine = True
+            t0 = ts * 1000 if type(ts) is int else round(ts * 1000)
+            events.append(Event(i, kind, name, pid, tid, t0, t0 + (dur * 1000 if type(dur) is int else round(dur * 1000)),
+                                args))
+        elif ph == "M":
             if e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
                 out.thread_names[(e.get("pid"), e.get("tid"))] = str(e["args"].get("name", ""))
-            continue
-        cat = e.get("cat")
-        if ph in ("s", "f") and cat == "ac2g":
-            ts = _number(e, "ts")
-            if ts is not None and "id" in e:
+        elif (ph == "s" or ph == "f") and cat == "ac2g":
+            ts = e.get("ts")
+            if _finite(ts) and "id" in e:
                 where = (e.get("pid"), e.get("tid"), _ns(ts))
                 if ph == "s":
                     out.flows_start[e["id"]] = where
                 else:
                     out.flows_end[where] = e["id"]
-            continue
-        if ph != "X" or not isinstance(cat, str):
-            continue
-        lower = cat.lower()
-        kind = HOST_CATS.get(lower) or DEVICE_CATS.get(lower) or (SYNC_CAT if lower == SYNC_CAT else None)
-        if kind is None:
-            ignored[cat] = ignored.get(cat, 0) + 1
-            continue
-        name = e.get("name")
-        label = f"event {i} ({cat} {str(name)[:60]!r})"
-        missing = [k for k in ("name", "ts", "dur", "pid", "tid") if k not in e]
-        if missing:
-            problems.report("missing fields", f"{label}: missing {', '.join(repr(m) for m in missing)}")
-            continue
-        ts, dur = _number(e, "ts"), _number(e, "dur")
-        if ts is None or dur is None or not isinstance(name, str):
-            bad = "ts" if ts is None else "dur" if dur is None else "name"
-            problems.report("bad field", f"{label}: {bad!r} is {e.get(bad)!r}, not a "
-                                         f"{'string' if bad == 'name' else 'finite number'}")
-            continue
-        if dur < 0:
-            problems.report("negative duration", f"{label}: negative duration {dur} µs")
-            continue
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
-        if kind in DEVICE_CATS.values() and not isinstance(args.get("stream", e["tid"]), int):
-            problems.report("no stream", f"{label}: a device op without an integer stream "
-                                         f"(args.stream or tid), got {args.get('stream', e['tid'])!r}")
-            continue
-        fine = fine or (isinstance(ts, float) and not ts.is_integer()) or (isinstance(dur, float) and not dur.is_integer())
-        t0 = _ns(ts)
-        out.events.append(Event(i, kind, name, e["pid"], e["tid"], t0, t0 + _ns(dur), args))
     out.resolution_ns = 1 if fine else 1000
     out.ignored = ignored
+
+
+def _bad_span(i: int, e: dict, cat: str, problems: _Problems) -> None:
+    """Report what is wrong with span event ``e`` (the slow path: only for invalid events)."""
+    label = f"event {i} ({cat} {str(e.get('name'))[:60]!r})"
+    missing = [k for k in ("name", "ts", "dur", "pid", "tid") if e.get(k) is None]
+    if missing:
+        problems.report("missing fields", f"{label}: missing {', '.join(repr(m) for m in missing)}")
+    elif type(e["name"]) is not str:
+        problems.report("bad field", f"{label}: 'name' is {e['name']!r}, not a string")
+    elif not _finite(e["ts"]) or not _finite(e["dur"]):
+        bad = "ts" if not _finite(e["ts"]) else "dur"
+        problems.report("bad field", f"{label}: {bad!r} is {e[bad]!r}, not a finite number")
+    else:
+        problems.report("negative duration", f"{label}: negative duration {e['dur']} µs")
 
 
 def check_stream_order(streams: dict[str, list], problems_strict: bool, path: str) -> dict:
