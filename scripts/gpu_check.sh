@@ -8,10 +8,12 @@
 #   2. photon-trace bench, 1.5b preset, bf16, CUDA graphs on, sync debug,
 #      blocking vs pipelined at 1, 8 and 32 streams (2 repeats),            time box 300 s
 #   3. photon-trace check on the 8-stream pipelined trace (Markdown + JUnit)  time box 60 s
+#   4. the independent clock check: bench --torch-profiler at 8 streams (CUPTI's kernel
+#      times against ours, from CUDA events), and photon-trace import of its trace  time box 150 s
 #
 # Everything lands in OUT_DIR: environment.txt, pytest-gpu.{log,xml}, bench.log, bench/
-# (every trace and bench_summary.json), check.{log,md,xml} and summary.txt with each
-# step's exit code. The time boxes add up to under 8 minutes; on an H200 the whole
+# (every trace and bench_summary.json), check.{log,md,xml}, profiler.log and profiler/, and
+# summary.txt with each step's exit code. The time boxes add up to under 10 minutes; on an H200 the whole
 # script should take 2-4 (most of it building the 1.5b engines and capturing graphs).
 # Exit status: 0 when every step exited 0, else 1 (later steps run regardless).
 set -uo pipefail
@@ -77,9 +79,21 @@ else
 fi
 log "check exit code ${RC[check]} (0 pass, 1 a gate failed, 2 bad input)"
 
+# 4. torch.profiler's view of a run: same steps, device op times against CUPTI's.
+log "photon-trace bench --torch-profiler --streams 8"
+timeout -k 10 150 "$PY" -m photon_trace.cli bench --model 1.5b --backend cuda --dtype bfloat16 \
+    --cuda-graphs on --streams 8 --tokens 48 --repeats 1 --no-progress --torch-profiler \
+    --out "$OUT/profiler" > "$OUT/profiler.log" 2>&1
+RC[profiler]=$?
+PT=$(ls "$OUT"/profiler/*-s8-pipelined-r1.pt.trace.json.gz 2>/dev/null | head -1)
+[ -n "$PT" ] && timeout -k 5 60 "$PY" -m photon_trace.cli import "$PT" --step-annotation launch \
+    >> "$OUT/profiler.log" 2>&1
+tail -n 30 "$OUT/profiler.log" | tee -a "$OUT/summary.txt"
+log "profiler exit code ${RC[profiler]} (124: timed out)"
+
 status=0
-for step in pytest bench check; do
+for step in pytest bench check profiler; do
   [ "${RC[$step]}" = 0 ] || status=1
 done
-log "done: pytest=${RC[pytest]} bench=${RC[bench]} check=${RC[check]} -> exit $status"
+log "done: pytest=${RC[pytest]} bench=${RC[bench]} check=${RC[check]} profiler=${RC[profiler]} -> exit $status"
 exit $status
