@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from photon_trace.cli.main import main as cli
+from photon_trace.cli import main as cli  # the function (importing cli.main would shadow it in the package)
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, DISPATCH, HOST_BOUND, STREAM_WAIT, analyze
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check
 from photon_trace.telemetry.importers import load_any

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from photon_trace.cli.main import main as cli
+from photon_trace.cli import main as cli  # the function (importing cli.main would shadow it in the package)
 from photon_trace.telemetry.importers import load_any
 from photon_trace.telemetry.perfetto import main as perfetto
 from photon_trace.telemetry.tracefile import load_trace

@@ -36,6 +36,7 @@ from bisect import bisect_right
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from photon_trace.telemetry.analysis.lanes import IMPORTED_STEP
 from photon_trace.telemetry.importers.kineto_read import (
     DEVICE_CATS, SYNC_CAT, Event, KinetoDoc, KinetoFormatError, check_stream_order, read_kineto)
 from photon_trace.telemetry.importers.kineto_stack import call_site, sweep
@@ -106,8 +107,11 @@ def kineto_to_trace(doc: KinetoDoc, *, step_annotation: str | None = None, stric
     device_spans.sort(key=lambda d: (d.t0, d.t1))
 
     # Host waits, each with the chain of spans open at its start (for its call site).
-    pageable = {id(call): dev for dev in device if dev.kind == "gpu_memcpy" and "Pageable" in dev.name
-                for call in [launched_by.get(dev.index)] if call is not None}
+    pageable: dict[int, Event] = {}           # id(runtime call) -> the pageable memcpy it made
+    for dev in device:
+        call = launched_by.get(dev.index)
+        if call is not None and dev.kind == "gpu_memcpy" and "Pageable" in dev.name:
+            pageable[id(call)] = dev
     sync_info = {e.args.get("correlation"): e for e in syncs}
     wait_calls = [e for e in host if e.kind in ("cuda_runtime", "cuda_driver")
                   and (e.name in SYNC_CALLS or id(e) in pageable)]
@@ -124,7 +128,7 @@ def kineto_to_trace(doc: KinetoDoc, *, step_annotation: str | None = None, stric
     host_spans = sorted((HostSpan(e.name, steps.of(e.t0), 0, e.t0, e.t1, lanes.name(e)) for e in host),
                         key=lambda h: (h.t0, -h.t1))
     used = sorted({d.step for d in device_spans} | {h.step for h in host_spans} | {w.step for w in waits})
-    step_records = [StepRecord(s, "step", 0, 0, 0, 0, 0) for s in used]
+    step_records = [StepRecord(s, IMPORTED_STEP, 0, 0, 0, 0, 0) for s in used]
 
     # The primary stream launches the most ops: compute streams run many short kernels,
     # communication streams few long ones (which mostly wait on other ranks).
