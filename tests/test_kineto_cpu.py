@@ -71,6 +71,11 @@ def test_a_cpu_only_trace_imports_its_host_lanes_steps_and_clock(recorded):
     assert len(steps) == ACTIVE and [s.step for s in trace.steps if s.step >= 0] == steps
     assert trace.header["source"]["resolution_ns"] == 1           # float µs with 3 decimals
     assert trace.header["clock"]["wall_ns"] == raw["baseTimeNanoseconds"]
+    # displayTimeUnit ("ms" here) only labels a viewer's axis: ts stays µs, made integer ns
+    assert trace.header["source"]["display_time_unit"] == raw["displayTimeUnit"]
+    first = min((e for e in raw["traceEvents"] if e.get("cat") == "cpu_op"), key=lambda e: e["ts"])
+    op = min((h for h in trace.host_spans if h.phase == first["name"]), key=lambda h: h.t0)
+    assert (op.t0, op.t1 - op.t0) == (round(first["ts"] * 1000), round(first["dur"] * 1000))
     cats = trace.header["categories"]["host"]
     assert {"cpu op", "annotation", "python"} <= set(cats.values())
     assert len({h.thread for h in trace.host_spans}) >= 2          # the loop's thread and "side"

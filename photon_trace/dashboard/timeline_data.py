@@ -274,7 +274,7 @@ def prepare_timeline(trace: Trace, report: Any = None) -> TimelineData:
             name, "bubble", COLOURS.get(name, "rgba(128,128,128,0.4)"), [compute_lane] * len(bs),
             [b.t0 for b in bs], [b.t1 for b in bs],
             [steps, np.zeros(len(bs)), rows_of(steps), [(b.t1 - b.t0) / 1e3 for b in bs], np.zeros(len(bs))],
-            [str(getattr(b, "detail", "") or "") for b in bs]))
+            [_bubble_text(b) for b in bs]))
 
     syncs = _sync_markers(trace, window, list(wait_lane), bubbles)
 
@@ -299,6 +299,15 @@ def prepare_timeline(trace: Trace, report: Any = None) -> TimelineData:
     n_spans = sum(len(st) for st in sets if st.group in ("phase", "subphase", "device", "wait"))
     return TimelineData(lanes, sets, syncs, step_ids, step_t0, origin, t_min, max(t_max, t_min + 1),
                         window, n_spans)
+
+
+def _bubble_text(b: Any) -> str:
+    """A bubble's detail, and how much of it another stream was busy (the device was not idle then)."""
+    text = str(getattr(b, "detail", "") or "")
+    covered = getattr(b, "covered_ns", 0)
+    if covered:
+        text += f"<br>{covered / 1e3:,.1f} µs of it covered by {b.covered_by}"
+    return text
 
 
 def _sync_markers(trace: Trace, window, wait_lane: list[int], bubbles: list) -> SyncMarkers:
