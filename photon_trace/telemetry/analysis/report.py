@@ -81,16 +81,23 @@ class Report:
 
 
 def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str | None = None,
-            min_gap_ns: int = MIN_BUBBLE_NS, slack_ns: int | None = None) -> Report:
+            min_gap_ns: int = MIN_BUBBLE_NS, slack_ns: int | None = None,
+            stream_causes: bool | None = None) -> Report:
     """Analyse ``trace`` over ``window`` (default: ``steady_state_window(trace)``), on ``stream``
-    (default: the primary stream, ``lanes.primary_stream``)."""
+    (default: the primary stream, ``lanes.primary_stream``).
+
+    ``stream_causes``: split the other streams' idle by cause too. By default only in an
+    imported trace (its header names its primary stream), where any stream may be the one
+    that matters; our own copy stream is idle by design between copies, and classifying its
+    every gap would add half again to the analysis of a long trace."""
     if stream is not None:
         trace = on_stream(trace, stream)
     if window is None:
         window = steady_state_window(trace)
     w0, w1 = window
     window_ns = max(0, w1 - w0)
-    busy = sum(b - a for a, b in busy_intervals(trace, window))
+    runs = busy_intervals(trace, window)
+    busy = sum(b - a for a, b in runs)
     gaps = device_gaps(trace, window)
     stream = primary_stream(trace)
     bubbles = with_cover(trace, classify(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns), stream, window)
@@ -118,5 +125,8 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
         run_period_ms=(r1 - r0) / n_run / 1e6 if n_run else 0.0,
         diagnosis=diagnose(bubbles, window_ns),
         settings=dict(trace.header.get("settings", {})),
-        stream=stream, streams=stream_stats(trace, window, min_gap_ns=min_gap_ns, slack_ns=slack_ns),
+        stream=stream, streams=stream_stats(trace, window, min_gap_ns=min_gap_ns, slack_ns=slack_ns,
+                                            known={stream: (runs, gaps, bubbles)},
+                                            causes=bool(trace.header.get("primary_stream"))
+                                            if stream_causes is None else stream_causes),
     )
