@@ -164,3 +164,16 @@ def test_the_whole_file_as_device_spans():
                                           next(r["ts"] for r in RAW if r.get("cat") == "cuda_runtime"
                                                and r["args"]["correlation"] == e["args"]["correlation"]) * 1000)
                                for e in sorted(raw, key=lambda e: e["ts"])]
+
+
+def test_without_correlation_ids_the_ac2g_flows_link_each_op_to_its_launch(tmp_path):
+    """Older or filtered traces may lack args.correlation; the flow events (ph s/f, cat ac2g) still link."""
+    doc = json.loads(gzip.decompress(PATH.read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("cat") in ("kernel", "gpu_memcpy"):
+            del e["args"]["correlation"]
+    p = tmp_path / "no_correlation.json"
+    p.write_text(json.dumps(doc))
+    flows = load_any(p)
+    assert flows.header["source"]["unlinked"] == 0
+    assert [d.enqueued for d in flows.device_spans] == [d.enqueued for d in load_any(PATH).device_spans]
