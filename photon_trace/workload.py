@@ -327,7 +327,8 @@ def run_header(engine, prepared: PreparedWorkload, **extra) -> dict[str, Any]:
 def trace_run(engine, prepared: PreparedWorkload, trace_path: str | Path,
               level: TraceLevel | int = TraceLevel.ON, *, header: dict | None = None,
               on_tokens: Callable[[int], None] | None = None, analyse: bool = True,
-              sync_debug: bool = False, keep_outputs: bool = False):
+              sync_debug: bool = False, keep_outputs: bool = False,
+              torch_profiler: str | Path | None = None):
     """One traced run of ``prepared`` on ``engine``: writes ``trace_path``; returns (Trace, summary).
     ``keep_outputs``: the summary also holds ``outputs`` (per request: prompt and generated
     token ids), for comparing runs token by token; not JSON-bound (the bench pops it).
@@ -336,6 +337,8 @@ def trace_run(engine, prepared: PreparedWorkload, trace_path: str | Path,
     flusher thread competing with the scheduler for the interpreter), then
     writes the file in one go. ``sync_debug`` (CUDA only): torch's sync debug
     mode for the run, each synchronizing call recorded as an accidental sync.
+    ``torch_profiler``: also record the run with ``torch.profiler`` (each host phase marked
+    ``<phase>#<step>``) and write its trace there (``telemetry.profiler_ranges``).
     """
     from photon_trace.telemetry.recorder import RecordingTracer
     from photon_trace.telemetry.tracefile import TraceFileWriter
@@ -348,7 +351,12 @@ def trace_run(engine, prepared: PreparedWorkload, trace_path: str | Path,
                              flush_interval_s=None, capacity=capacity,
                              header={**run_header(engine, prepared), **(header or {})})
     capture = engine.device.sync_debug() if sync_debug else None
-    with attached(engine, tracer), (capture if capture is not None else _nothing()):
+    engine_tracer, profiling = tracer, _nothing()
+    if torch_profiler is not None:
+        from photon_trace.telemetry.profiler_ranges import ProfilerRanges, profiled
+        engine_tracer = ProfilerRanges(tracer)
+        profiling = profiled(torch_profiler, cuda=engine.device.backend == "cuda")
+    with attached(engine, engine_tracer), (capture if capture is not None else _nothing()), profiling:
         run = drive(engine, prepared.requests, on_tokens)
     tracer.close()
     trace = tracer.snapshot()

@@ -20,12 +20,14 @@
 # faulthandler (PYTHONFAULTHANDLER=1) writes every thread's stack into its log, and
 # SIGKILL 5 s later; later stages run regardless.
 #   env     environment.txt: commit, python, torch, CUDA, optional modules, nvidia-smi    15 s
-#   pytest  the GPU-marked tests (pytest -m gpu), a stack dump for any test over 60 s    120 s
-#   bench   photon-trace bench: 1.5b, bf16, CUDA graphs, sync debug, 1/8/32 streams     150 s
+#   pytest  the GPU-marked tests (pytest -m gpu), a stack dump for any test over 60 s    100 s
+#   bench   photon-trace bench: 1.5b, bf16, CUDA graphs, sync debug, 1/8/32 streams     140 s
 #   check   photon-trace check on the 8-stream pipelined trace (Markdown, JUnit)         15 s
 #   clock   scripts/cupti_clock_check.py: our device times against CUPTI's, 8 streams     60 s
+#   profiler  bench --torch-profiler, 8 streams: the profiler's trace imported and checked
+#           against ours (same steps, device op times), then photon-trace import of it    40 s
 #   pack    gpu_check.tgz (everything above), at most 15 MiB                             10 s
-# Worst case: 370 s of boxes + 6 x 5 s of kill grace = 400 s, under the 420 s budget.
+# Worst case: 380 s of boxes + 7 x 5 s of kill grace = 415 s, under the 420 s budget.
 # Exit status: 0 when every stage exited 0, 1 otherwise (check's 1 is the gate's verdict on the
 # measured idle, a finding rather than a breakage: summary.txt says which), 2 on bad arguments.
 set -uo pipefail
@@ -37,7 +39,7 @@ SCRATCH=${1:?usage: scripts/gpu_check.sh [--backend cpu] SCRATCH_DIR [RETURN_DIR
 RETURN=${2:-}
 
 # time boxes in seconds (tests/test_gpu_check_script.py holds their sum to the budget)
-T_ENV=15 T_PYTEST=120 T_BENCH=150 T_CHECK=15 T_CLOCK=60 T_PACK=10 KILL_GRACE=5 BUDGET=420
+T_ENV=15 T_PYTEST=100 T_BENCH=140 T_CHECK=15 T_CLOCK=60 T_PROFILER=40 T_PACK=10 KILL_GRACE=5 BUDGET=420
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$SCRATCH" || exit 2
@@ -131,10 +133,18 @@ run clock "$T_CLOCK" "$W/clock.log" "$PY" scripts/cupti_clock_check.py "$W/clock
     --backend "$BACKEND" --dtype "$DTYPE" --streams 8
 grep -vE '^(USDT|STAGE:|\[W)' "$W/clock.log" | tail -n 8 >> "$SUMMARY"
 
+# -- profiler: torch.profiler's trace of a bench run, imported and checked against ours
+# shellcheck disable=SC2016
+run profiler "$T_PROFILER" "$W/profiler.log" bash -c '"$1" -m photon_trace.cli bench --model "$2" --backend "$3" \
+    --dtype "$4" --streams 8 --tokens 32 --repeats 1 --no-progress --torch-profiler --out "$5" || exit $?
+  pt=$(ls "$5"/*-s8-pipelined-r1.pt.trace.json.gz | head -1) && "$1" -m photon_trace.cli import "$pt" --step-annotation launch' \
+    _ "$PY" "$MODEL" "$BACKEND" "$DTYPE" "$W/profiler"
+grep -vE '^(USDT|STAGE:|\[W)' "$W/profiler.log" | tail -n 12 >> "$SUMMARY"
+
 # -- pack: the whole folder; over 15 MiB, the bench traces but one go
 status=0
-for stage in env pytest bench check clock; do [ "${RC[$stage]}" = 0 ] || status=1; done
-log "stages: env=${RC[env]} pytest=${RC[pytest]} bench=${RC[bench]} check=${RC[check]} clock=${RC[clock]} -> exit $status"
+for stage in env pytest bench check clock profiler; do [ "${RC[$stage]}" = 0 ] || status=1; done
+log "stages: env=${RC[env]} pytest=${RC[pytest]} bench=${RC[bench]} check=${RC[check]} clock=${RC[clock]} profiler=${RC[profiler]} -> exit $status"
 timeout -k "$KILL_GRACE" "$T_PACK" tar -czf "$TGZ" -C "$SCR" gpu_check 2>> "$SUMMARY"
 RC[pack]=$?
 if [ "$(stat -c %s "$TGZ" 2>/dev/null || echo 0)" -gt $((15 * 1024 * 1024)) ]; then

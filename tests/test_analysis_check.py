@@ -149,9 +149,9 @@ def test_a_damaged_trace_exits_2_with_a_message(tmp_path, how, says):
 
 
 @pytest.mark.parametrize("how", ["no-end", "cut-in-end"])
-def test_allow_truncated_checks_what_is_there_and_says_so(tmp_path, how):
+def test_allow_partial_checks_what_is_there_of_a_truncated_trace_and_says_so(tmp_path, how):
     path = damaged(tmp_path, how)
-    result = run_check(path, allow_truncated=True)
+    result = run_check(path, allow_partial=True)
     assert result.exit_code == EXIT_PASS, result.summary()
     assert any("truncated" in n for n in result.notes)
     assert main([str(path), "--allow-truncated"]) == EXIT_PASS

@@ -68,7 +68,8 @@ def test_the_dry_run_brings_back_a_tarball_and_a_summary_within_the_limits(tmp_p
     exits = dict(re.findall(r"\] (\w+): exit (\d+) in \d+ s", summary))
     # The gate's verdict is a measurement (exit 1: idle over its limit, e.g. on a loaded
     # machine), not a failure of the script; every other stage must succeed.
-    assert exits == {"env": "0", "pytest": "0", "bench": "0", "check": exits.get("check"), "clock": "0"}, summary
+    assert exits == {"env": "0", "pytest": "0", "bench": "0", "check": exits.get("check"), "clock": "0",
+                     "profiler": "0"}, summary
     assert exits["check"] in ("0", "1"), summary
     assert proc.returncode == int(exits["check"] != "0"), proc.stdout[-3000:] + proc.stderr[-2000:]
     assert took <= _boxes()["BUDGET"]
@@ -81,6 +82,6 @@ def test_the_dry_run_brings_back_a_tarball_and_a_summary_within_the_limits(tmp_p
         bench_summary = tar.extractfile("gpu_check/bench/bench_summary.json").read().decode()
     for needed in ("environment.txt", "pytest-gpu.log", "pytest-gpu.xml", "bench.log", "bench/bench_summary.json",
                    "bench/bench-tiny-async-s8-pipelined-r1.trace.jsonl", "check.md", "check.xml", "check.log",
-                   "clock.log", "clock/clock_check.json", "clock/clock.trace.jsonl", "summary.txt"):
+                   "clock.log", "clock/clock_check.json", "clock/clock.trace.jsonl", "profiler.log", "summary.txt"):
         assert f"gpu_check/{needed}" in names, needed
     assert '"commit": "c0ffee-test-commit"' in bench_summary

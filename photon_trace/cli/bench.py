@@ -61,6 +61,10 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="bf16/fp16/CUDA: a divergence between modes whose two tokens score within this many "
                         "units in the last place of the top score is a near-tie (reported, not a failure)")
     p.add_argument("--trace-level", default="on", choices=("on", "full"))
+    p.add_argument("--torch-profiler", action="store_true",
+                   help="also record each run with torch.profiler (*.pt.trace.json.gz next to our trace) and "
+                        "check it against ours: the same steps, and on CUDA the device op times (the profiler "
+                        "slows the host: read the numbers from a run without it)")
     p.add_argument("--out", default="traces/runs", help="folder for the traces and bench_summary.json")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_bench)
@@ -110,10 +114,14 @@ def run_bench(args: argparse.Namespace) -> int:
                 for mode in order:
                     bar.set_description(f"{s} streams: {mode} {r + 1}/{args.repeats}")
                     path = out / f"{tag}-s{s}-{mode}-r{r + 1}.trace.jsonl"
+                    profiler = path.with_name(path.name.replace(".trace.jsonl", ".pt.trace.json.gz"))
                     trace, summary = trace_run(engines[mode], prepared, path, level, analyse=False,
                                                header={"bench": {"repeat": r + 1, "tag": tag}},
-                                               sync_debug=args.sync_debug, keep_outputs=True)
+                                               sync_debug=args.sync_debug, keep_outputs=True,
+                                               torch_profiler=profiler if args.torch_profiler else None)
                     outputs[f"{mode} r{r + 1}"] = summary.pop("outputs")
+                    if args.torch_profiler:
+                        summary["torch_profiler"] = _profiler_check(trace, profiler)
                     report = analyze(trace)
                     summary["analysis"] = report.to_dict(tables=False)
                     reports[mode].append(report)
@@ -140,6 +148,8 @@ def run_bench(args: argparse.Namespace) -> int:
     path = out / "bench_summary.json"
     path.write_text(json.dumps(summary, indent=1, default=_jsonable) + "\n", encoding="utf-8")
     print(render_tables(summary))
+    if args.torch_profiler:
+        print(_render_profiler_checks(rows))
     print(f"\ntraces and summary: {out}/ ({tag}-*.trace.jsonl, {path.name})")
     failed = [r["streams"] for r, eq in zip(rows, equalities) if not eq.ok]
     if failed:
@@ -159,6 +169,34 @@ def _equality(engine, prepared, outputs: dict[str, dict], ulps: int):
     scores = ReferenceScores(engine) if differ else None
     return compare_runs(runs, first["prompts"], [r.params for r in prepared.requests], exact=exact, dtype=dtype,
                         scores=scores, ulps=ulps)
+
+
+def _profiler_check(trace, profiler: Path) -> dict[str, Any]:
+    """torch.profiler's trace of the run, imported, against ours (``importers.crosscheck``)."""
+    from photon_trace.telemetry.importers.crosscheck import check_against_profiler
+    from photon_trace.telemetry.importers.kineto import import_kineto
+    from photon_trace.telemetry.profiler_ranges import STEP_ANNOTATION
+
+    check = check_against_profiler(trace, import_kineto(profiler, step_annotation=STEP_ANNOTATION))
+    return {"trace": str(profiler), **check._asdict()}
+
+
+def _render_profiler_checks(rows: list[dict[str, Any]]) -> str:
+    checks = [run["torch_profiler"] for row in rows for mode in ("blocking", "pipelined")
+              for run in row["runs"][mode] if "torch_profiler" in run]
+    same = sum(c["same_steps"] for c in checks)
+    out = [f"\ntorch.profiler: {len(checks)} runs recorded (*.pt.trace.json.gz beside each trace); importing them "
+           f"finds the same steps in {same} of {len(checks)} (clock offset spread per run "
+           f"{min(c['host_spread_ns'] for c in checks) / 1e3:.1f}-{max(c['host_spread_ns'] for c in checks) / 1e3:.1f} µs)"]
+    on_device = [c for c in checks if c["device_steps"]]
+    if on_device:
+        out.append(f"device op times, ours (CUDA events on the host clock) vs the profiler's (CUPTI): median "
+                   f"|difference| {statistics.median(c['device_residual_ns'] for c in on_device) / 1e3:.1f} µs, worst "
+                   f"{max(c['device_residual_max_ns'] for c in on_device) / 1e3:.1f} µs over "
+                   f"{sum(c['device_steps'] for c in on_device)} steps")
+    else:
+        out.append("no device activity in the profiler's traces (the host-process device runs in another process)")
+    return "\n".join(out)
 
 
 def _tag(args: argparse.Namespace) -> str:

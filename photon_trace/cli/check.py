@@ -28,7 +28,8 @@ def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "check", help="CI gate: fail on device idle time, accidental syncs or regressions",
         description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1],
         epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("trace", nargs="?", help="trace file to check (omit with --run)")
+    p.add_argument("trace", nargs="?",
+                   help="trace file to check: ours, or a PyTorch profiler trace (.json[.gz]) (omit with --run)")
     p.add_argument("--run", action="store_true",
                    help="run a short pipelined CPU workload and check its trace")
     p.add_argument("--model", default="tiny", help="--run: preset or checkpoint folder")
@@ -42,9 +43,14 @@ def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help=f"largest steady-state idle fraction (default {DEFAULT_MAX_IDLE_FRACTION})")
     p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                    help=f"allowed regression as a fraction of the baseline's period (default {DEFAULT_TOLERANCE})")
-    p.add_argument("--allow-truncated", action="store_true",
-                   help="check what is there of a truncated trace file (no end line, or cut inside a line) "
-                        "instead of exit 2")
+    p.add_argument("--allow-sync", action="append", default=[], metavar="PATTERN",
+                   help="a call-site pattern (fnmatch, e.g. '*aten::item*') whose syncs the program means: "
+                        "listed, not failing the gate (repeatable)")
+    p.add_argument("--step-annotation", metavar="NAME",
+                   help="profiler traces: take steps from this annotation (default ProfilerStep#N)")
+    p.add_argument("--allow-partial", "--allow-truncated", dest="allow_partial", action="store_true",
+                   help="check what is valid of a truncated or damaged trace (our file without its end line "
+                        "or cut inside a line, a damaged profiler trace) instead of exit 2")
     p.add_argument("--markdown", help="write a Markdown summary here")
     p.add_argument("--junit", help="write JUnit XML here")
     p.set_defaults(func=run_check_cli)
@@ -61,7 +67,8 @@ def run_check_cli(args: argparse.Namespace) -> int:
         print(f"photon-trace check: ran {args.streams} pipelined streams on {args.model} -> {trace}",
               file=sys.stderr)
     result = run_check(trace, args.baseline, max_idle_fraction=args.max_idle, tolerance=args.tolerance,
-                       out_md=args.markdown, out_junit=args.junit, allow_truncated=args.allow_truncated)
+                       out_md=args.markdown, out_junit=args.junit, allow_syncs=tuple(args.allow_sync),
+                       allow_partial=args.allow_partial, step_annotation=args.step_annotation)
     print(result.summary(), file=sys.stdout if result.passed else sys.stderr)
     for note in result.notes:
         print(f"  note: {note}", file=sys.stderr)

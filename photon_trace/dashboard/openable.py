@@ -1,8 +1,9 @@
-"""May the dashboard open this file? Only photon_trace traces, within size limits.
+"""May the dashboard open this file? Only traces, within size limits.
 
 The dashboard opens paths typed into a web page, so a path can name any file in the
 allowed folders. A file is opened only if its name has a trace suffix, it is not
-larger than ``max_bytes``, and its first line is a photon_trace header; a gzip file
+larger than ``max_bytes``, and it starts like a trace: our ``.trace.jsonl`` with a
+photon_trace header line, a PyTorch profiler trace (``.json``) with JSON; a gzip file
 must also decompress to at most ``max_decompressed_bytes``, checked by streaming
 through it (a gzip bomb is refused, never expanded in memory). Refusals say what is
 wrong and never quote the file's bytes: a file that is not a trace is not the
@@ -14,7 +15,11 @@ import json
 import zlib
 from pathlib import Path
 
-TRACE_SUFFIXES = (".trace.jsonl", ".trace.jsonl.gz")
+OUR_SUFFIXES = (".trace.jsonl", ".trace.jsonl.gz")
+TRACE_SUFFIXES = (*OUR_SUFFIXES, ".pt.trace.json", ".pt.trace.json.gz")
+"""What the file picker lists: ours and the PyTorch profiler's (``tensorboard_trace_handler``
+names its files ``*.pt.trace.json``)."""
+OPENABLE_SUFFIXES = (*OUR_SUFFIXES, ".json", ".json.gz")   # a profiler trace under any name opens too
 MAX_BYTES = 256 * 1024 * 1024               # on disk
 MAX_DECOMPRESSED_BYTES = 1024 * 1024 * 1024  # a .gz trace, expanded
 _HEADER_BYTES = 64 * 1024                   # the header line must fit in this
@@ -30,8 +35,8 @@ def check_openable(path: Path, *, max_bytes: int = MAX_BYTES,
                    max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES) -> None:
     """Raise ``NotOpenable`` unless ``path`` is a trace file within the limits."""
     name = path.name
-    if not name.endswith(TRACE_SUFFIXES):
-        raise NotOpenable(f"{name}: not a trace file (only {' and '.join(TRACE_SUFFIXES)} files are opened)")
+    if not name.endswith(OPENABLE_SUFFIXES):
+        raise NotOpenable(f"{name}: not a trace file (only {', '.join(OPENABLE_SUFFIXES)} files are opened)")
     try:
         size = path.stat().st_size
         if not path.is_file():
@@ -45,8 +50,11 @@ def check_openable(path: Path, *, max_bytes: int = MAX_BYTES,
                 head = f.read(_HEADER_BYTES)
     except OSError as e:
         raise NotOpenable(f"{name}: cannot read it ({e.strerror or type(e).__name__})") from None
-    if not _is_header(head):
-        raise NotOpenable(f"{name}: not a photon_trace trace (its first line is not a trace header)")
+    if name.endswith(OUR_SUFFIXES):
+        if not _is_header(head):
+            raise NotOpenable(f"{name}: not a photon_trace trace (its first line is not a trace header)")
+    elif not head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):
+        raise NotOpenable(f"{name}: not a PyTorch profiler trace (it does not start as JSON)")
 
 
 def _gunzip_checked(f, name: str, limit: int) -> bytes:

@@ -16,6 +16,7 @@ CAUSE_LABELS = {
     "commit_wait": "expected commit wait",
     "accidental_sync": "accidental sync",
     "copy_wait": "copy wait",
+    "stream_wait": "wait on another stream",
     "dispatch": "device dispatch",
 }
 

@@ -52,8 +52,11 @@ def _analysis():
 
 
 def _loader():
-    from photon_trace.telemetry.tracefile import load_trace
-    return load_trace
+    from functools import partial
+
+    from photon_trace.telemetry.importers import load_any
+    # A damaged profiler trace is shown as far as it is valid; its warnings become the page's notes.
+    return partial(load_any, strict=False)
 
 
 def is_inside(path: str | os.PathLike, allowed_dirs: list[Path]) -> Path:

@@ -88,6 +88,13 @@ _HOVER = {
 }
 
 
+def _hover(st: SpanSet) -> str:
+    """The group's hover; spans that carry their own name (an imported trace's ops) show it too."""
+    if st.text is None or st.group in ("wait", "bubble"):
+        return _HOVER[st.group]
+    return _HOVER[st.group].replace("<extra>", "<br>%{text}<extra>", 1)
+
+
 def _visible(st: SpanSet | SyncMarkers, a: int, b: int) -> np.ndarray:
     return np.flatnonzero((st.t0 <= b) & (st.t1 >= a))
 
@@ -156,7 +163,7 @@ def _exact_traces(data, vis, view, common, prefix, show_legend, meta) -> list:
             x=mid, y=(y0 + y1) / 2, mode="markers", marker=dict(size=6, color="rgba(0,0,0,0)"),
             customdata=np.column_stack([st.info[i], start]),
             text=[st.text[k] for k in i] if st.text is not None else None,
-            meta=st.name, hovertemplate=_HOVER[st.group], name=prefix + st.name + " (hover)",
+            meta=st.name, hovertemplate=_hover(st), name=prefix + st.name + " (hover)",
             legendgroup=st.name, showlegend=False, hoverlabel=dict(bgcolor="white"), **common))
     return out
 

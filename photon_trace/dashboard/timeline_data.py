@@ -5,6 +5,7 @@ only slices these arrays, so a zoom re-draw never touches the trace again.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ from photon_trace.telemetry.records import Trace
 HOST_PHASES = ("plan", "launch", "commit", "finalize")
 HOST_SUBPHASES = ("stage", "mask_build", "mask_upload", "stream_out")
 DEVICE_OPS = ("prefill", "forward", "stage", "sample", "masked_sample", "copy_back", "mask_upload")
-BUBBLE_CAUSES = ("host_bound", "commit_wait", "accidental_sync", "copy_wait", "dispatch")
+BUBBLE_CAUSES = ("host_bound", "commit_wait", "accidental_sync", "copy_wait", "stream_wait", "dispatch")
 STREAM_ORDER = ("compute", "copy")
 
 COLOURS = {
@@ -27,8 +28,14 @@ COLOURS = {
     "masked_sample": "#E3B505", "copy_back": "#9D755D", "device mask_upload": "#E377C2",
     "bubble: host_bound": "rgba(245,133,24,0.55)", "bubble: commit_wait": "rgba(148,103,189,0.60)",
     "bubble: accidental_sync": "rgba(214,39,40,0.55)", "bubble: copy_wait": "rgba(157,117,93,0.55)",
-    "bubble: dispatch": "rgba(127,127,127,0.45)",
+    "bubble: dispatch": "rgba(127,127,127,0.45)", "bubble: stream_wait": "rgba(23,190,207,0.55)",
+    # Imported (PyTorch profiler) traces: their hundreds of op names are drawn by category.
+    "cpu op": "#4C78A8", "annotation": "#C7C7C7", "python": "#BCBD22", "cuda runtime": "#F58518",
+    "cuda driver": "#FF9D45", "kernel": "#2F6DB5", "memcpy": "#9D755D", "memset": "#BAB0AC",
 }
+CATEGORY_GROUP = {"cpu op": "phase"}
+"""An imported trace's host categories draw as sub-phases (the lane's lower half, on top),
+except its cpu ops, which take the full lane as our phases do."""
 
 NS_PER_MS = 1e6
 
@@ -164,14 +171,36 @@ def _wait_lanes(wait_t0: np.ndarray, phase_sets: list[SpanSet], default: int) ->
     return out
 
 
+def _natural(name: str) -> list:
+    """Sort key that puts ``stream 7`` before ``stream 23``."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def _by_category(names: np.ndarray, categories: dict | None) -> tuple[np.ndarray, list[str] | None]:
+    """An imported trace's span names mapped to their category (what the sets are made of), and
+    the names themselves for the hover; our own traces' names pass through, with no hover text."""
+    if not categories or not len(names):
+        return names, None
+    uniq, inv = np.unique(names, return_inverse=True)
+    cats = np.array([categories.get(str(n), "other") for n in uniq], dtype=object)
+    short = [str(n) if len(str(n)) <= 120 else str(n)[:119] + "…" for n in uniq]
+    return cats[inv], [short[i] for i in inv]
+
+
 def prepare_timeline(trace: Trace, report: Any = None) -> TimelineData:
     """Arrays for every lane and category of ``trace``; ``report`` adds bubbles and syncs."""
     window = _window(report)
     phase, h_step, h_slot, h_t0, h_t1, h_thread = _columns(trace.host_spans, 6)
     stream, op, d_step, d_slot, d_t0, d_t1, d_enq = _columns(trace.device_spans, 7)
+    categories = trace.header.get("categories") or {}
+    phase, phase_text = _by_category(phase, categories.get("host"))
+    op, op_text = _by_category(op, categories.get("device"))
     threads = [str(t) for t in _first_appearance(h_thread)] or ["main"]
     present = {str(x) for x in np.unique(stream)} if len(stream) else set()
-    streams = [x for x in STREAM_ORDER if x in present] + sorted(present - set(STREAM_ORDER)) or ["compute"]
+    analysed = getattr(report, "stream", None) or "compute"
+    rest = sorted(present - set(STREAM_ORDER) - {analysed}, key=_natural)
+    streams = ([analysed] if analysed in present and analysed not in STREAM_ORDER else []) + \
+        [x for x in STREAM_ORDER if x in present] + rest or ["compute"]
     lanes = [Lane(t, "host") for t in threads] + [Lane(x, "device") for x in streams]
     thread_lane = np.zeros(len(h_thread), dtype=np.int32)
     for i, t in enumerate(threads):
@@ -179,7 +208,7 @@ def prepare_timeline(trace: Trace, report: Any = None) -> TimelineData:
     stream_lane = np.zeros(len(stream), dtype=np.int32)
     for i, x in enumerate(streams):
         stream_lane[stream == x] = len(threads) + i
-    compute_lane = len(threads) + (streams.index("compute") if "compute" in streams else 0)
+    compute_lane = len(threads) + (streams.index(analysed) if analysed in streams else 0)
     rows_of = _rows_lookup(trace)
 
     sets: list[SpanSet] = []
@@ -189,19 +218,26 @@ def prepare_timeline(trace: Trace, report: Any = None) -> TimelineData:
         if ph not in present:
             continue
         m = np.flatnonzero(phase == ph)
-        sub = ph not in HOST_PHASES
-        name = f"host {ph}" if sub else ph
+        if phase_text is None:
+            sub = ph not in HOST_PHASES
+            name = f"host {ph}" if sub else ph
+        else:
+            sub, name = CATEGORY_GROUP.get(ph) != "phase", ph
         steps = h_step[m].astype(np.int64)
         sets.append(_span_set(
             name, "subphase" if sub else "phase", COLOURS.get(name, "#888888"), thread_lane[m], h_t0[m], h_t1[m],
-            [steps, h_slot[m], rows_of(steps), (h_t1[m] - h_t0[m]) / 1e3, np.zeros(len(m))]))
+            [steps, h_slot[m], rows_of(steps), (h_t1[m] - h_t0[m]) / 1e3, np.zeros(len(m))],
+            [phase_text[i] for i in m] if phase_text is not None else None))
 
     # Device ops; the spare column is the launch delay (start - enqueued).
     op_rank = {o: i for i, o in enumerate(DEVICE_OPS)}
-    pairs = sorted({(str(o), str(x)) for o in (np.unique(op) if len(op) else []) for x in np.unique(stream[op == o])},
-                   key=lambda p: (op_rank.get(p[0], 99), p[1]))
+    if op_text is None:
+        pairs = sorted({(str(o), str(x)) for o in (np.unique(op) if len(op) else []) for x in np.unique(stream[op == o])},
+                       key=lambda p: (op_rank.get(p[0], 99), p[1]))
+    else:  # an imported trace's categories: one set each, across its streams
+        pairs = [(str(o), None) for o in (np.unique(op) if len(op) else [])]
     for o, x in pairs:
-        m = np.flatnonzero((op == o) & (stream == x))
+        m = np.flatnonzero((op == o) & (stream == x)) if x is not None else np.flatnonzero(op == o)
         name = f"device {o}" if o in ("stage", "mask_upload") else o
         if sum(1 for p in pairs if p[0] == o) > 1:
             name = f"{name} ({x})"
@@ -209,7 +245,8 @@ def prepare_timeline(trace: Trace, report: Any = None) -> TimelineData:
         sets.append(_span_set(
             name, "device", COLOURS.get(name.split(" (")[0], "#888888"), stream_lane[m], d_t0[m], d_t1[m],
             [steps, d_slot[m], rows_of(steps), (d_t1[m] - d_t0[m]) / 1e3,
-             np.maximum(d_t0[m] - d_enq[m], 0) / 1e3]))
+             np.maximum(d_t0[m] - d_enq[m], 0) / 1e3],
+            [op_text[i] for i in m] if op_text is not None else None))
 
     # Host waits, on the lane of the thread that was inside a phase when it waited.
     w_t0 = np.array([w.t0 for w in trace.waits], dtype=np.int64)
@@ -237,7 +274,7 @@ def prepare_timeline(trace: Trace, report: Any = None) -> TimelineData:
             name, "bubble", COLOURS.get(name, "rgba(128,128,128,0.4)"), [compute_lane] * len(bs),
             [b.t0 for b in bs], [b.t1 for b in bs],
             [steps, np.zeros(len(bs)), rows_of(steps), [(b.t1 - b.t0) / 1e3 for b in bs], np.zeros(len(bs))],
-            [str(getattr(b, "detail", "") or "") for b in bs]))
+            [_bubble_text(b) for b in bs]))
 
     syncs = _sync_markers(trace, window, list(wait_lane), bubbles)
 
@@ -262,6 +299,15 @@ def prepare_timeline(trace: Trace, report: Any = None) -> TimelineData:
     n_spans = sum(len(st) for st in sets if st.group in ("phase", "subphase", "device", "wait"))
     return TimelineData(lanes, sets, syncs, step_ids, step_t0, origin, t_min, max(t_max, t_min + 1),
                         window, n_spans)
+
+
+def _bubble_text(b: Any) -> str:
+    """A bubble's detail, and how much of it another stream was busy (the device was not idle then)."""
+    text = str(getattr(b, "detail", "") or "")
+    covered = getattr(b, "covered_ns", 0)
+    if covered:
+        text += f"<br>{covered / 1e3:,.1f} µs of it covered by {b.covered_by}"
+    return text
 
 
 def _sync_markers(trace: Trace, window, wait_lane: list[int], bubbles: list) -> SyncMarkers:

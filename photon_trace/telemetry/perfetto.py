@@ -1,19 +1,22 @@
 """Export a trace to Chrome/Perfetto trace-event JSON (opens in ui.perfetto.dev).
 
 Layout: process 1 is the host (a track per host thread), process 2 the device
-(a track per stream: compute, copy). Host spans and device ops are complete
+(a track per stream: compute, copy, or an imported trace's streams). Host spans and device ops are complete
 ("X") events with their step, slot and the step's rows in ``args``; host waits
-are slices on the waiting thread's track (``cat`` "host_wait", red when
-unexpected). A flow arrow goes from the host slice that enqueued each device
+are slices on the waiting thread's track (the thread with a span around the wait,
+else the launching thread; ``cat`` "host_wait", red when unexpected). A flow arrow goes from the host slice that enqueued each device
 op (the deepest host span of that step around its ``enqueued`` time, falling
 back to the step's launch) to the op. Requests are async slices from arrival to
 finalized on a "requests" track. Timestamps are µs since the trace's first
 record; the monotonic origin is in ``otherData``.
 
     python -m photon_trace.telemetry.perfetto traces/run.trace.jsonl out.json
+
+TRACE may also be a PyTorch profiler trace (read through ``importers.load_any``).
 """
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import sys
@@ -86,9 +89,16 @@ def chrome_trace(trace: Trace) -> dict:
                    "args": {"name": "requests"}})
         ev.append({"ph": "M", "pid": HOST_PID, "tid": request_tid, "name": "thread_sort_index",
                    "args": {"sort_index": request_tid}})
-    for stream, tid in STREAM_TIDS.items():
+    stream_tids = dict(STREAM_TIDS)
+    for d in trace.device_spans:
+        stream_tids.setdefault(d.stream, len(stream_tids) + 1)
+    present = {d.stream for d in trace.device_spans}
+    ours = present <= set(STREAM_TIDS)   # our engine's trace: both tracks, even an empty copy lane
+    for stream, tid in stream_tids.items():
+        if stream not in present and not ours:
+            continue
         ev.append({"ph": "M", "pid": DEVICE_PID, "tid": tid, "name": "thread_name",
-                   "args": {"name": f"{stream} stream"}})
+                   "args": {"name": stream if "stream" in stream else f"{stream} stream"}})
         ev.append({"ph": "M", "pid": DEVICE_PID, "tid": tid, "name": "thread_sort_index",
                    "args": {"sort_index": tid}})
 
@@ -99,8 +109,9 @@ def chrome_trace(trace: Trace) -> dict:
         slices.append({"ph": "X", "pid": HOST_PID, "tid": tids[s.thread], "name": s.phase,
                        "cat": "phase" if s.phase in _PHASE_DEPTH else "subphase",
                        "ts": ts(s.t0), "dur": dur(s.t0, s.t1), "args": step_args(s.step, s.slot)})
-    for w in trace.waits:
-        slices.append({"ph": "X", "pid": HOST_PID, "tid": tids[main], "name": f"wait: {w.reason}",
+    waiters = _waiters(trace, main)
+    for w, thread in zip(trace.waits, waiters):
+        slices.append({"ph": "X", "pid": HOST_PID, "tid": tids[thread], "name": f"wait: {w.reason}",
                        "cat": "host_wait", "ts": ts(w.t0), "dur": dur(w.t0, w.t1),
                        "cname": "good" if w.expected else "terrible",
                        "args": {"reason": w.reason, "expected": w.expected, "site": w.site,
@@ -108,7 +119,7 @@ def chrome_trace(trace: Trace) -> dict:
 
     flows: list[dict] = []
     for i, d in enumerate(trace.device_spans, start=1):
-        tid = STREAM_TIDS.get(d.stream, len(STREAM_TIDS) + 1)
+        tid = stream_tids[d.stream]
         args = step_args(d.step, d.slot)
         args.update(enqueued_us=ts(d.enqueued), queue_delay_us=_us(d.t0 - d.enqueued))
         slices.append({"ph": "X", "pid": DEVICE_PID, "tid": tid, "name": d.op, "cat": "device_op",
@@ -134,6 +145,25 @@ def chrome_trace(trace: Trace) -> dict:
                       "model": str(trace.header.get("model")), "backend": str(trace.header.get("backend")),
                       "photon_trace_version": str(trace.header.get("photon_trace_version"))},
     }
+
+
+def _waiters(trace: Trace, default: str) -> list[str]:
+    """Per wait, the thread it happened on: the one with the shortest host span open at its start."""
+    spans = sorted(trace.host_spans, key=lambda h: h.t0)
+    order = sorted(range(len(trace.waits)), key=lambda i: trace.waits[i].t0)
+    out = [default] * len(trace.waits)
+    open_: list[tuple[int, int, str]] = []   # heap of (t1, -t0, thread): what has begun and not ended
+    k = 0
+    for i in order:
+        t = trace.waits[i].t0
+        while k < len(spans) and spans[k].t0 <= t:
+            heapq.heappush(open_, (spans[k].t1, -spans[k].t0, spans[k].thread))
+            k += 1
+        while open_ and open_[0][0] <= t:
+            heapq.heappop(open_)
+        if open_:
+            out[i] = min(open_, key=lambda e: e[0] + e[1])[2]
+    return out
 
 
 def _issuer(spans, t: int) -> HostSpan | None:
@@ -181,7 +211,8 @@ def write_chrome_trace(trace: Trace, path: str | os.PathLike) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from photon_trace.telemetry.tracefile import TraceFormatError, load_trace
+    from photon_trace.telemetry.importers import load_any
+    from photon_trace.telemetry.tracefile import TraceFormatError
 
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) not in (1, 2):
@@ -190,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     src = Path(argv[0])
     out = Path(argv[1]) if len(argv) == 2 else src.with_name(src.name.split(".")[0] + ".perfetto.json")
     try:
-        trace = load_trace(src)
+        trace = load_any(src)
     except TraceFormatError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

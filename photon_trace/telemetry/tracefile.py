@@ -241,8 +241,8 @@ def _foreign(path: Path, head: bytes) -> TraceFormatError:
     elif head.startswith(b"%PDF"):
         what = "it is a PDF document"
     elif b"traceEvents" in head[:4096] or head.lstrip().startswith(b"["):
-        what = ("it looks like a Chrome/Perfetto trace-event JSON (open it in ui.perfetto.dev; "
-                "photon_trace loads its own .trace.jsonl files)")
+        what = ("it looks like a Chrome/Perfetto trace-event JSON (a PyTorch profiler trace loads "
+                "with telemetry.importers.load_any or `photon-trace import`)")
     elif b"\x00" in head[:1024]:
         what = "it is a binary file"
     else:

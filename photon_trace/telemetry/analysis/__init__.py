@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from photon_trace.telemetry.analysis.bubbles import (
     ACCIDENTAL_SYNC, CAUSES, COMMIT_WAIT, COPY_WAIT, DISPATCH, HOST_BOUND, MIN_BUBBLE_NS, OUTSIDE_PHASES,
-    Bubble, busy_intervals, device_gaps, find_bubbles)
+    STREAM_WAIT, Bubble, busy_intervals, device_gaps, find_bubbles)
 from photon_trace.telemetry.analysis.costmodel import CostModel, cost_model
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, Removal, diagnose, predict_removal
 from photon_trace.telemetry.analysis.report import Report, analyze
 from photon_trace.telemetry.analysis.steps import StepStats, step_stats
+from photon_trace.telemetry.analysis.streams import StreamStats, stream_stats
 from photon_trace.telemetry.analysis.syncs import SyncSite, sync_sites
 from photon_trace.telemetry.analysis.window import steady_state_window
 
@@ -23,5 +24,6 @@ __all__ = [
     "analyze", "Report", "Bubble", "StepStats", "SyncSite", "Diagnosis", "CostModel",
     "cost_model", "steady_state_window", "find_bubbles", "busy_intervals", "device_gaps",
     "step_stats", "sync_sites", "diagnose", "predict_removal", "Removal", "MIN_BUBBLE_NS", "CAUSES",
-    "HOST_BOUND", "COMMIT_WAIT", "ACCIDENTAL_SYNC", "COPY_WAIT", "DISPATCH", "OUTSIDE_PHASES",
+    "HOST_BOUND", "COMMIT_WAIT", "ACCIDENTAL_SYNC", "COPY_WAIT", "STREAM_WAIT", "DISPATCH", "OUTSIDE_PHASES",
+    "StreamStats", "stream_stats",
 ]

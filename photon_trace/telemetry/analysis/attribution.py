@@ -13,13 +13,16 @@ by what actually covers it, so a cause is charged only its own time:
      (a blocking loop's copy wait proper; the host phases after it are their own; in
      a pipelined loop, a commit still waiting for its step's copy once the device has
      run out of work: the copy, or the host's wake-up from it, came late);
-  3. a top-level host phase (plan, launch, commit, finalize): ``host_bound`` in it;
+  3. a top-level host phase (plan, launch, commit, finalize; an imported trace's
+     header names its own, ``lanes.host_phases``): ``host_bound`` in it;
   4. nothing the engine recorded: ``host_bound`` "outside phases" (naming the
      innermost other host span that encloses it, if any), never a neighbour's name.
 
 * **Queued**, ``[max(e, g0), g1)``: the op was in the device's queue. If it waited
   for a copy of its step (the mask upload) that ended after it was enqueued, that is
-  ``copy_wait``; otherwise the device started it late: ``dispatch``, its launch
+  ``copy_wait``; for an op of its step on another stream (an imported trace's NCCL or
+  side stream, joined by ``cudaStreamWaitEvent``), ``stream_wait`` naming that stream
+  and op; otherwise the device started it late: ``dispatch``, its launch
   latency. Only as much of it as the device takes where the host is on time (the
   median gap before an op already queued, ``queued_gap_ns``) is the device's own; a
   device that ran dry starts later than that (a host-process worker that went to
@@ -55,7 +58,8 @@ from statistics import median
 from typing import NamedTuple
 
 from photon_trace.telemetry.analysis._index import IntervalIndex
-from photon_trace.telemetry.analysis.window import COPY, compute_ops
+from photon_trace.telemetry.analysis.lanes import COPY, host_phases, primary_stream
+from photon_trace.telemetry.analysis.window import compute_ops
 from photon_trace.telemetry.records import DeviceSpan, HostWait, Trace
 
 HOST_BOUND = "host_bound"
@@ -63,11 +67,11 @@ COMMIT_WAIT = "commit_wait"
 ACCIDENTAL_SYNC = "accidental_sync"
 COPY_WAIT = "copy_wait"
 DISPATCH = "dispatch"
-CAUSES = (HOST_BOUND, COMMIT_WAIT, ACCIDENTAL_SYNC, COPY_WAIT, DISPATCH)
-QUEUED_CAUSES = frozenset({COPY_WAIT, DISPATCH})
+STREAM_WAIT = "stream_wait"
+CAUSES = (HOST_BOUND, COMMIT_WAIT, ACCIDENTAL_SYNC, COPY_WAIT, STREAM_WAIT, DISPATCH)
+QUEUED_CAUSES = frozenset({COPY_WAIT, STREAM_WAIT, DISPATCH})
 """The causes of a gap's queued part: what is left of a gap once the host is on time."""
 
-TOP_PHASES = frozenset({"plan", "launch", "commit", "finalize"})
 SUB_PHASES = frozenset({"stage", "mask_build", "mask_upload", "stream_out"})   # always inside a top phase
 OUTSIDE_PHASES = "outside phases"
 """``host_bound``'s detail for host time no top-level phase covers."""
@@ -127,15 +131,17 @@ class Attribution:
         # the latest to start, the innermost). Sub-phases lie inside their phase: never needed.
         covers = [_Cover(w.t0, w.t1, (1 if w.expected else 0, -w.t0), COMMIT_WAIT if w.expected else ACCIDENTAL_SYNC,
                          w.site) for w in waits]
+        phases = host_phases(trace)
         for h in trace.host_spans:
-            if h.phase in TOP_PHASES:
+            if h.phase in phases:
                 covers.append(_Cover(h.t0, h.t1, (2, -h.t0), HOST_BOUND, h.phase))
             elif h.phase not in SUB_PHASES and h.t1 > h.t0:
                 covers.append(_Cover(h.t0, h.t1, (3, -h.t0), HOST_BOUND, outside_detail(h.phase)))
         self._cuts, self._labels = _timeline(covers)
-        self.copies: dict[int, list[DeviceSpan]] = defaultdict(list)
+        self.copies: dict[int, list[DeviceSpan]] = defaultdict(list)   # the step's ops on other streams
+        primary = primary_stream(trace)
         for d in trace.device_spans:
-            if d.stream == COPY:
+            if d.stream != primary:
                 self.copies[d.step].append(d)
         # Where the host was ahead again: a step's first compute op enqueued at least min_gap
         # before the device ran out of work. Time order; (start of the op, its enqueue).
@@ -189,7 +195,8 @@ class Attribution:
     def _queued_parts(self, e: int, g1: int, nxt: DeviceSpan, late: list[Part]) -> list[Part]:
         copies = [c for c in self.copies.get(nxt.step, ()) if e < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued]
         if copies:
-            return [Part(e, g1, COPY_WAIT, max(copies, key=lambda c: c.t1).op)]
+            c = max(copies, key=lambda c: c.t1)
+            return [Part(e, g1, COPY_WAIT, c.op) if c.stream == COPY else Part(e, g1, STREAM_WAIT, f"{c.stream}: {c.op}")]
         if not late or self.launch_ns is None:
             return [Part(e, g1, DISPATCH, LAUNCH_LATENCY)]
         own = min(g1 - e, self.launch_ns)

@@ -13,8 +13,9 @@
 Exit codes: 0 every gate passed, 1 a gate failed, 2 bad input (unreadable,
 foreign or corrupt trace or baseline, or one with nothing to analyse). A truncated
 trace file (no end line: the run crashed or is still writing; or cut inside a
-line) is bad input too, since the gate cannot vouch for the part that is missing;
-``allow_truncated`` checks what is there and says so in the notes.
+line) is bad input too, since the gate cannot vouch for the part that is missing, and
+so is a damaged PyTorch profiler trace; ``allow_partial`` checks what is valid and
+says so in the notes.
 A Markdown summary and JUnit XML (one testcase per gate) are written when asked.
 """
 from __future__ import annotations
@@ -22,10 +23,12 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import NamedTuple, Union
 
 from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
+from photon_trace.telemetry.analysis.lanes import primary_stream
 from photon_trace.telemetry.analysis.window import compute_extent
 from photon_trace.telemetry.records import Trace
 
@@ -78,24 +81,26 @@ class CheckResult:
         return "photon-trace check: FAIL: " + "; ".join(g.message for g in self.failures)
 
 
-def _load(x: TraceLike, what: str, allow_truncated: bool) -> tuple[Trace, str]:
+def _load(x: TraceLike, what: str, load: dict) -> tuple[Trace, str]:
     if isinstance(x, Trace):
         return x, f"<{what}>"
     import warnings
 
-    from photon_trace.telemetry.tracefile import TraceFormatError, TraceTruncatedWarning, load_trace
+    from photon_trace.telemetry.importers import load_any
+    from photon_trace.telemetry.tracefile import TraceFormatError, TraceTruncatedWarning
+    allow_partial = bool(load.get("allow_partial"))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TraceTruncatedWarning)   # said below, as bad input or a note
-            trace = load_trace(x)
+            trace = load_any(x, strict=False if allow_partial else None, step_annotation=load.get("step_annotation"))
     except (TraceFormatError, OSError) as e:
         raise BadInput(f"{what}: {e}") from None
     except Exception as e:   # whatever a damaged file does to the loader, CI must not read it as a failed gate
         raise BadInput(f"{what}: {x}: cannot read: {type(e).__name__}: {e}") from None
-    if not allow_truncated and (trace.header.get("truncated") or trace.header.get("incomplete")):
+    if not allow_partial and (trace.header.get("truncated") or trace.header.get("incomplete")):
         how = ("cut inside a line" if trace.header.get("truncated") else
                "no end line (the run crashed or is still writing)")
-        raise BadInput(f"{what}: {x}: truncated trace: {how}; check what is there with --allow-truncated")
+        raise BadInput(f"{what}: {x}: truncated trace: {how}; check what is there with --allow-partial")
     return trace, str(x)
 
 
@@ -104,16 +109,19 @@ def _validate(trace: Trace, name: str) -> None:
         bad = next((r for r in getattr(trace, kind) if r.t1 < r.t0), None)
         if bad is not None:
             raise BadInput(f"{name}: corrupt trace: a {kind[:-1].replace('_', ' ')} ends before it starts ({bad})")
-    if not any(d.stream == "compute" for d in trace.device_spans):
+    if not trace.device_spans and trace.header.get("source", {}).get("format") == "kineto":
+        raise BadInput(f"{name}: no device activity: the trace has no kernel, memcpy or memset (recorded "
+                       f"without ProfilerActivity.CUDA, or where there was no GPU); nothing to gate on")
+    if not any(d.stream == primary_stream(trace) for d in trace.device_spans):
         raise BadInput(f"{name}: no compute-stream ops to analyse")
     if not trace.steps:
         raise BadInput(f"{name}: no step records to analyse")
 
 
-def _analyse(x: TraceLike | Report, what: str, allow_truncated: bool = False) -> tuple[Report, Trace | None, str]:
+def _analyse(x: TraceLike | Report, what: str, load: dict | None = None) -> tuple[Report, Trace | None, str]:
     if isinstance(x, Report):
         return x, None, f"<{what} report>"
-    trace, name = _load(x, what, allow_truncated)
+    trace, name = _load(x, what, load or {})
     _validate(trace, name)
     try:
         report = analyze(trace)
@@ -129,7 +137,7 @@ def _ms(ns: float) -> str:
 
 
 def _gates(report: Report, trace: Trace | None, baseline: Report | None,
-           max_idle_fraction: float, tolerance: float) -> list[Gate]:
+           max_idle_fraction: float, tolerance: float, allow_syncs: tuple[str, ...] = ()) -> list[Gate]:
     gates = []
     top = report.diagnosis[0] if report.diagnosis else None
     why = f" (largest: {top.cause} at {top.site_or_phase}, {_ms(top.idle_ns)})" if top else ""
@@ -142,12 +150,16 @@ def _gates(report: Report, trace: Trace | None, baseline: Report | None,
     # Syncs anywhere in the run, each with the idle it cost over the whole run.
     sites = (sync_sites(trace, find_bubbles(trace, compute_extent(trace))) if trace is not None
              else report.syncs)
+    allowed = [s for s in sites if any(fnmatchcase(s.site, p) for p in allow_syncs)]
+    sites = [s for s in sites if s not in allowed]
     count = sum(s.count for s in sites)
     if count:
         listed = ", ".join(f"{s.site} ({s.reason}) x{s.count}, {_ms(s.idle_ns)} idle" for s in sites)
         msg = f"{count} accidental sync{'s' if count > 1 else ''}: {listed}"
     else:
         msg = "no accidental syncs"
+    if allowed:
+        msg += "; allowed: " + ", ".join(f"{s.site} x{s.count}, {_ms(s.idle_ns)} idle" for s in allowed)
     gates.append(Gate("accidental_syncs", count == 0, msg, count, 0))
 
     if baseline is not None:
@@ -179,7 +191,13 @@ def _notes(trace: Trace | None) -> list[str]:
     dropped = {k: v for k, v in (h.get("dropped") or {}).items() if v}
     if dropped:
         notes.append(f"the recorder dropped records ({dropped}): idle may be overstated")
-    if h.get("truncated") or h.get("incomplete"):
+    source = h.get("source") or {}
+    if source.get("format") == "kineto":
+        if h.get("truncated"):
+            notes.append("the profiler trace is truncated: checked up to its last complete event")
+        for kind, p in (source.get("problems") or {}).items():
+            notes.append(f"profiler trace: {p['count']} x {kind} (first: {p['first']})")
+    elif h.get("truncated") or h.get("incomplete"):
         notes.append("the trace file is truncated (the run crashed or was still writing): "
                      "checked what is there")
     return notes
@@ -188,16 +206,23 @@ def _notes(trace: Trace | None) -> list[str]:
 def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = None, *,
               max_idle_fraction: float = DEFAULT_MAX_IDLE_FRACTION, tolerance: float = DEFAULT_TOLERANCE,
               out_md: str | os.PathLike | None = None, out_junit: str | os.PathLike | None = None,
-              allow_truncated: bool = False) -> CheckResult:
-    """Check a trace (a ``Trace`` or a trace file) against the gates; see the module docstring."""
+              allow_syncs: tuple[str, ...] = (), allow_partial: bool = False,
+              step_annotation: str | None = None) -> CheckResult:
+    """Check a trace (a ``Trace``, our trace file or a PyTorch profiler trace) against the gates;
+    see the module docstring. ``allow_syncs``: call-site patterns (fnmatch) whose syncs the
+    program means to make; they are listed but do not fail the gate. ``allow_partial``: a
+    truncated or damaged trace (our file without its end line or cut inside a line, a damaged
+    profiler trace) is checked as far as it is valid instead of being bad input.
+    ``step_annotation``: the annotation a profiler trace's steps are taken from."""
+    load = {"allow_partial": allow_partial, "step_annotation": step_annotation}
     try:
-        report, trace, source = _analyse(trace_or_path, "trace", allow_truncated)
-        base = _analyse(baseline, "baseline", allow_truncated)[0] if baseline is not None else None
+        report, trace, source = _analyse(trace_or_path, "trace", load)
+        base = _analyse(baseline, "baseline", load)[0] if baseline is not None else None
     except BadInput as e:
         result = CheckResult(EXIT_BAD_INPUT, source=str(trace_or_path) if not isinstance(trace_or_path, Trace)
                              else "<trace>", error=str(e))
     else:
-        gates = _gates(report, trace, base, max_idle_fraction, tolerance)
+        gates = _gates(report, trace, base, max_idle_fraction, tolerance, allow_syncs)
         code = EXIT_PASS if all(g.passed for g in gates) else EXIT_FAIL
         result = CheckResult(code, gates, report, base, source, notes=_notes(trace))
     if out_md is not None:

@@ -25,6 +25,7 @@ requests), so it is kept as a diagnostic only.
 """
 from __future__ import annotations
 
+from photon_trace.telemetry.analysis.lanes import primary_stream
 from photon_trace.telemetry.analysis.steps import step_periods
 from photon_trace.telemetry.records import Trace
 
@@ -67,7 +68,8 @@ def zombie_tax(trace: Trace) -> float:
 
 def run_extent(trace: Trace) -> tuple[int, int]:
     """First compute op to the last commit's end (the last device op's end without host spans)."""
-    compute = [d for d in trace.device_spans if d.stream == "compute"]
+    stream = primary_stream(trace)
+    compute = [d for d in trace.device_spans if d.stream == stream]
     if not compute:
         return (0, 0)
     t0 = min(d.t0 for d in compute)

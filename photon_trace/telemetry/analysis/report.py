@@ -10,9 +10,11 @@ from photon_trace.telemetry.analysis.bubbles import (
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal
 from photon_trace.telemetry.analysis.attribution import QUEUED_CAUSES
+from photon_trace.telemetry.analysis.lanes import on_stream, primary_stream
 from photon_trace.telemetry.analysis.latency import (
     mean_generated_tokens, run_extent, wasted_step_share, zombie_rows, zombie_tax)
 from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
+from photon_trace.telemetry.analysis.streams import StreamStats, stream_stats, with_cover
 from photon_trace.telemetry.analysis.syncs import SyncSite, sync_sites
 from photon_trace.telemetry.analysis.window import steady_state_window, step_starts
 from photon_trace.telemetry.records import Trace
@@ -28,6 +30,8 @@ class Report:
     way, ``idle_ns`` = ``host_idle_ns + launch_idle_ns``.
     Run-level (the whole trace): ``e2e_tokens_per_s``, ``run_period_ms``, ``L``, ``zombie_rows``,
     ``z`` and ``z_steps`` (see ``requests``).
+    ``stream`` is the stream analysed (``bubbles``, ``steps``, busy and idle are its);
+    ``streams`` has a row per stream of the trace (see ``streams``).
     """
     window: tuple[int, int]
     window_ns: int
@@ -62,6 +66,8 @@ class Report:
     settings: dict[str, Any] = field(default_factory=dict)
     # how far any device time may be off the host clock (anchor, drift: ``clock.clock_error_ns``)
     clock_error_ns: int = 0
+    stream: str = "compute"
+    streams: list[StreamStats] = field(default_factory=list)
 
     @property
     def clock_error_us(self) -> float:
@@ -79,6 +85,7 @@ class Report:
         d["steps"] = [s._asdict() for s in self.steps] if tables else len(self.steps)
         d["bubbles"] = [b._asdict() for b in self.bubbles] if tables else len(self.bubbles)
         d["syncs"] = [s._asdict() for s in self.syncs]
+        d["streams"] = [{**s._asdict(), "idle_fraction": s.idle_fraction} for s in self.streams]
         d["diagnosis"] = [{k: _finite(v) for k, v in x._asdict().items()} for x in self.diagnosis]
         d["host_free_speedup"] = [_finite(v) for v in self.host_free_speedup]
         return d
@@ -89,17 +96,28 @@ def _finite(v: Any) -> Any:
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
-def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
-            min_gap_ns: int = MIN_BUBBLE_NS, slack_ns: int | None = None) -> Report:
-    """Analyse ``trace`` over ``window`` (default: ``steady_state_window(trace)``)."""
+def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str | None = None,
+            min_gap_ns: int = MIN_BUBBLE_NS, slack_ns: int | None = None,
+            stream_causes: bool | None = None) -> Report:
+    """Analyse ``trace`` over ``window`` (default: ``steady_state_window(trace)``), on ``stream``
+    (default: the primary stream, ``lanes.primary_stream``).
+
+    ``stream_causes``: split the other streams' idle by cause too. By default only in an
+    imported trace (its header names its primary stream), where any stream may be the one
+    that matters; our own copy stream is idle by design between copies, and classifying its
+    every gap would add half again to the analysis of a long trace."""
+    if stream is not None:
+        trace = on_stream(trace, stream)
     if window is None:
         window = steady_state_window(trace)
     w0, w1 = window
     window_ns = max(0, w1 - w0)
-    busy = sum(b - a for a, b in busy_intervals(trace, window))
+    runs = busy_intervals(trace, window)
+    busy = sum(b - a for a, b in runs)
     gaps = device_gaps(trace, window)
     splits = split_gaps(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
-    bubbles = [b for g, s in splits for b in bubbles_of(g, s)]
+    stream = primary_stream(trace)
+    bubbles = with_cover(trace, [b for g, s in splits for b in bubbles_of(g, s)], stream, window)
     launch_ns = splits.launch_ns or 0
     host_rows = {(b.cause, b.detail) for b in bubbles if b.cause not in QUEUED_CAUSES}
     host_free = predict_removal(splits, window_ns, host_rows, launch_ns)
@@ -129,4 +147,8 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *,
         host_free_speedup=(host_free.speedup, host_free.low, host_free.high),
         settings=dict(trace.header.get("settings", {})),
         clock_error_ns=clock_error_ns(trace.header),
+        stream=stream, streams=stream_stats(trace, window, min_gap_ns=min_gap_ns, slack_ns=slack_ns,
+                                            known={stream: (runs, gaps, bubbles)},
+                                            causes=bool(trace.header.get("primary_stream"))
+                                            if stream_causes is None else stream_causes),
     )

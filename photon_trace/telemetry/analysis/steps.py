@@ -1,13 +1,14 @@
 """Per-step costs: the cost model's terms measured step by step.
 
-* ``forward_ns``: compute ops that run the model (stage, prefill, forward).
+* ``forward_ns``: compute ops that run the model (stage, prefill, forward); in an
+  imported trace, whose ops are kernels of any name, every op on the stream.
 * ``sample_ns``: compute ops that sample (sample, masked_sample).
-* ``copy_ns``: the step's copy-stream ops (copy-back, mask upload); they overlap
-  compute, so they are not part of the period's busy time.
+* ``copy_ns``: the step's ops on the other streams (our copy stream: copy-back, mask
+  upload); they overlap compute, so they are not part of the period's busy time.
 * ``period_ns``: from the step's first compute op to the next step's (the last
   step of a trace: to its last compute op's end).
 * ``bookkeeping_ns``: the host's top-level phases (plan, launch, commit,
-  finalize) recorded for the step, less the host waits of that step inside them:
+  finalize; ``lanes.host_phases``) recorded for the step, less the host waits of that step inside them:
   waiting is the device's time, not the host's work.
 * ``idle_ns``: the part of the period with no compute op running (every gap,
   bubbles and dispatch gaps alike), so the steps' idle adds up to the window's.
@@ -19,8 +20,9 @@ from statistics import median
 from typing import NamedTuple
 
 from photon_trace.telemetry.analysis._index import IntervalIndex, overlap
-from photon_trace.telemetry.analysis.bubbles import TOP_PHASES, Gap
-from photon_trace.telemetry.analysis.window import COMPUTE, COPY, step_starts
+from photon_trace.telemetry.analysis.bubbles import Gap
+from photon_trace.telemetry.analysis.lanes import host_phases, primary_stream
+from photon_trace.telemetry.analysis.window import step_starts
 from photon_trace.telemetry.records import Trace
 
 FORWARD_OPS = frozenset({"stage", "prefill", "forward"})
@@ -44,9 +46,10 @@ class StepStats(NamedTuple):
 def step_periods(trace: Trace) -> list[tuple[int, int, int]]:
     """``(step, start, period_ns)`` for every step that ran on the compute stream, in time order."""
     starts = step_starts(trace)
+    stream = primary_stream(trace)
     last_end: dict[int, int] = {}
     for d in trace.device_spans:
-        if d.stream == COMPUTE:
+        if d.stream == stream:
             last_end[d.step] = max(last_end.get(d.step, d.t1), d.t1)
     out = []
     for i, (t0, step) in enumerate(starts):
@@ -63,19 +66,21 @@ def step_stats(trace: Trace, window: tuple[int, int], gaps: list[Gap]) -> list[S
     smp: dict[int, int] = defaultdict(int)
     cpy: dict[int, int] = defaultdict(int)
     saw_prefill: set[int] = set()
+    stream = primary_stream(trace)
     for d in trace.device_spans:
-        if d.stream == COMPUTE and d.op in FORWARD_OPS:
+        if d.stream != stream:
+            cpy[d.step] += d.t1 - d.t0
+        elif d.op in SAMPLE_OPS:
+            smp[d.step] += d.t1 - d.t0
+        else:  # the model's ops, and every op of an imported trace
             fwd[d.step] += d.t1 - d.t0
             if d.op == "prefill":
                 saw_prefill.add(d.step)
-        elif d.stream == COMPUTE and d.op in SAMPLE_OPS:
-            smp[d.step] += d.t1 - d.t0
-        elif d.stream == COPY:
-            cpy[d.step] += d.t1 - d.t0
 
     phases: dict[int, list] = defaultdict(list)
+    top = host_phases(trace)
     for h in trace.host_spans:
-        if h.phase in TOP_PHASES:
+        if h.phase in top:
             phases[h.step].append(h)
     book = {s: sum(h.t1 - h.t0 for h in hs) for s, hs in phases.items()}
     for w in trace.waits:

@@ -20,35 +20,43 @@ compute op of the step after its last one, so every step in it has a complete
 period (and the trace's very last step, which has none, is never in it). If
 the rule leaves nothing (a very short trace), the window is the whole
 compute-stream extent.
+
+"Compute stream" is the trace's primary stream (``lanes.primary_stream``). An imported
+trace's steps (kind ``step``) carry no batch size to find warm-up and drain by, and the
+profiler's own schedule already left its warm-up out: its window runs from the first
+step's first op to the last op of any step (ops launched before the first step are out).
 """
 from __future__ import annotations
 
 import math
 from statistics import median
 
+from photon_trace.telemetry.analysis.lanes import COMPUTE, COPY, IMPORTED_STEP, primary_stream
 from photon_trace.telemetry.records import DeviceSpan, StepRecord, Trace
 
-COMPUTE = "compute"
-COPY = "copy"
+__all__ = ["COMPUTE", "COPY", "compute_ops", "step_starts", "compute_extent", "steady_state_window"]
 
 
 def compute_ops(trace: Trace) -> list[DeviceSpan]:
     """Compute-stream ops in start order."""
-    return sorted((d for d in trace.device_spans if d.stream == COMPUTE), key=lambda d: (d.t0, d.t1))
+    stream = primary_stream(trace)
+    return sorted((d for d in trace.device_spans if d.stream == stream), key=lambda d: (d.t0, d.t1))
 
 
 def step_starts(trace: Trace) -> list[tuple[int, int]]:
     """``(t0, step)`` per step that ran on the compute stream: its first compute op's start, in time order."""
+    stream = primary_stream(trace)
     first: dict[int, int] = {}
     for d in trace.device_spans:
-        if d.stream == COMPUTE and (d.step not in first or d.t0 < first[d.step]):
+        if d.stream == stream and (d.step not in first or d.t0 < first[d.step]):
             first[d.step] = d.t0
     return sorted((t0, step) for step, t0 in first.items())
 
 
 def compute_extent(trace: Trace) -> tuple[int, int]:
     """First compute op start to last compute op end; (0, 0) without any."""
-    ops = [d for d in trace.device_spans if d.stream == COMPUTE]
+    stream = primary_stream(trace)
+    ops = [d for d in trace.device_spans if d.stream == stream]
     if not ops:
         return (0, 0)
     return (min(d.t0 for d in ops), max(d.t1 for d in ops))
@@ -66,10 +74,13 @@ def steady_state_window(trace: Trace, *, warmup_steps: int = 2, warmup_frac: flo
     extent = compute_extent(trace)
     if not starts:
         return extent
+    if trace.steps and all(r.kind == IMPORTED_STEP for r in trace.steps):
+        return _imported_window(trace, starts, extent)
     records = {r.step: r for r in trace.steps}
+    stream = primary_stream(trace)
     op_kinds: dict[int, set[str]] = {}
     for d in trace.device_spans:
-        if d.stream == COMPUTE:
+        if d.stream == stream:
             op_kinds.setdefault(d.step, set()).add(d.op)
 
     steps = [s for _, s in starts]
@@ -87,3 +98,13 @@ def steady_state_window(trace: Trace, *, warmup_steps: int = 2, warmup_frac: flo
     if first > last:
         return extent
     return (starts[first][0], starts[last + 1][0])
+
+
+def _imported_window(trace: Trace, starts: list[tuple[int, int]], extent: tuple[int, int]) -> tuple[int, int]:
+    """First op of the first step (>= 0) to the last op of any step; the extent without steps."""
+    first = next((t0 for t0, step in starts if step >= 0), None)
+    if first is None:
+        return extent
+    stream = primary_stream(trace)
+    end = max(d.t1 for d in trace.device_spans if d.stream == stream and d.step >= 0)
+    return (first, end)

@@ -1,0 +1,65 @@
+"""``load_any``: one entry point for every trace photon_trace reads.
+
+Our own ``.trace.jsonl[.gz]`` files start with a header line holding ``"format":"photon_trace"``;
+anything else that starts like JSON is read as a PyTorch profiler (Kineto) trace. Either
+way a bad file raises ``TraceFormatError`` (``KinetoFormatError`` is one) naming the problem.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+from pathlib import Path
+
+from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.tracefile import TraceFormatError, load_trace
+
+_HEAD = 4096
+
+
+def _head(path: Path) -> bytes:
+    """The first few KB of the file, decompressed when gzipped (as far as that much goes)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(64 * 1024)
+    except OSError as e:
+        raise TraceFormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    if raw.startswith(b"\x1f\x8b"):
+        try:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, _HEAD)
+        except zlib.error as e:
+            raise TraceFormatError(f"{path}: a corrupt gzip stream ({e})") from None
+    return raw[:_HEAD]
+
+
+def is_kineto(path: str | os.PathLike) -> bool:
+    """Does ``path`` look like JSON that is not one of our own trace files?
+
+    Ours are JSON lines whose first line is the header object (compact, with
+    ``"format":"photon_trace"``, key order free); a profiler trace is one JSON document
+    (its ``traceEvents`` key, if on the first line, tells a compact one apart from our header).
+    """
+    head = _head(Path(path)).lstrip()
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:].lstrip()
+    first = head.split(b"\n", 1)[0]
+    ours = b'"format":"photon_trace"' in first and b'"traceEvents"' not in first
+    return head[:1] in (b"{", b"[") and not ours
+
+
+def load_any(path: str | os.PathLike, *, strict: bool | None = None, step_annotation: str | None = None) -> Trace:
+    """Our trace file or a Kineto trace at ``path``, as a ``Trace``.
+
+    ``strict``: for our files, a partial last line is an error (default: a warning);
+    for Kineto traces, any invalid event or truncation is an error (the default; ``False``
+    imports what is valid, with warnings). ``step_annotation`` applies to Kineto traces.
+    """
+    path = Path(path)
+    if is_kineto(path):
+        from photon_trace.telemetry.importers.kineto import import_kineto
+        return import_kineto(path, step_annotation=step_annotation, strict=True if strict is None else strict)
+    try:
+        return load_trace(path, strict=bool(strict))
+    except TraceFormatError as e:
+        if "not a photon_trace trace" in str(e):   # nor JSON, or it would have been read as a profiler trace
+            raise TraceFormatError(f"{e}; nor a PyTorch profiler trace (that is JSON)") from None
+        raise

@@ -1,0 +1,98 @@
+"""The dashboard on the real GPU profiler traces, in headless Chromium (Playwright).
+
+What the page drew (``gd._fullData``) is compared with the analysis of the imported trace.
+``PT_DOCS_SCREENSHOTS=1`` writes the README's screenshot (docs/dashboard-kineto.png).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from photon_trace.telemetry.analysis import analyze
+from photon_trace.telemetry.importers import load_any
+
+CHROMIUM = "/usr/bin/chromium"
+DATA = Path(__file__).parent / "data" / "kineto"
+SYNC = DATA / "critical_path_cuda_event_sync_event_sync_trace.json.gz"
+TRAINING = DATA / "trace_filter_sampled_rank-0.json.gz"
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing")]
+sync_api = pytest.importorskip("playwright.sync_api")
+
+FIGURE = """() => {
+  const gd = document.querySelector('#timeline .js-plotly-plot');
+  if (!gd || !gd._fullData || !gd.layout || !gd.layout.meta) return null;
+  const polys = (x) => { let n = 0; for (let i = 0; i < x.length; i++) if (x[i] === null || Number.isNaN(x[i])) n++;
+                         return x.length ? n + 1 : 0; };
+  return {meta: gd.layout.meta, lanes: (gd._fullLayout.yaxis.ticktext || []).slice(),
+          traces: gd._fullData.map(t => ({name: t.name, n: t.x ? t.x.length : 0,
+                                          polys: t.fill === 'toself' ? polys(t.x) : 0,
+                                          text: Array.isArray(t.text) ? t.text.slice(0, 3) : null}))};
+}"""
+
+
+@pytest.fixture(scope="module")
+def server():
+    from werkzeug.serving import make_server
+
+    from photon_trace.dashboard.app import create_app
+    app = create_app([str(SYNC), str(TRAINING)], [str(DATA)], None)
+    httpd = make_server("127.0.0.1", 0, app.server, threaded=True)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{httpd.server_port}/"
+    httpd.shutdown()
+    t.join(5)
+
+
+@pytest.fixture(scope="module")
+def page():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"], headless=True)
+        ctx = b.new_context(viewport={"width": 1500, "height": 900}, device_scale_factor=1)
+        yield ctx.new_page()
+        ctx.close()
+        b.close()
+
+
+def drawn(page) -> dict:
+    page.wait_for_function(f"() => ({FIGURE})() !== null", timeout=60_000)
+    return page.evaluate(FIGURE)
+
+
+def test_an_imported_gpu_trace_draws_its_lanes_bubbles_and_syncs(server, page):
+    report = analyze(load_any(SYNC))
+    page.goto(server)
+    fig = drawn(page)
+    assert fig["lanes"] == ["host · thread 948300 (python3.10)", "device · gpu0 stream 7"]
+    bubbles = sum(t["polys"] for t in fig["traces"] if t["name"].startswith("bubble:"))
+    assert bubbles == len(report.bubbles) == 4
+    names = {t["name"] for t in fig["traces"]}
+    assert {"kernel", "memcpy", "cpu op", "cuda runtime", "bubble: accidental_sync", "bubble: host_bound"} <= names
+    syncs = sum(t["n"] for t in fig["traces"] if t["name"] == "accidental sync")
+    assert syncs == sum(s.count for s in report.syncs) == 3
+    # the kernels' own names are in their hover
+    (hover,) = [t for t in fig["traces"] if t["name"] == "kernel (hover)"]
+    assert hover["text"][0].startswith("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor")
+    # zoomed to the device's work: every bubble, its cause, the syncs and the ops above them
+    page.evaluate("([a, b]) => Plotly.relayout(document.querySelector('#timeline .js-plotly-plot'),"
+                  " {'xaxis.range[0]': a, 'xaxis.range[1]': b})", [-0.04, 0.36])
+    page.wait_for_function(f"() => {{ const f = ({FIGURE})(); return f && f.meta.x_range[0] > -0.05; }}")
+    out = Path(__file__).resolve().parents[1] / "docs" if os.environ.get("PT_DOCS_SCREENSHOTS") else None
+    if out is not None:
+        page.screenshot(path=str(out / "dashboard-kineto.png"), clip=page.locator("#timeline").bounding_box())
+
+
+def test_a_multi_stream_training_trace_opens_from_the_path_box(server, page):
+    page.goto(server)
+    drawn(page)
+    page.fill("#path-input", str(TRAINING))
+    page.click("#open-a")
+    page.wait_for_function(f"() => {{ const f = ({FIGURE})(); return f && f.lanes.length === 7; }}", timeout=60_000)
+    fig = page.evaluate(FIGURE)
+    assert fig["lanes"][2:] == [f"device · gpu0 stream {s}" for s in (7, 23, 25, 84, 203)]
+    assert fig["lanes"][:2] == ["host · thread 4037 (python3.8)", "host · thread 23695 (python3.8)"]
