@@ -7,6 +7,7 @@ way a bad file raises ``TraceFormatError`` (``KinetoFormatError`` is one) naming
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from photon_trace.telemetry.records import Trace
 from photon_trace.telemetry.tracefile import TraceFormatError, load_trace
 
 _HEAD = 4096
+_OUR_FORMAT = re.compile(rb'"format"\s*:\s*"photon_trace"')   # our writer is compact; a hand-made header may not be
 
 
 def _head(path: Path) -> bytes:
@@ -34,15 +36,15 @@ def _head(path: Path) -> bytes:
 def is_kineto(path: str | os.PathLike) -> bool:
     """Does ``path`` look like JSON that is not one of our own trace files?
 
-    Ours are JSON lines whose first line is the header object (compact, with
-    ``"format":"photon_trace"``, key order free); a profiler trace is one JSON document
+    Ours are JSON lines whose first line is the header object (with
+    ``"format": "photon_trace"``, key order and spacing free); a profiler trace is one JSON document
     (its ``traceEvents`` key, if on the first line, tells a compact one apart from our header).
     """
     head = _head(Path(path)).lstrip()
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:].lstrip()
     first = head.split(b"\n", 1)[0]
-    ours = b'"format":"photon_trace"' in first and b'"traceEvents"' not in first
+    ours = _OUR_FORMAT.search(first) is not None and b'"traceEvents"' not in first
     return head[:1] in (b"{", b"[") and not ours
 
 
