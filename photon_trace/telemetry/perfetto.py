@@ -32,11 +32,20 @@ def _us(ns: int) -> float:
     return round(ns / 1000, 3)
 
 
+def trace_origin_ns(trace: Trace) -> int:
+    """Monotonic ns of ts = 0 in the export: the trace's first record (the dashboard's
+    "trace start" axis uses the same origin, so its times match Perfetto's)."""
+    firsts = [min(s.t0 for s in trace.host_spans) if trace.host_spans else None,
+              min(d.t0 for d in trace.device_spans) if trace.device_spans else None,
+              min(w.t0 for w in trace.waits) if trace.waits else None,
+              min(r.t for r in trace.requests) if trace.requests else None]
+    firsts = [t for t in firsts if t is not None]
+    return min(firsts) if firsts else int(trace.header.get("clock", {}).get("mono_ns", 0) or 0)
+
+
 def chrome_trace(trace: Trace) -> dict:
     """The trace as a trace-event JSON object (``{"traceEvents": [...], ...}``)."""
-    times = [s.t0 for s in trace.host_spans] + [d.t0 for d in trace.device_spans] + \
-            [w.t0 for w in trace.waits] + [r.t for r in trace.requests]
-    origin = min(times) if times else trace.header.get("clock", {}).get("mono_ns", 0)
+    origin = trace_origin_ns(trace)
     steps = {s.step: s for s in trace.steps}
 
     def ts(t: int) -> float:
@@ -113,7 +122,7 @@ def chrome_trace(trace: Trace) -> dict:
         args.update(enqueued_us=ts(d.enqueued), queue_delay_us=_us(d.t0 - d.enqueued))
         slices.append({"ph": "X", "pid": DEVICE_PID, "tid": tid, "name": d.op, "cat": "device_op",
                        "ts": ts(d.t0), "dur": dur(d.t0, d.t1), "args": args})
-        src = _issuer(by_step.get(d.step, ()), d.enqueued)
+        src = issuer(by_step.get(d.step, ()), d.enqueued)
         if src is None:
             continue
         at = min(max(d.enqueued, src.t0), src.t1)
@@ -136,7 +145,7 @@ def chrome_trace(trace: Trace) -> dict:
     }
 
 
-def _issuer(spans, t: int) -> HostSpan | None:
+def issuer(spans, t: int) -> HostSpan | None:
     """The deepest host span of a step containing time ``t``, else the step's launch."""
     best = None
     for s in spans:

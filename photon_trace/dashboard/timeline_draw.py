@@ -1,0 +1,380 @@
+"""Drawing a ``TimelineData`` for a ``View``: WebGL traces that stay honest at every zoom.
+
+Each category is one ``scattergl`` trace of filled rectangles separated by NaN gaps
+(never one shape per span). Nothing is widened to be seen:
+
+* a span at least ``min_exact_px`` wide is drawn as itself, at full lane height;
+* narrower spans add their busy time to their pixel column, and the column is drawn
+  with a height equal to the share of it the category occupies (stacked per lane:
+  ops and bubbles on a device lane, phases on a host lane), so a lane of 0.04 px
+  copies shows as short ticks and a 3 %-idle run's compute lane as 3 % bubble;
+* when the view holds more than ``max_spans`` spans, every span is drawn that way
+  (a 500k-span trace is a utilisation strip) and hover targets are per block.
+
+Heights are quantised to 1/64 of a lane; a column with any work in it shows at least
+that much (the hover gives the exact share). Sync markers and step ticks are symbols,
+not areas: they keep their size.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from photon_trace.dashboard.marks import REQUEST_STATES, mean_counts
+from photon_trace.dashboard.timeline_data import SpanSet, TimelineData
+from photon_trace.dashboard.view import View
+
+SYNC_COLOUR = "#B00020"
+STEP_LINE_COLOUR = "rgba(60,60,60,0.18)"
+HALF = 0.36
+BANDS = {
+    "phase": (-HALF, HALF), "device": (-HALF, HALF), "bubble": (-HALF, HALF),
+    "subphase": (-HALF, -0.02),   # nested inside launch/finalize: lower half, drawn on top
+    "wait": (0.04, HALF),         # nested inside a phase: upper half, drawn on top
+    "requests": (-HALF, HALF),
+}
+STACKED = ("phase", "device", "bubble")   # share a lane's height in a pixel column
+HEIGHT_STEPS = 64
+SYNC_DY = HALF + 0.1              # markers sit just above the host lane they happened on
+MAX_LINKS = 400                   # sync -> bubble links drawn when this few are visible
+REQUEST_COLOURS = {"decode": "rgba(47,109,181,0.45)", "prefill": "rgba(31,59,115,0.75)",
+                   "queued": "rgba(150,150,150,0.55)"}
+REQUEST_NAMES = {"decode": "requests: decoding", "prefill": "requests: prefill", "queued": "requests: queued"}
+
+DUR = "%{customdata[3]:.4~s}s"
+# The last customdata column of every clickable point says what a click on it selects.
+CLICK_SPAN, CLICK_BLOCK, CLICK_SYNC, CLICK_REQUESTS = 1, 2, 3, 4
+_HOVER = {
+    "phase": "<b>%{meta}</b> · step %{customdata[0]} · slot %{customdata[1]} · rows %{customdata[2]}"
+             "<br>duration " + DUR + " · start %{customdata[5]:.6~s}s<extra></extra>",
+    "subphase": "<b>%{meta}</b> · step %{customdata[0]} · slot %{customdata[1]} · rows %{customdata[2]}"
+                "<br>duration " + DUR + "<extra></extra>",
+    "device": "<b>%{meta}</b> · step %{customdata[0]} · slot %{customdata[1]} · rows %{customdata[2]}"
+              "<br>duration " + DUR + " · start %{customdata[5]:.6~s}s"
+              "<br>started %{customdata[4]:.3~s}s after it was enqueued<extra></extra>",
+    "wait": "<b>%{meta}</b> · step %{customdata[0]}<br>%{text}<br>waited " + DUR + "<extra></extra>",
+    "bubble": "<b>%{meta}</b> · step %{customdata[0]}<br>device idle " + DUR + "<br>%{text}<extra></extra>",
+    "aggregate": "<b>%{text}</b> · %{customdata[0]:,} spans start here · steps %{customdata[3]}–%{customdata[4]}"
+                 "<br>busy %{customdata[1]:.3~s}s = %{customdata[2]:.1f}% of this block (its height)"
+                 "<br>click: statistics of this range<extra></extra>",
+    "sync": "<b>accidental sync</b> · step %{customdata[0]}<br>site: %{text}"
+            "<br>host waited %{customdata[1]:.3~s}s · device idle caused %{customdata[2]:.3~s}s<extra></extra>",
+    "sync_aggregate": "<b>%{customdata[0]:,} accidental syncs</b> here<br>e.g. %{text}"
+                      "<br>host waited %{customdata[1]:.3~s}s · device idle caused %{customdata[2]:.3~s}s"
+                      "<extra></extra>",
+    "requests": "<b>requests</b> (mean over this column)<br>%{customdata[0]:.1f} decoding · "
+                "%{customdata[1]:.1f} in prefill · %{customdata[2]:.1f} queued<extra></extra>",
+}
+
+
+def _rects(x0, x1, y0, y1) -> tuple[np.ndarray, np.ndarray]:
+    """Closed rectangles separated by NaN gaps: six points each (four corners, close, gap)."""
+    n = len(x0)
+    nan = np.full(n, np.nan)
+    x = np.column_stack([x0, x1, x1, x0, x0, nan]).ravel()
+    y = np.column_stack([y0, y0, y1, y1, y0, nan]).ravel()
+    return x[:-1], y[:-1]
+
+
+def _visible(t0: np.ndarray, t1: np.ndarray, a: int, b: int) -> np.ndarray:
+    return np.flatnonzero((t0 <= b) & (t1 >= a))
+
+
+def _occupancy(t0: np.ndarray, t1: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Busy ns of the spans in each interval between ``edges``, exact even when they overlap."""
+    t0s, t1s = np.sort(t0).astype(np.float64), np.sort(t1).astype(np.float64)
+    cum0 = np.concatenate([[0.0], np.cumsum(t0s)])
+    cum1 = np.concatenate([[0.0], np.cumsum(t1s)])
+    k0 = np.searchsorted(t0s, edges, side="right")
+    k1 = np.searchsorted(t1s, edges, side="right")
+    before = (k0 * edges - cum0[k0]) - (k1 * edges - cum1[k1])
+    return np.diff(before)
+
+
+class _Frame:
+    """One draw: the visible range in ns and seconds, and the pixel columns over it."""
+
+    def __init__(self, data: TimelineData, view: View):
+        self.data, self.view = data, view
+        lo, hi = view.x_range if view.x_range else data.full_range(view.axis)
+        if hi <= lo:
+            hi = lo + 1e-9
+        self.lo, self.hi = lo, hi
+        self.origin = data.origin_for(view.axis)
+        self.a = int(np.floor(lo * 1e9 + self.origin))
+        self.b = int(np.ceil(hi * 1e9 + self.origin))
+        self.n_cols = max(int(view.width_px / view.column_px), 1)
+        self.edges = np.linspace(self.a, self.b, self.n_cols + 1)
+        self.col_ns = self.edges[1] - self.edges[0]
+        self.px_ns = (self.b - self.a) / max(view.width_px, 1)
+
+    def x(self, t) -> np.ndarray:
+        return (np.asarray(t, dtype=np.float64) - self.origin) / 1e9
+
+
+def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str = "y", prefix: str = "",
+         show_legend: bool | set[str] = True) -> tuple[list, dict]:
+    """The traces for ``view`` and a ``meta`` dict (mode, counts drawn) for tests and the page."""
+    f = _Frame(data, view)
+    vis = [_visible(st.t0, st.t1, f.a, f.b) for st in data.sets]
+    n_visible = sum(len(v) for st, v in zip(data.sets, vis) if st.group != "bubble")
+    aggregate = n_visible > view.max_spans
+    meta: dict[str, Any] = {"mode": "aggregate" if aggregate else "exact", "spans_visible": n_visible,
+                            "spans_total": data.n_spans, "x_range": [f.lo, f.hi], "axis": view.axis,
+                            "bubbles": sum(len(v) for st, v in zip(data.sets, vis) if st.group == "bubble"),
+                            "in_columns": 0, "syncs": 0, "lanes": [ln.label for ln in data.lanes]}
+    common = dict(xaxis=xaxis, yaxis=yaxis)
+    traces: list = []
+    stack: dict[int, np.ndarray] = {}
+    hover_blocks = []
+    for k, (st, i) in enumerate(zip(data.sets, vis)):
+        if aggregate:
+            wide, narrow = i[:0], i
+        else:
+            keep = (st.t1[i] - st.t0[i]) >= f.px_ns * view.min_exact_px
+            wide, narrow = i[keep], i[~keep]
+        meta["in_columns"] += len(narrow)
+        xs, ys = [], []
+        if len(wide):
+            y0, y1 = _band(st.lane[wide], st.group)
+            x, y = _rects(f.x(st.t0[wide]), f.x(st.t1[wide]), y0, y1)
+            xs.append(x)
+            ys.append(y)
+        if len(narrow):
+            x, y, blocks = _column_blocks(st, narrow, f, stack, k)
+            if len(x):
+                xs.append(x)
+                ys.append(y)
+            hover_blocks += blocks if aggregate else []
+        if xs:
+            traces.append(go.Scattergl(
+                x=_join(xs), y=_join(ys), mode="lines", fill="toself", fillcolor=st.colour,
+                line=dict(width=0, color=st.colour), name=prefix + st.name, uid=prefix + st.name,
+                legendgroup=st.name, showlegend=_shown(show_legend, st.name), hoverinfo="skip", **common))
+        if not aggregate and len(i):
+            traces.append(_span_hover(st, i, f, k, prefix, common))
+    if hover_blocks:
+        traces.append(_block_hover(hover_blocks, f, prefix, common))
+    if not aggregate:
+        traces += _step_lines(data, f, prefix, common)
+    traces += _request_traces(data, f, prefix, show_legend, common)
+    traces += _sync_traces(data, f, aggregate, prefix, show_legend, common, meta)
+    return traces, meta
+
+
+def _band(lanes: np.ndarray, group: str) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = BANDS[group]
+    c = -lanes.astype(np.float64)
+    return c + lo, c + hi
+
+
+def _column_blocks(st: SpanSet, idx: np.ndarray, f: _Frame, stack: dict, k: int):
+    """Per pixel column, the share of it the spans ``idx`` occupy, as blocks of that height
+    (stacked on what the lane already holds); equal neighbours merge into one block."""
+    xs, ys, blocks = [], [], []
+    left, right = f.x(f.edges[:-1]), f.x(f.edges[1:])
+    for lane in np.unique(st.lane[idx]):
+        j = idx[st.lane[idx] == lane]
+        occ = np.clip(_occupancy(st.t0[j], st.t1[j], f.edges) / f.col_ns, 0.0, 1.0)
+        lo, hi = BANDS[st.group]
+        if st.group in STACKED:
+            base = stack.setdefault(int(lane), np.zeros(f.n_cols))
+            bottom, top = np.minimum(base, 1.0), np.minimum(base + occ, 1.0)
+            stack[int(lane)] = base + occ
+        else:
+            bottom, top = np.zeros(f.n_cols), occ
+        bq, tq = np.rint(bottom * HEIGHT_STEPS), np.rint(top * HEIGHT_STEPS)
+        tq = np.where(occ > 0, np.minimum(np.maximum(tq, bq + 1), HEIGHT_STEPS), tq)   # any work shows
+        bq = np.minimum(bq, tq - (occ > 0))
+        keep = np.flatnonzero(tq > bq)
+        if not len(keep):
+            continue
+        brk = np.flatnonzero((np.diff(keep) != 1) | (np.diff(bq[keep]) != 0) | (np.diff(tq[keep]) != 0)) + 1
+        run0 = np.concatenate([[0], brk])
+        first_c, last_c = keep[run0], keep[np.concatenate([brk, [len(keep)]]) - 1]
+        base_y = -float(lane) + lo
+        y0 = base_y + (hi - lo) * bq[first_c] / HEIGHT_STEPS
+        y1 = base_y + (hi - lo) * tq[first_c] / HEIGHT_STEPS
+        x, y = _rects(left[first_c], right[last_c], y0, y1)
+        xs.append(x)
+        ys.append(y)
+        # Per block: spans starting in it, busy time, share, first and last step (for the hover).
+        t0s = st.t0[j]
+        starts = np.searchsorted(t0s, f.edges)
+        count = np.add.reduceat(np.diff(starts)[keep], run0)
+        busy = np.add.reduceat(occ[keep] * f.col_ns, run0)
+        n_c = last_c - first_c + 1
+        first = np.clip(np.where(count > 0, starts[first_c], starts[first_c] - 1), 0, len(j) - 1)
+        last = np.clip(starts[last_c + 1] - 1, 0, len(j) - 1)
+        steps = st.info[j, 0]
+        blocks.append((st.name, (left[first_c] + right[last_c]) / 2, (y0 + y1) / 2,
+                       np.column_stack([count, busy / 1e9, 100 * busy / (n_c * f.col_ns), steps[first], steps[last],
+                                        left[first_c], right[last_c], np.full(len(first_c), k),
+                                        np.full(len(first_c), CLICK_BLOCK)])))
+    if not xs:
+        return np.zeros(0), np.zeros(0), []
+    return _join(xs), _join(ys), blocks
+
+
+def _span_hover(st: SpanSet, i: np.ndarray, f: _Frame, k: int, prefix: str, common: dict) -> go.Scattergl:
+    """Hover and click targets: scattergl cannot hover a fill, so an invisible point sits in
+    each span's visible middle. customdata: step, slot, rows, duration s, delay s, start s,
+    set, span (the last two say what a click selected)."""
+    x0, x1 = f.x(st.t0[i]), f.x(st.t1[i])
+    mid = (np.maximum(x0, f.lo) + np.minimum(x1, f.hi)) / 2
+    y0, y1 = _band(st.lane[i], st.group)
+    info = st.info[i].copy()
+    info[:, 3:5] /= 1e9
+    cd = np.column_stack([info, x0, np.full(len(i), k), i, np.full(len(i), CLICK_SPAN)])
+    return go.Scattergl(
+        x=mid, y=(y0 + y1) / 2, mode="markers", marker=dict(size=8, color="rgba(0,0,0,0)"), customdata=cd,
+        text=[st.text[m] for m in i] if st.text is not None else None, meta=st.name,
+        hovertemplate=_HOVER[st.group], name=prefix + st.name + " (hover)", uid=prefix + st.name + " (hover)",
+        legendgroup=st.name, showlegend=False, hoverlabel=dict(bgcolor="white"), **common)
+
+
+def _block_hover(blocks: list, f: _Frame, prefix: str, common: dict) -> go.Scattergl:
+    """One hover layer for every aggregated block: each WebGL trace costs the browser a set-up."""
+    return go.Scattergl(
+        x=np.concatenate([b[1] for b in blocks]), y=np.concatenate([b[2] for b in blocks]).astype(np.float32),
+        mode="markers", marker=dict(size=6, color="rgba(0,0,0,0)"),
+        customdata=np.concatenate([b[3] for b in blocks]),
+        text=[b[0] for b in blocks for _ in range(len(b[1]))], hovertemplate=_HOVER["aggregate"],
+        name=prefix + "aggregated (hover)", uid=prefix + "aggregated (hover)", showlegend=False,
+        hoverlabel=dict(bgcolor="white"), **common)
+
+
+def _shown(show_legend: bool | set[str], name: str) -> bool:
+    return name in show_legend if isinstance(show_legend, set) else bool(show_legend)
+
+
+def _join(parts: list[np.ndarray]) -> np.ndarray:
+    out = []
+    for k, p in enumerate(parts):
+        if k:
+            out.append(np.array([np.nan]))
+        out.append(np.asarray(p, dtype=np.float64))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def _step_lines(data: TimelineData, f: _Frame, prefix: str, common: dict) -> list:
+    lo = int(np.searchsorted(data.step_t0, f.a, side="left"))
+    hi = int(np.searchsorted(data.step_t0, f.b, side="right"))
+    if hi - lo == 0 or hi - lo > f.view.max_step_lines:
+        return []
+    x = f.x(data.step_t0[lo:hi])
+    top, bottom = HALF + 0.18, -(len(data.lanes) - 1) - HALF
+    below = -(len(data.lanes) - 1) - 0.5
+    n = len(x)
+    xs = np.column_stack([x, x, np.full(n, np.nan)]).ravel()[:-1]
+    ys = np.column_stack([np.full(n, top), np.full(n, bottom), np.full(n, np.nan)]).ravel()[:-1]
+    return [go.Scattergl(x=xs, y=ys, mode="lines", line=dict(width=1, color=STEP_LINE_COLOUR, dash="dot"),
+                         name=prefix + "step boundaries", uid=prefix + "step boundaries", hoverinfo="skip",
+                         showlegend=False, **common),
+            go.Scattergl(x=x, y=np.full(n, below), mode="markers",
+                         marker=dict(size=6, symbol="triangle-up", color="rgba(60,60,60,0.35)"),
+                         customdata=data.step_ids[lo:hi], hovertemplate="step %{customdata} begins (launch)"
+                         "<extra></extra>", name=prefix + "step starts", uid=prefix + "step starts",
+                         showlegend=False, **common)]
+
+
+def _request_traces(data: TimelineData, f: _Frame, prefix: str, show_legend, common: dict) -> list:
+    """The requests lane: how many requests decode, prefill and wait, stacked, as each pixel
+    pair's time-weighted mean (exact once a column is shorter than the gaps between changes)."""
+    rs = data.requests
+    if rs is None or not rs.peak:
+        return []
+    n = max(f.n_cols // 2, 1)
+    edges = np.linspace(f.a, f.b, n + 1)
+    mean = mean_counts(rs, edges)
+    x = f.x(edges)
+    xs = np.repeat(x, 2)[1:-1]                    # step shape: each column's value over its width
+    c = -float(rs.lane)
+    lo, hi = BANDS["requests"]
+    out = []
+    below = np.zeros(n)
+    for s, state in enumerate(REQUEST_STATES):
+        top = below + mean[:, s]
+        y_top = c + lo + (hi - lo) * np.repeat(top, 2) / rs.peak
+        y_bot = c + lo + (hi - lo) * np.repeat(below, 2) / rs.peak
+        if np.any(top > below):
+            name = REQUEST_NAMES[state]
+            out.append(go.Scattergl(
+                x=np.concatenate([xs, xs[::-1]]), y=np.concatenate([y_top, y_bot[::-1]]), mode="lines",
+                fill="toself", fillcolor=REQUEST_COLOURS[state], line=dict(width=0, color=REQUEST_COLOURS[state]),
+                name=prefix + name, uid=prefix + name, legendgroup=name,
+                showlegend=_shown(show_legend, name), hoverinfo="skip", **common))
+        below = top
+    mid = (x[:-1] + x[1:]) / 2
+    pick = np.linspace(0, n - 1, min(n, 400)).astype(int)
+    out.append(go.Scattergl(x=mid[pick], y=np.full(len(pick), c), mode="markers",
+                            marker=dict(size=8, color="rgba(0,0,0,0)"),
+                            customdata=np.column_stack([mean[pick], np.full(len(pick), CLICK_REQUESTS)]),
+                            hovertemplate=_HOVER["requests"], name=prefix + "requests (hover)",
+                            uid=prefix + "requests (hover)", showlegend=False,
+                            hoverlabel=dict(bgcolor="white"), **common))
+    return out
+
+
+def _sync_traces(data: TimelineData, f: _Frame, aggregate: bool, prefix: str, show_legend, common: dict,
+                 meta: dict) -> list:
+    sm = data.syncs
+    i = _visible(sm.t0, sm.t1, f.a, f.b)
+    meta["syncs"] = int(np.count_nonzero(sm.in_window[i])) if len(i) else 0
+    meta["syncs_outside"] = int(len(i) - meta["syncs"])
+    out = []
+    for inside, name in ((True, "accidental sync"), (False, "accidental sync (outside window)")):
+        j = i[sm.in_window[i] == inside]
+        if not len(j):
+            continue
+        x = f.x(sm.t0[j])
+        y = -sm.lane[j].astype(np.float64) + SYNC_DY
+        marker = dict(symbol="triangle-down" if inside else "triangle-down-open", size=11, color=SYNC_COLOUR,
+                      line=dict(width=1 if inside else 2, color="white" if inside else SYNC_COLOUR))
+        cd = np.column_stack([sm.step[j], (sm.t1[j] - sm.t0[j]) / 1e9, sm.idle_ns[j] / 1e9, j,
+                              np.full(len(j), CLICK_SYNC)])
+        text = [f"{sm.site[m]}<br>reason: {sm.reason[m]}" + ("" if inside else
+                "<br>outside the analysis window: not counted") for m in j]
+        template = _HOVER["sync"]
+        if aggregate and len(j) > f.view.width_px / 4:
+            n_b = max(int(f.view.width_px / 4), 1)
+            edges = np.linspace(f.a, f.b, n_b + 1)
+            kb = np.clip(np.searchsorted(edges, sm.t0[j], side="right") - 1, 0, n_b - 1)
+            key = kb * 1000 + sm.lane[j]
+            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            x = f.x((edges[uniq // 1000] + edges[uniq // 1000 + 1]) / 2)
+            y = y[first]
+            cd = np.column_stack([np.bincount(inv), np.bincount(inv, cd[:, 1]), np.bincount(inv, cd[:, 2]),
+                                  j[first], np.full(len(first), CLICK_SYNC)])
+            text = [text[q] for q in first]
+            template = _HOVER["sync_aggregate"]
+        out.append(go.Scattergl(x=x, y=y, mode="markers", marker=marker, customdata=cd, text=text,
+                                hovertemplate=template, name=prefix + name, uid=prefix + name,
+                                legendgroup="accidental sync", showlegend=_shown(show_legend, name),
+                                hoverlabel=dict(bgcolor="white"), **common))
+    if not aggregate:
+        out += _sync_links(data, f, i, prefix, common)
+    return out
+
+
+def _sync_links(data: TimelineData, f: _Frame, i: np.ndarray, prefix: str, common: dict) -> list:
+    """A dotted line from each visible sync marker to each bubble it caused (on the device
+    lane, often a few ms later), so the wait and the idle it cost read as one event."""
+    sm = data.syncs
+    if not len(i) or not len(sm.link_marker):
+        return []
+    m = np.isin(sm.link_marker, i)
+    km, kb = sm.link_marker[m], sm.link_bubble[m]
+    if not len(km) or len(km) > MAX_LINKS:
+        return []
+    b_mid = np.array([(data.bubbles[b].t0 + data.bubbles[b].t1) / 2 for b in kb])
+    x0, x1 = f.x(sm.t0[km]), f.x(b_mid)
+    y0 = -sm.lane[km].astype(np.float64) + SYNC_DY - 0.05
+    y1 = np.full(len(km), -float(data.compute_lane) + HALF)
+    nan = np.full(len(km), np.nan)
+    return [go.Scattergl(x=np.column_stack([x0, x1, nan]).ravel()[:-1], y=np.column_stack([y0, y1, nan]).ravel()[:-1],
+                         mode="lines", line=dict(width=1, color="rgba(176,0,32,0.55)", dash="dot"),
+                         name=prefix + "sync → the bubble it caused", uid=prefix + "sync links",
+                         legendgroup="accidental sync", showlegend=False, hoverinfo="skip", **common)]
