@@ -63,10 +63,14 @@ class FileSource:
         self._trace: Trace | None = None
         self._stat: tuple[int, int, int] | None = None
         self._run: tuple | None = None
+        self._fresh = False
 
     def read(self) -> Trace | None:
         """The trace so far, or None when nothing changed since the last read; raises
         ``NewRun`` (after resetting) when the file now holds another run."""
+        if self._fresh:            # the new run found by the last read: hand it over whole
+            self._fresh = False
+            return self._trace
         st = self.path.stat()
         stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
         if stamp == self._stat:
@@ -82,7 +86,7 @@ class FileSource:
         self._stat = stamp
         new = run_id(self._trace.header)
         if self._run is not None and (replaced or new != self._run):
-            self._run = new
+            self._run, self._fresh = new, True
             raise NewRun(f"{self.path.name} now holds a new run")
         self._run = new
         return self._trace

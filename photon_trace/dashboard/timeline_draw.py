@@ -17,6 +17,7 @@ not areas: they keep their size.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,11 @@ _HOVER = {
     "requests": "<b>requests</b> (mean over this column)<br>%{customdata[0]:.1f} decoding · "
                 "%{customdata[1]:.1f} in prefill · %{customdata[2]:.1f} queued<extra></extra>",
 }
+
+
+def _uid(name: str) -> str:
+    """A stable trace id (plotly keeps a trace's UI state by it, and uses it as a CSS class)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
 
 
 def _rects(x0, x1, y0, y1) -> tuple[np.ndarray, np.ndarray]:
@@ -151,7 +157,7 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
         if xs:
             traces.append(go.Scattergl(
                 x=_join(xs), y=_join(ys), mode="lines", fill="toself", fillcolor=st.colour,
-                line=dict(width=0, color=st.colour), name=prefix + st.name, uid=prefix + st.name,
+                line=dict(width=0, color=st.colour), name=prefix + st.name, uid=_uid(prefix + st.name),
                 legendgroup=st.name, showlegend=_shown(show_legend, st.name), hoverinfo="skip", **common))
         if not aggregate and len(i):
             traces.append(_span_hover(st, i, f, k, prefix, common))
@@ -231,7 +237,7 @@ def _span_hover(st: SpanSet, i: np.ndarray, f: _Frame, k: int, prefix: str, comm
     return go.Scattergl(
         x=mid, y=(y0 + y1) / 2, mode="markers", marker=dict(size=8, color="rgba(0,0,0,0)"), customdata=cd,
         text=[st.text[m] for m in i] if st.text is not None else None, meta=st.name,
-        hovertemplate=_HOVER[st.group], name=prefix + st.name + " (hover)", uid=prefix + st.name + " (hover)",
+        hovertemplate=_HOVER[st.group], name=prefix + st.name + " (hover)", uid=_uid(prefix + st.name + " (hover)"),
         legendgroup=st.name, showlegend=False, hoverlabel=dict(bgcolor="white"), **common)
 
 
@@ -242,7 +248,7 @@ def _block_hover(blocks: list, f: _Frame, prefix: str, common: dict) -> go.Scatt
         mode="markers", marker=dict(size=6, color="rgba(0,0,0,0)"),
         customdata=np.concatenate([b[3] for b in blocks]),
         text=[b[0] for b in blocks for _ in range(len(b[1]))], hovertemplate=_HOVER["aggregate"],
-        name=prefix + "aggregated (hover)", uid=prefix + "aggregated (hover)", showlegend=False,
+        name=prefix + "aggregated (hover)", uid=_uid(prefix + "aggregated (hover)"), showlegend=False,
         hoverlabel=dict(bgcolor="white"), **common)
 
 
@@ -271,12 +277,12 @@ def _step_lines(data: TimelineData, f: _Frame, prefix: str, common: dict) -> lis
     xs = np.column_stack([x, x, np.full(n, np.nan)]).ravel()[:-1]
     ys = np.column_stack([np.full(n, top), np.full(n, bottom), np.full(n, np.nan)]).ravel()[:-1]
     return [go.Scattergl(x=xs, y=ys, mode="lines", line=dict(width=1, color=STEP_LINE_COLOUR, dash="dot"),
-                         name=prefix + "step boundaries", uid=prefix + "step boundaries", hoverinfo="skip",
+                         name=prefix + "step boundaries", uid=_uid(prefix + "step boundaries"), hoverinfo="skip",
                          showlegend=False, **common),
             go.Scattergl(x=x, y=np.full(n, below), mode="markers",
                          marker=dict(size=6, symbol="triangle-up", color="rgba(60,60,60,0.35)"),
                          customdata=data.step_ids[lo:hi], hovertemplate="step %{customdata} begins (launch)"
-                         "<extra></extra>", name=prefix + "step starts", uid=prefix + "step starts",
+                         "<extra></extra>", name=prefix + "step starts", uid=_uid(prefix + "step starts"),
                          showlegend=False, **common)]
 
 
@@ -304,7 +310,7 @@ def _request_traces(data: TimelineData, f: _Frame, prefix: str, show_legend, com
             out.append(go.Scattergl(
                 x=np.concatenate([xs, xs[::-1]]), y=np.concatenate([y_top, y_bot[::-1]]), mode="lines",
                 fill="toself", fillcolor=REQUEST_COLOURS[state], line=dict(width=0, color=REQUEST_COLOURS[state]),
-                name=prefix + name, uid=prefix + name, legendgroup=name,
+                name=prefix + name, uid=_uid(prefix + name), legendgroup=name,
                 showlegend=_shown(show_legend, name), hoverinfo="skip", **common))
         below = top
     mid = (x[:-1] + x[1:]) / 2
@@ -313,7 +319,7 @@ def _request_traces(data: TimelineData, f: _Frame, prefix: str, show_legend, com
                             marker=dict(size=8, color="rgba(0,0,0,0)"),
                             customdata=np.column_stack([mean[pick], np.full(len(pick), CLICK_REQUESTS)]),
                             hovertemplate=_HOVER["requests"], name=prefix + "requests (hover)",
-                            uid=prefix + "requests (hover)", showlegend=False,
+                            uid=_uid(prefix + "requests (hover)"), showlegend=False,
                             hoverlabel=dict(bgcolor="white"), **common))
     return out
 
@@ -351,7 +357,7 @@ def _sync_traces(data: TimelineData, f: _Frame, aggregate: bool, prefix: str, sh
             text = [text[q] for q in first]
             template = _HOVER["sync_aggregate"]
         out.append(go.Scattergl(x=x, y=y, mode="markers", marker=marker, customdata=cd, text=text,
-                                hovertemplate=template, name=prefix + name, uid=prefix + name,
+                                hovertemplate=template, name=prefix + name, uid=_uid(prefix + name),
                                 legendgroup="accidental sync", showlegend=_shown(show_legend, name),
                                 hoverlabel=dict(bgcolor="white"), **common))
     if not aggregate:
@@ -376,5 +382,5 @@ def _sync_links(data: TimelineData, f: _Frame, i: np.ndarray, prefix: str, commo
     nan = np.full(len(km), np.nan)
     return [go.Scattergl(x=np.column_stack([x0, x1, nan]).ravel()[:-1], y=np.column_stack([y0, y1, nan]).ravel()[:-1],
                          mode="lines", line=dict(width=1, color="rgba(176,0,32,0.55)", dash="dot"),
-                         name=prefix + "sync → the bubble it caused", uid=prefix + "sync links",
+                         name=prefix + "sync → the bubble it caused", uid=_uid(prefix + "sync links"),
                          legendgroup="accidental sync", showlegend=False, hoverinfo="skip", **common)]
