@@ -4,6 +4,7 @@ range-statistics panels that show the selection."""
 from __future__ import annotations
 
 import dash
+import numpy as np
 from dash import ALL, Input, Output, State, ctx, html
 from dash.exceptions import PreventUpdate
 
@@ -18,22 +19,38 @@ from photon_trace.dashboard.timeline import View
 from photon_trace.dashboard.timeline_draw import CLICK_BLOCK, CLICK_REQUESTS, CLICK_SPAN, CLICK_SYNC
 
 
-def selection_from_click(data, click: dict | None, axis: str) -> dict | None:
-    """What a click on the timeline selects, from the clicked point's customdata."""
+def selection_from_click(data, click: dict | None, view: dict) -> dict | None:
+    """What a click on the timeline selects. A click carries the trace (curve) number and the
+    point's x and y; ``view["curves"]`` says what each trace's points stand for, and x and
+    the lane (from y) find the span, marker or time."""
     pts = (click or {}).get("points") or []
-    if not pts or not isinstance(pts[0].get("customdata"), list) or not pts[0]["customdata"]:
+    curves = view.get("curves") or []
+    if not pts or not 0 <= int(pts[0].get("curveNumber", -1)) < len(curves) or not curves[pts[0]["curveNumber"]]:
         return None
-    cd = pts[0]["customdata"]
-    code = int(cd[-1])
-    origin = data.origin_for(axis)
-    if code == CLICK_SPAN and len(cd) >= 9 and 0 <= int(cd[6]) < len(data.sets):
-        return {"kind": "span", "set": data.sets[int(cd[6])].name, "i": int(cd[7])}
-    if code == CLICK_BLOCK and len(cd) >= 9:
-        return {"kind": "range", "a": int(cd[5] * 1e9 + origin), "b": int(cd[6] * 1e9 + origin)}
-    if code == CLICK_SYNC and len(cd) >= 5:
-        return {"kind": "sync", "k": int(cd[3])}
+    code, k = curves[pts[0]["curveNumber"]]
+    axis = view.get("axis", "window")
+    t = int(float(pts[0]["x"]) * 1e9 + data.origin_for(axis))
+    lane = int(round(-float(pts[0].get("y", 0))))
+    if code == CLICK_SPAN and 0 <= k < len(data.sets):
+        st = data.sets[k]
+        cand = np.flatnonzero((st.lane == lane) & (st.t0 <= t) & (st.t1 >= t))
+        if not len(cand):
+            on = np.flatnonzero(st.lane == lane)
+            cand = on[np.argsort(np.abs((st.t0[on] + st.t1[on]) / 2 - t))[:1]]
+        if not len(cand):
+            return None
+        i = cand[np.argmin(st.t1[cand] - st.t0[cand])]
+        return {"kind": "span", "set": st.name, "i": int(i)}
+    if code == CLICK_SYNC and len(data.syncs):
+        sm = data.syncs
+        k = int(np.argmin(np.abs(sm.t0 - t) + np.where(sm.lane == lane, 0, 1 << 62)))
+        return {"kind": "sync", "k": k}
+    if code == CLICK_BLOCK:
+        lo, hi = view.get("range") or data.full_range(axis)
+        half = int((hi - lo) * 1e9 / 1600 * 4)   # a few pixels either side of the block's centre
+        return {"kind": "range", "a": t - half, "b": t + half}
     if code == CLICK_REQUESTS:
-        return {"kind": "requests", "t": int(float(pts[0]["x"]) * 1e9 + origin)}
+        return {"kind": "requests", "t": t}
     return None
 
 
@@ -75,14 +92,15 @@ def register(app: dash.Dash, state) -> None:
         current = tuple(view["range"]) if view.get("range") else None
         tab = dash.no_update
         new_range = current
-        if tid == "timeline" and ctx.triggered[0]["prop_id"].endswith("selectedData"):
+        props = {t["prop_id"] for t in ctx.triggered}
+        if tid == "timeline" and "timeline.clickData" not in props:   # a click may also clear a selection
             rng = ((selected or {}).get("range") or {}).get("x")
             if not rng:
                 raise PreventUpdate
             o = data.origin_for(axis)
             sel = {"kind": "range", "a": int(min(rng) * 1e9 + o), "b": int(max(rng) * 1e9 + o)}
         elif tid == "timeline":
-            sel = selection_from_click(data, click, axis)
+            sel = selection_from_click(data, click, view)
         elif tid == "overview":
             x = float(((overview_click or {}).get("points") or [{}])[0].get("x", 0))
             width = (current[1] - current[0]) if current else (data.full_range(axis)[1] - data.full_range(axis)[0]) / 10
@@ -109,8 +127,8 @@ def register(app: dash.Dash, state) -> None:
         if new_range == current:
             return sel, marks_patch(loaded, sel, axis), dash.no_update, tab, follow_out, dash.no_update
         fig = draw(loaded, View(new_range, axis), hidden, sel, view.get("uirevision") or str(path))
-        return (sel, fig, {**view, "range": list(new_range) if new_range else None}, tab, follow_out,
-                overview_patch(new_range))
+        return (sel, fig, {**view, "range": list(new_range) if new_range else None, "curves": fig.layout.meta["curves"]},
+                tab, follow_out, overview_patch(new_range))
 
     @app.callback(Output("details", "children"), Output("range-stats", "children"),
                   Input("selection-a", "data"), State("trace-a", "value"), State("view-a", "data"))

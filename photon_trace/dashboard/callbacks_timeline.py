@@ -136,6 +136,7 @@ def register(app: dash.Dash, state) -> None:
         notes = loaded.notes if not live else []
         return (summary_cards(loaded.report), fig, error_box(err, notes),
                 {"range": list(rng) if rng else None, "axis": axis, "uirevision": uirev,
+                 "curves": fig.layout.meta["curves"],
                  "version": (version if version is not None else state.follower.version) if live else None,
                  "guided": guided},
                 sel, fix_first(loaded, highlight), overview_figure(loaded.timeline, axis, rng))
@@ -165,7 +166,8 @@ def register(app: dash.Dash, state) -> None:
         follow_out = dash.no_update
         if path == LIVE and kind == "range" and (follow or {}).get("on"):
             follow_out = {**follow, "on": False}   # the user looks at something: stop moving it away
-        return fig, {**view, "range": list(rng) if rng else None}, follow_out, overview_patch(rng)
+        return (fig, {**view, "range": list(rng) if rng else None, "curves": fig.layout.meta["curves"]}, follow_out,
+                overview_patch(rng))
 
 
 def guided_view(loaded: Loaded, axis: str) -> tuple[dict | None, tuple[float, float] | None]:

@@ -45,7 +45,7 @@ REQUEST_COLOURS = {"decode": "rgba(47,109,181,0.45)", "prefill": "rgba(31,59,115
 REQUEST_NAMES = {"decode": "requests: decoding", "prefill": "requests: prefill", "queued": "requests: queued"}
 
 DUR = "%{customdata[3]:.4~s}s"
-# The last customdata column of every clickable point says what a click on it selects.
+# What a click on a trace's points selects (``curves``: one entry per trace, in figure order).
 CLICK_SPAN, CLICK_BLOCK, CLICK_SYNC, CLICK_REQUESTS = 1, 2, 3, 4
 _HOVER = {
     "phase": "<b>%{meta}</b> · step %{customdata[0]} · slot %{customdata[1]} · rows %{customdata[2]}"
@@ -59,7 +59,7 @@ _HOVER = {
     "bubble": "<b>%{meta}</b> · step %{customdata[0]}<br>device idle " + DUR + "<br>%{text}<extra></extra>",
     "aggregate": "<b>%{text}</b> · %{customdata[0]:,} spans start here · steps %{customdata[3]}–%{customdata[4]}"
                  "<br>busy %{customdata[1]:.3~s}s = %{customdata[2]:.1f}% of this block (its height)"
-                 "<br>click: statistics of this range<extra></extra>",
+                 "<br>click: statistics around here<extra></extra>",
     "sync": "<b>accidental sync</b> · step %{customdata[0]}<br>site: %{text}"
             "<br>host waited %{customdata[1]:.3~s}s · device idle caused %{customdata[2]:.3~s}s<extra></extra>",
     "sync_aggregate": "<b>%{customdata[0]:,} accidental syncs</b> here<br>e.g. %{text}"
@@ -167,7 +167,28 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
         traces += _step_lines(data, f, prefix, common)
     traces += _request_traces(data, f, prefix, show_legend, common)
     traces += _sync_traces(data, f, aggregate, prefix, show_legend, common, meta)
+    meta["curves"] = curves(data, traces, prefix)
     return traces, meta
+
+
+def curves(data: TimelineData, traces: list, prefix: str = "") -> list:
+    """Per trace, ``[what a click on it selects, category index]`` (or None): clicks arrive as a
+    curve number and a point's x and y, so this is how the server knows what was clicked."""
+    index = {prefix + st.name + " (hover)": k for k, st in enumerate(data.sets)}
+    out = []
+    for t in traces:
+        name = t.name or ""
+        if name in index:
+            out.append([CLICK_SPAN, index[name]])
+        elif name == prefix + "aggregated (hover)":
+            out.append([CLICK_BLOCK, -1])
+        elif name in (prefix + "accidental sync", prefix + "accidental sync (outside window)"):
+            out.append([CLICK_SYNC, -1])
+        elif name == prefix + "requests (hover)":
+            out.append([CLICK_REQUESTS, -1])
+        else:
+            out.append(None)
+    return out
 
 
 def _band(lanes: np.ndarray, group: str) -> tuple[np.ndarray, np.ndarray]:
@@ -217,8 +238,7 @@ def _column_blocks(st: SpanSet, idx: np.ndarray, f: _Frame, stack: dict, k: int)
         steps = st.info[j, 0]
         blocks.append((st.name, (left[first_c] + right[last_c]) / 2, (y0 + y1) / 2,
                        np.column_stack([count, busy / 1e9, 100 * busy / (n_c * f.col_ns), steps[first], steps[last],
-                                        left[first_c], right[last_c], np.full(len(first_c), k),
-                                        np.full(len(first_c), CLICK_BLOCK)])))
+                                        left[first_c], right[last_c]])))
     if not xs:
         return np.zeros(0), np.zeros(0), []
     return _join(xs), _join(ys), blocks
@@ -233,7 +253,7 @@ def _span_hover(st: SpanSet, i: np.ndarray, f: _Frame, k: int, prefix: str, comm
     y0, y1 = _band(st.lane[i], st.group)
     info = st.info[i].copy()
     info[:, 3:5] /= 1e9
-    cd = np.column_stack([info, x0, np.full(len(i), k), i, np.full(len(i), CLICK_SPAN)])
+    cd = np.column_stack([info, x0])
     return go.Scattergl(
         x=mid, y=(y0 + y1) / 2, mode="markers", marker=dict(size=8, color="rgba(0,0,0,0)"), customdata=cd,
         text=[st.text[m] for m in i] if st.text is not None else None, meta=st.name,
@@ -316,8 +336,7 @@ def _request_traces(data: TimelineData, f: _Frame, prefix: str, show_legend, com
     mid = (x[:-1] + x[1:]) / 2
     pick = np.linspace(0, n - 1, min(n, 400)).astype(int)
     out.append(go.Scattergl(x=mid[pick], y=np.full(len(pick), c), mode="markers",
-                            marker=dict(size=8, color="rgba(0,0,0,0)"),
-                            customdata=np.column_stack([mean[pick], np.full(len(pick), CLICK_REQUESTS)]),
+                            marker=dict(size=8, color="rgba(0,0,0,0)"), customdata=mean[pick],
                             hovertemplate=_HOVER["requests"], name=prefix + "requests (hover)",
                             uid=_uid(prefix + "requests (hover)"), showlegend=False,
                             hoverlabel=dict(bgcolor="white"), **common))
@@ -339,8 +358,7 @@ def _sync_traces(data: TimelineData, f: _Frame, aggregate: bool, prefix: str, sh
         y = -sm.lane[j].astype(np.float64) + SYNC_DY
         marker = dict(symbol="triangle-down" if inside else "triangle-down-open", size=11, color=SYNC_COLOUR,
                       line=dict(width=1 if inside else 2, color="white" if inside else SYNC_COLOUR))
-        cd = np.column_stack([sm.step[j], (sm.t1[j] - sm.t0[j]) / 1e9, sm.idle_ns[j] / 1e9, j,
-                              np.full(len(j), CLICK_SYNC)])
+        cd = np.column_stack([sm.step[j], (sm.t1[j] - sm.t0[j]) / 1e9, sm.idle_ns[j] / 1e9])
         text = [f"{sm.site[m]}<br>reason: {sm.reason[m]}" + ("" if inside else
                 "<br>outside the analysis window: not counted") for m in j]
         template = _HOVER["sync"]
@@ -352,8 +370,7 @@ def _sync_traces(data: TimelineData, f: _Frame, aggregate: bool, prefix: str, sh
             uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
             x = f.x((edges[uniq // 1000] + edges[uniq // 1000 + 1]) / 2)
             y = y[first]
-            cd = np.column_stack([np.bincount(inv), np.bincount(inv, cd[:, 1]), np.bincount(inv, cd[:, 2]),
-                                  j[first], np.full(len(first), CLICK_SYNC)])
+            cd = np.column_stack([np.bincount(inv), np.bincount(inv, cd[:, 1]), np.bincount(inv, cd[:, 2])])
             text = [text[q] for q in first]
             template = _HOVER["sync_aggregate"]
         out.append(go.Scattergl(x=x, y=y, mode="markers", marker=marker, customdata=cd, text=text,

@@ -37,15 +37,20 @@ READ_FIGURE = """(sel) => {
                                           n: t.x ? t.x.length : 0, polys: t.fill === 'toself' ? polys(t.x) : 0}))};
 }"""
 
-# Screen coordinates of point ``i`` of the trace named ``name`` in graph ``sel``.
+# Screen coordinates of the ``i``-th point, among those inside the plotted x range, of the
+# trace named ``name`` in graph ``sel``.
 POINT_XY = """([sel, name, i]) => {
   const gd = document.querySelector(sel + ' .js-plotly-plot');
   const t = gd && gd._fullData.find(t => t.name === name);
   if (!t || !t.x || !t.x.length) return null;
   const xa = gd._fullLayout[(t.xaxis || 'x').replace('x', 'xaxis')];
   const ya = gd._fullLayout[(t.yaxis || 'y').replace('y', 'yaxis')];
+  const [lo, hi] = xa.range;
+  const inside = [];
+  for (let k = 0; k < t.x.length; k++) if (t.x[k] >= lo && t.x[k] <= hi) inside.push(k);
+  if (!inside.length) return null;
+  const k = inside[Math.min(i, inside.length - 1)];
   const box = gd.getBoundingClientRect();
-  const k = Math.min(i, t.x.length - 1);
   return [box.left + xa._offset + xa.l2p(t.x[k]), box.top + ya._offset + ya.l2p(t.y[k])];
 }"""
 
