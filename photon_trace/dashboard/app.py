@@ -73,6 +73,7 @@ def create_app(paths: list[str], allowed_dirs: list[str], live: str | None,
         return page(store, live, follower, state.options(), a, b)
 
     app.layout = layout
+    app.photon_trace_state = state   # the store and live follower, for whoever embeds the app
     for module in (callbacks_timeline, callbacks_select, callbacks_live, callbacks_panels):
         module.register(app, state)
     return app

@@ -33,7 +33,7 @@ from photon_trace.telemetry.sinks import merge_header
 
 LIVE_SECONDS = 5.0
 POLL_S = 0.5          # how often the source is read
-STALE_S = 1.5         # no new records (or no answer) for this long: say so
+STALE_S = 1.2         # no new records (or no answer) for this long: say so (+ a 0.5 s page tick: < 2 s)
 KEEP_VIEWS = 16       # recent analysed views kept for a paused page
 
 _ROWS = {"host_spans": HostSpan, "device_spans": DeviceSpan, "waits": HostWait, "steps": StepRecord,

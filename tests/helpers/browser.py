@@ -65,6 +65,7 @@ class Server:
         self.app = create_app([str(p) for p in paths], [str(a) for a in allowed], live, **kw)
         self.httpd = make_server("127.0.0.1", 0, self.app.server, threaded=True)
         self.url = f"http://127.0.0.1:{self.httpd.server_port}/"
+        self.app_state = self.app.photon_trace_state
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
