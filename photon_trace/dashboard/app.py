@@ -34,6 +34,16 @@ class AppState:
                 out.append({"label": _short(p, self.store.allowed), "value": p})
         return out
 
+    def peek(self, path: str | None) -> tuple[Loaded | None, str | None]:
+        """Without waiting: the trace (maybe still partial: spans drawn, analysis running), or
+        None with no error while it loads, or None and the reason it cannot be shown."""
+        if not path:
+            return None, "no trace selected: pick one above or open a path"
+        try:
+            return self.store.peek(path), None
+        except (PathRefused, LoadError) as e:
+            return None, str(e)
+
     def get(self, path: str | None, version: int | None = None) -> tuple[Loaded | None, str | None]:
         """The loaded trace for ``path`` (for live: the view drawn at ``version``, if kept)."""
         if not path:

@@ -113,33 +113,51 @@ def register(app: dash.Dash, state) -> None:
 
     @app.callback(Output("summary", "children"), Output("timeline", "figure"), Output("load-error", "children"),
                   Output("view-a", "data"), Output("selection-a", "data"), Output("fix-first", "children"),
-                  Output("overview", "figure"),
+                  Output("overview", "figure"), Output("pending-tick", "disabled"),
                   Input("trace-a", "value"), Input("live-version", "data"), Input("axis-mode", "value"),
+                  Input("pending-tick", "n_intervals"),
                   State("hidden-a", "data"), State("follow-state", "data"), State("view-a", "data"))
-    def render_a(path, live_version, axis, hidden, follow, view):
+    def render_a(path, live_version, axis, _pending, hidden, follow, view):
+        """Trace A drawn: as soon as its spans are loaded (the analysis may still be running:
+        the page then polls and re-draws once, keeping the user's zoom), and again on new live data."""
+        trigger = ctx.triggered_id
         live = path == LIVE and state.follower is not None
-        if ctx.triggered_id == "live-version" and not live:
+        if trigger == "live-version" and not live:
             raise PreventUpdate
-        version = (live_version or {}).get("v")
+        view = view or {}
         axis = axis or "window"
-        loaded, err = state.get(path, version if live else None)
+        version = (live_version or {}).get("v")
+        if live:
+            loaded, err = state.get(path, version)
+        else:
+            loaded, err = state.peek(path)
+            if trigger == "pending-tick" and (loaded is None and err is None or
+                                              (loaded is not None and not loaded.complete and
+                                               view.get("drawn") == ("partial", path))):
+                raise PreventUpdate   # nothing new yet
         if loaded is None:
-            return ([], placeholder_figure(err or "no trace"), error_box(err), dash.no_update, None, [],
-                    placeholder_figure("", 60))
+            waiting = err is None and not live
+            msg = f"loading {path}…" if waiting else (err or "no trace")
+            return ([], placeholder_figure(msg), error_box(None if waiting else err), dash.no_update, None, [],
+                    placeholder_figure("", 60), not waiting)
         sel, rng, highlight = None, None, None
-        guided = bool((view or {}).get("guided"))
-        if state.guide and not guided and not live and state.initial and path == state.initial[0]:
+        if trigger == "pending-tick" and view.get("drawn", (None, None))[1] == path:
+            rng = tuple(view["range"]) if view.get("range") else None   # keep what the user zoomed to
+        guided = bool(view.get("guided"))
+        if state.guide and loaded.complete and not guided and not live and state.initial and path == state.initial[0]:
             sel, rng = guided_view(loaded, axis)
             highlight, guided = 0, True
         uirev = f"live:{(follow or {}).get('epoch', 0)}" if live else f"{path}:{axis}"
         fig = draw(loaded, View(rng, axis), hidden, sel, uirev)
         notes = loaded.notes if not live else []
+        drawn = ("complete" if loaded.complete else "partial", path)
         return (summary_cards(loaded.report), fig, error_box(err, notes),
                 {"range": list(rng) if rng else None, "axis": axis, "uirevision": uirev,
-                 "curves": fig.layout.meta["curves"],
+                 "curves": fig.layout.meta["curves"], "drawn": drawn,
                  "version": (version if version is not None else state.follower.version) if live else None,
                  "guided": guided},
-                sel, fix_first(loaded, highlight), overview_figure(loaded.timeline, axis, rng))
+                sel, fix_first(loaded, highlight) if loaded.complete else [],
+                overview_figure(loaded.timeline, axis, rng), loaded.complete)
 
     app.clientside_callback(ZOOM_FILTER, Output("zoom-a", "data"), Input("timeline", "relayoutData"),
                             prevent_initial_call=True)

@@ -56,6 +56,11 @@ def table(rows: list[dict[str, str]], table_id: str | None = None, empty: str = 
 
 
 def summary_cards(report, stale: bool = False) -> list:
+    if report is None:   # drawn before the analysis finished
+        return [html.Div([html.Div("analysis", style={"fontSize": "12px", "color": "#666"}),
+                          html.Div("analysing…", style={"fontSize": "18px", "fontWeight": 600}, id="summary-pending")],
+                         style=CARD, className="pt-card", title="The timeline is drawn from the loaded spans; the "
+                                                                 "analysis (bubbles, causes, cards) is still running.")]
     return [html.Div([html.Div(item["label"], style={"fontSize": "12px", "color": "#666", **TERM},
                                title=define(item["label"])),
                       html.Div(item["value"], style={"fontSize": "18px", "fontWeight": 600},
@@ -160,6 +165,7 @@ def page(store, live: str | None, follower, opts: list[dict], a: str | None, b: 
             ]),
         ]),
         dcc.Interval(id="live-tick", interval=500, disabled=follower is None),
+        dcc.Interval(id="pending-tick", interval=400, disabled=True),   # a trace still being analysed
         dcc.Store(id="zoom-a"), dcc.Store(id="zoom-compare"), dcc.Store(id="live-version"),
         dcc.Store(id="view-a", data={"range": None, "axis": "window", "version": None}),
         dcc.Store(id="selection-a"), dcc.Store(id="hidden-a", data=[]), dcc.Store(id="hits-a", data=[]),

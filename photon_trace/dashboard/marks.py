@@ -6,6 +6,7 @@ Pure numpy over a trace's records; ``timeline_data.prepare_timeline`` calls both
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 
 import numpy as np
 
@@ -47,31 +48,34 @@ def sync_markers(trace: Trace, window: tuple[int, int] | None, wait_lane: np.nda
     ``detail``) that began before the bubble ended: the wait that drained the queue."""
     idx = np.array([i for i, w in enumerate(trace.waits) if not w.expected], dtype=np.int64)
     ws = [trace.waits[i] for i in idx]
-    t0 = np.array([w.t0 for w in ws], dtype=np.int64)
-    t1 = np.array([w.t1 for w in ws], dtype=np.int64)
+    t0 = np.fromiter((w.t0 for w in ws), np.int64, len(ws))
+    t1 = np.fromiter((w.t1 for w in ws), np.int64, len(ws))
     in_window = np.ones(len(ws), dtype=bool) if window is None else (t0 < window[1]) & (t1 >= window[0])
-    by_site: dict[str, list[int]] = {}
-    for k, w in enumerate(ws):
-        by_site.setdefault(w.site, []).append(k)
-    for site, ks in by_site.items():
-        by_site[site] = sorted(ks, key=lambda k: t0[k])
+    site = [w.site for w in ws]
     idle = np.zeros(len(ws), dtype=np.float64)
-    link_m, link_b = [], []
-    for j, b in enumerate(bubbles):
-        ks = by_site.get(b.detail) if b.cause == "accidental_sync" else None
-        if not ks:
+    link_m, link_b = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    synced = [j for j, b in enumerate(bubbles) if b.cause == "accidental_sync"]
+    by_site: dict[str, list[int]] = {}
+    for k, s in enumerate(site):
+        by_site.setdefault(s, []).append(k)
+    b_detail = [bubbles[j].detail for j in synced]
+    for s, ks in by_site.items():
+        js = np.array([j for j, d in zip(synced, b_detail) if d == s], dtype=np.int64)
+        if not len(js):
             continue
-        starts = t0[ks]
-        pos = max(int(np.searchsorted(starts, b.t1, side="right")) - 1, 0)
-        k = ks[pos]
+        ks_a = np.asarray(ks, dtype=np.int64)
+        o = np.argsort(t0[ks_a], kind="stable")
+        starts, ks_a = t0[ks_a][o], ks_a[o]
+        b0 = np.fromiter((bubbles[j].t0 for j in js), np.int64, len(js))
+        b1 = np.fromiter((bubbles[j].t1 for j in js), np.int64, len(js))
+        k = ks_a[np.maximum(np.searchsorted(starts, b1, side="right") - 1, 0)]
         link_m.append(k)
-        link_b.append(j)
-        if window is None or (b.t0 >= window[0] and b.t1 <= window[1]):
-            idle[k] += b.t1 - b.t0
+        link_b.append(js)
+        counted = np.ones(len(js), bool) if window is None else (b0 >= window[0]) & (b1 <= window[1])
+        np.add.at(idle, k[counted], (b1 - b0)[counted])
     return SyncMarkers(t0, t1, np.asarray(wait_lane, dtype=np.int32)[idx] if len(idx) else np.zeros(0, np.int32),
-                       np.array([w.step for w in ws], dtype=np.int64), idle,
-                       [w.site for w in ws], [w.reason for w in ws], in_window, idx,
-                       np.array(link_m, dtype=np.int64), np.array(link_b, dtype=np.int64))
+                       np.fromiter((w.step for w in ws), np.int64, len(ws)), idle, site,
+                       [w.reason for w in ws], in_window, idx, np.concatenate(link_m), np.concatenate(link_b))
 
 
 @dataclass(slots=True)
@@ -96,49 +100,55 @@ class RequestStates:
         return np.flatnonzero((arr >= 0) & (arr <= t) & ((fin < 0) | (fin > t)))
 
 
+EVENTS = {"arrival": 0, "admitted": 1, "first_token": 2, "finalized": 3, "aborted": 3, "freed": 4}
+
+
 def request_states(records: list[RequestRecord], lane: int) -> RequestStates:
-    events = ("arrival", "admitted", "first_token", "finalized", "freed")
-    first: dict[int, dict[str, tuple[int, int]]] = {}
-    for r in records:
-        e = "finalized" if r.event == "aborted" else r.event
-        first.setdefault(r.req_id, {}).setdefault(e, (r.t, r.tokens))
-    ids = sorted(first)
-    times = np.full((len(ids), 5), -1, dtype=np.int64)
+    """Each request's first time of each event, and from them the state counts over time:
+    queued [arrival, admitted), prefill [admitted, first token), decode [first token,
+    finalized); a missing event closes the state at the request's next known one."""
+    n = len(records)
+    rid = np.fromiter(map(itemgetter(0), records), np.int64, n)
+    kinds = list(dict.fromkeys(map(itemgetter(1), records)))
+    lut = {k: EVENTS.get(k, -1) for k in kinds}
+    ev = np.fromiter(map(lut.__getitem__, map(itemgetter(1), records)), np.int64, n)
+    t = np.fromiter(map(itemgetter(2), records), np.int64, n)
+    tok = np.fromiter(map(itemgetter(3), records), np.int64, n)
+    ids, inv = np.unique(rid, return_inverse=True)
+    known = ev >= 0
+    big = np.iinfo(np.int64).max
+    times = np.full((len(ids), 5), big, dtype=np.int64)
+    np.minimum.at(times, (inv[known], ev[known]), t[known])
+    times[times == big] = -1
     prompt = np.zeros(len(ids), dtype=np.int64)
     output = np.zeros(len(ids), dtype=np.int64)
-    for i, rid in enumerate(ids):
-        ev = first[rid]
-        for j, name in enumerate(events):
-            if name in ev:
-                times[i, j] = ev[name][0]
-        prompt[i] = (ev.get("arrival") or ev.get("admitted") or (0, 0))[1]
-        output[i] = (ev.get("finalized") or (0, 0))[1]
-    # State entry/exit per request: queued [arrival, admitted), prefill [admitted, first token),
-    # decode [first token, finalized). A missing event closes the state at the next known one.
-    deltas: list[tuple[int, int, int]] = []
-    for row in times:
-        marks = [row[0], row[1], row[2], row[3]]
-        for state, (a, b) in zip(("queued", "prefill", "decode"), zip(marks[:3], marks[1:])):
-            if a < 0:
-                continue
-            end = b if b >= 0 else next((x for x in marks[marks.index(a) + 1:] if x >= 0), -1)
-            if end < 0 or end <= a:
-                continue
-            s = REQUEST_STATES.index(state)
-            deltas += [(int(a), s, 1), (int(end), s, -1)]
-    if not deltas:
-        return RequestStates(lane, np.zeros(0, np.int64), np.zeros((0, 3)), np.array(ids), times, prompt, output, 0)
-    d = np.array(deltas, dtype=np.int64)
-    order = np.argsort(d[:, 0], kind="stable")
-    d = d[order]
-    step = np.zeros((len(d), 3), dtype=np.int64)
-    step[np.arange(len(d)), d[:, 1]] = d[:, 2]
+    for code, out in ((1, prompt), (0, prompt), (3, output)):     # arrival's count wins over admitted's
+        m = ev == code
+        out[inv[m]] = tok[m]
+    marks = times[:, :4]
+    starts, ends, states = [], [], []
+    for s, state in enumerate(("queued", "prefill", "decode")):
+        end = np.full(len(ids), -1, dtype=np.int64)
+        for j in range(3, s, -1):
+            end = np.where(marks[:, j] >= 0, marks[:, j], end)
+        ok = (marks[:, s] >= 0) & (end > marks[:, s])
+        starts.append(marks[ok, s])
+        ends.append(end[ok])
+        states.append(np.full(int(ok.sum()), REQUEST_STATES.index(state)))
+    a, b, st = np.concatenate(starts), np.concatenate(ends), np.concatenate(states)
+    if not len(a):
+        return RequestStates(lane, np.zeros(0, np.int64), np.zeros((0, 3)), ids, times, prompt, output, 0)
+    when = np.concatenate([a, b])
+    which = np.concatenate([st, st])
+    delta = np.concatenate([np.ones(len(a), np.int64), -np.ones(len(b), np.int64)])
+    o = np.argsort(when, kind="stable")
+    when, which, delta = when[o], which[o], delta[o]
+    step = np.zeros((len(when), 3), dtype=np.int64)
+    step[np.arange(len(when)), which] = delta
     counts = np.cumsum(step, axis=0)
-    # one row per distinct time: the counts after every change at that time
-    last = np.concatenate([d[1:, 0] != d[:-1, 0], [True]])
-    t, counts = d[last, 0], counts[last]
-    return RequestStates(lane, t, counts.astype(np.float64), np.array(ids, dtype=np.int64), times, prompt, output,
-                         int(counts.sum(axis=1).max()) if len(counts) else 0)
+    last = np.concatenate([when[1:] != when[:-1], [True]])   # the counts after every change at a time
+    return RequestStates(lane, when[last], counts[last].astype(np.float64), ids, times, prompt, output,
+                         int(counts.sum(axis=1).max()))
 
 
 def mean_counts(rs: RequestStates, edges: np.ndarray) -> np.ndarray:

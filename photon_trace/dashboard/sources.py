@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from photon_trace.dashboard.timeline import TimelineData, prepare_timeline
+from photon_trace.dashboard.timeline_data import TimelineData, prepare_spans, with_analysis
 from photon_trace.telemetry.records import Trace
 
 TRACE_SUFFIXES = (".trace.jsonl", ".trace.jsonl.gz")
@@ -31,13 +31,15 @@ class LoadError(Exception):
 
 @dataclass(slots=True)
 class Loaded:
-    """One trace, analysed, with its timeline arrays."""
+    """One trace, analysed, with its timeline arrays. While the analysis runs a *partial*
+    one (``report`` None, ``complete`` False) lets the page draw the spans already."""
     path: str
     label: str
     trace: Trace
     report: Any
     timeline: TimelineData
     notes: list[str]
+    complete: bool = True
 
 
 def _analysis():
@@ -132,6 +134,8 @@ class TraceStore:
         self._max = max_entries
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
+        self._partial: dict[tuple, Loaded] = {}   # spans drawn while the analysis runs
+        self._failed: dict[tuple, str] = {}       # a background load's error, for the page to show
 
     def check(self, path: str | os.PathLike) -> Path:
         return is_inside(path, self.allowed)
@@ -139,7 +143,7 @@ class TraceStore:
     def listing(self) -> list[Path]:
         return list_traces(self.allowed)
 
-    def get(self, path: str | os.PathLike) -> Loaded:
+    def _key(self, path: str | os.PathLike) -> tuple[Path, tuple]:
         p = self.check(path)
         try:
             st = p.stat()
@@ -147,7 +151,11 @@ class TraceStore:
             raise LoadError(f"cannot read {p}: {e.strerror or e}") from None
         if not p.is_file():
             raise LoadError(f"{p} is not a file")
-        key = (str(p), st.st_mtime_ns, st.st_size)
+        return p, (str(p), st.st_mtime_ns, st.st_size)
+
+    def get(self, path: str | os.PathLike) -> Loaded:
+        """The trace, loaded and analysed (waits for a load already under way)."""
+        p, key = self._key(path)
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
@@ -158,12 +166,35 @@ class TraceStore:
             with self._lock:
                 if key in self._cache:
                     return self._cache[key]
-            loaded = self.build(str(p), p.name, lambda: self.load(p))
+            try:
+                loaded = self.build(str(p), p.name, lambda: self.load(p),
+                                    publish=lambda part: self._partial.__setitem__(key, part))
+            except LoadError as e:
+                with self._lock:
+                    self._failed[key] = str(e)
+                raise
+            finally:
+                self._partial.pop(key, None)
             with self._lock:
                 self._cache[key] = loaded
                 while len(self._cache) > self._max:
                     self._cache.popitem(last=False)
         return loaded
+
+    def peek(self, path: str | os.PathLike) -> Loaded | None:
+        """Without waiting: the analysed trace, else its spans while the analysis runs, else None
+        (a load is then started in the background). A failed load raises its ``LoadError``."""
+        p, key = self._key(path)
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+            if key in self._failed:
+                raise LoadError(self._failed.pop(key))
+            partial = self._partial.get(key)
+            busy = self._loading.get(str(p))
+        if partial is None and not (busy and busy.locked()):
+            self.preload([str(p)])
+        return partial
 
     def preload(self, paths: list[str]) -> threading.Thread:
         """Load and analyse ``paths`` in the background (errors wait for the page to ask)."""
@@ -179,7 +210,10 @@ class TraceStore:
         t.start()
         return t
 
-    def build(self, path: str, label: str, read: Callable[[], Trace], window: tuple[int, int] | None = None) -> Loaded:
+    def build(self, path: str, label: str, read: Callable[[], Trace], window: tuple[int, int] | None = None,
+              publish: Callable[[Loaded], None] | None = None) -> Loaded:
+        """Load (``read``), then the window and the span arrays (handed to ``publish`` as a
+        partial view), then the analysis and the bubbles."""
         notes: list[str] = []
         try:
             with warnings.catch_warnings(record=True) as caught:
@@ -190,11 +224,17 @@ class TraceStore:
             raise LoadError(f"could not load {label}: {e}") from None
         if not trace.device_spans and not trace.host_spans:
             raise LoadError(f"{label} holds no spans yet")
-        try:
-            report = self.analyze(trace, window) if window else self.analyze(trace)
-            timeline = prepare_timeline(trace, report, outside_bubbles(trace, report.window))
-        except Exception as e:
-            raise LoadError(f"could not analyse {label}: {type(e).__name__}: {e}") from None
         if trace.header.get("incomplete"):
             notes.append("the trace has no end line (still being written, or the run crashed)")
+        try:
+            if window is None:
+                from photon_trace.telemetry.analysis import steady_state_window
+                window = steady_state_window(trace)
+            spans = prepare_spans(trace, window)
+            if publish is not None:
+                publish(Loaded(path, label, trace, None, spans, notes, complete=False))
+            report = self.analyze(trace, window)
+            timeline = with_analysis(spans, trace, report, outside_bubbles(trace, report.window))
+        except Exception as e:
+            raise LoadError(f"could not analyse {label}: {type(e).__name__}: {e}") from None
         return Loaded(path, label, trace, report, timeline, notes)

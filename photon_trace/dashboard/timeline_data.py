@@ -13,6 +13,7 @@ trace's record list, or in the bubble list) so a selection can show the record.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -95,6 +96,8 @@ class TimelineData:
     compute_lane: int = 0
     bubbles: list = field(default_factory=list)   # the Bubble records the "bubbles" sets index
     requests: RequestStates | None = None
+    wait_lane: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))   # per trace.waits record
+    analysed: bool = False    # bubbles and sync links added (``with_analysis``)
 
     def origin_for(self, axis: str = "window") -> int:
         """x = 0 of an axis mode: the trace's first record for "trace", else the window's start."""
@@ -154,17 +157,16 @@ def _span_set(name: str, group: str, colour: str, lane, t0, t1, cols: list, sour
 
 def _columns(records: list, strings: tuple[int, ...], ints: tuple[int, ...]) -> tuple[list, list[np.ndarray]]:
     """Fields of records (NamedTuples): the ``strings`` fields as (int32 codes, names in order of
-    first appearance), the ``ints`` fields as int64 arrays. Codes keep the strings out of numpy."""
+    first appearance), the ``ints`` fields as int64 arrays. Every pass is a C-level ``map``
+    (no per-record Python frame), and codes keep the strings out of numpy."""
     n = len(records)
-    if not n:
-        return [(np.zeros(0, np.int32), []) for _ in strings], [np.zeros(0, np.int64) for _ in ints]
-    cols = list(zip(*records))
     named = []
     for k in strings:
-        lut: dict = {}
-        codes = np.fromiter((lut.setdefault(v, len(lut)) for v in cols[k]), np.int32, n)
-        named.append((codes, [str(v) for v in lut]))
-    return named, [np.fromiter(cols[k], np.int64, n) for k in ints]
+        get = itemgetter(k)
+        names = list(dict.fromkeys(map(get, records)))
+        lut = {v: i for i, v in enumerate(names)}
+        named.append((np.fromiter(map(lut.__getitem__, map(get, records)), np.int32, n), [str(v) for v in names]))
+    return named, [np.fromiter(map(itemgetter(k), records), np.int64, n) for k in ints]
 
 
 def _wait_lanes(wait_t0: np.ndarray, phase_sets: list[SpanSet], default: int) -> np.ndarray:
@@ -192,7 +194,13 @@ def _lanes(threads: list[str], streams: list[str], has_requests: bool) -> list[L
 def prepare_timeline(trace: Trace, report: Any = None, outside_bubbles: list | None = None) -> TimelineData:
     """Arrays for every lane and category of ``trace``; ``report`` adds bubbles and syncs,
     ``outside_bubbles`` the bubbles before and after its window (drawn, not counted)."""
-    window = _window(report)
+    spans = prepare_spans(trace, _window(report))
+    return with_analysis(spans, trace, report, outside_bubbles) if report is not None else spans
+
+
+def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
+    """Every lane and span of ``trace``, and its sync markers, before any analysis but the
+    window: what the page can draw while the analysis is still running."""
     # HostSpan: phase, step, slot, t0, t1, thread; DeviceSpan: stream, op, step, slot, t0, t1, enqueued
     (phase, thread), (h_step, h_slot, h_t0, h_t1) = _columns(trace.host_spans, (0, 5), (1, 2, 3, 4))
     (stream, op), (d_step, d_slot, d_t0, d_t1, d_enq) = _columns(trace.device_spans, (0, 1), (2, 3, 4, 5, 6))
@@ -253,9 +261,28 @@ def prepare_timeline(trace: Trace, report: Any = None, outside_bubbles: list | N
             [steps, np.zeros(len(idx)), rows_of(steps), w_t1[idx] - w_t0[idx], np.zeros(len(idx))],
             "waits", idx, [f"{waits[i].reason}<br>site: {waits[i].site}" for i in idx]))
 
-    # Bubbles from the analysis (and those outside its window), on the compute lane.
+    syncs = sync_markers(trace, window, wait_lane, [], compute_lane)
+    step_ids, step_t0 = _step_starts(phase, h_step, h_t0)
+    t_lo = [int(st.t0.min()) for st in sets if len(st)]
+    t_hi = [int(st.t1.max()) for st in sets if len(st)]
+    t_min = min(t_lo) if t_lo else 0
+    t_max = max(t_hi) if t_hi else 1
+    n_spans = sum(len(st) for st in sets if st.group in ("phase", "subphase", "device", "wait"))
+    requests = request_states(trace.requests, lane_of.get(("requests", "requests"), -1)) if trace.requests else None
+    return TimelineData(lanes, sets, syncs, step_ids, step_t0, window[0] if window else t_min, t_min,
+                        max(t_max, t_min + 1), window, n_spans, trace_origin_ns(trace), compute_lane,
+                        [], requests, wait_lane)
+
+
+def with_analysis(data: TimelineData, trace: Trace, report: Any, outside_bubbles: list | None = None) -> TimelineData:
+    """``data`` with the analysis' bubbles (and those outside its window) on the compute lane,
+    and each sync marker linked to the bubbles it caused. The span arrays are shared."""
+    window = _window(report) or data.window
+    rows_of = _rows_lookup(trace)
+    compute_lane = data.compute_lane
     counted = list(getattr(report, "bubbles", None) or [])
     bubbles = counted + list(outside_bubbles or [])
+    sets = [st for st in data.sets if st.group != "bubble"]
     for cause in BUBBLE_CAUSES + tuple(sorted({b.cause for b in bubbles} - set(BUBBLE_CAUSES))):
         idx = [i for i, b in enumerate(bubbles) if b.cause == cause]
         if not idx:
@@ -268,18 +295,11 @@ def prepare_timeline(trace: Trace, report: Any = None, outside_bubbles: list | N
             [steps, np.zeros(len(bs)), rows_of(steps), [b.t1 - b.t0 for b in bs], np.zeros(len(bs))],
             "bubbles", idx, [str(getattr(b, "detail", "") or "") for b in bs],
             [i < len(counted) for i in idx]))
-
-    syncs = sync_markers(trace, window, wait_lane, bubbles, compute_lane)
-    step_ids, step_t0 = _step_starts(phase, h_step, h_t0)
-    t_lo = [int(st.t0.min()) for st in sets if len(st)]
-    t_hi = [int(st.t1.max()) for st in sets if len(st)]
-    t_min = min(t_lo) if t_lo else 0
-    t_max = max(t_hi) if t_hi else 1
-    n_spans = sum(len(st) for st in sets if st.group in ("phase", "subphase", "device", "wait"))
-    requests = request_states(trace.requests, lane_of.get(("requests", "requests"), -1)) if trace.requests else None
-    return TimelineData(lanes, sets, syncs, step_ids, step_t0, window[0] if window else t_min, t_min,
-                        max(t_max, t_min + 1), window, n_spans, trace_origin_ns(trace), compute_lane,
-                        bubbles, requests)
+    syncs = sync_markers(trace, window, data.wait_lane, bubbles, compute_lane)
+    origin = window[0] if window else data.origin
+    return TimelineData(data.lanes, sets, syncs, data.step_ids, data.step_t0, origin, data.t_min, data.t_max,
+                        window, data.n_spans, data.trace_origin, compute_lane, bubbles, data.requests,
+                        data.wait_lane, analysed=True)
 
 
 def _step_starts(phase, h_step: np.ndarray, h_t0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

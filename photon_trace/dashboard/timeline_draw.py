@@ -130,7 +130,8 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
     meta: dict[str, Any] = {"mode": "aggregate" if aggregate else "exact", "spans_visible": n_visible,
                             "spans_total": data.n_spans, "x_range": [f.lo, f.hi], "axis": view.axis,
                             "bubbles": sum(len(v) for st, v in zip(data.sets, vis) if st.group == "bubble"),
-                            "in_columns": 0, "syncs": 0, "lanes": [ln.label for ln in data.lanes]}
+                            "in_columns": 0, "syncs": 0, "lanes": [ln.label for ln in data.lanes],
+                            "analysed": data.analysed}
     common = dict(xaxis=xaxis, yaxis=yaxis)
     traces: list = []
     stack: dict[int, np.ndarray] = {}

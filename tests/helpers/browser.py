@@ -110,9 +110,11 @@ class ServerProcess:
         self.proc.wait(10)
 
 
-def figure(page, sel: str, timeout_ms: int = 30_000, until: str = "true") -> dict:
-    """Wait until graph ``sel`` has a drawn figure (and ``until``, a JS expression of ``f``)."""
-    page.wait_for_function(f"() => {{ const f = ({READ_FIGURE})('{sel}'); return f && ({until}); }}",
+def figure(page, sel: str, timeout_ms: int = 30_000, until: str = "true", analysed: bool = True) -> dict:
+    """Wait until graph ``sel`` has a drawn figure (and ``until``, a JS expression of ``f``);
+    a timeline is waited for until it is drawn with its analysis (not the spans-only first draw)."""
+    done = "f.meta.analysed !== false" if analysed else "true"
+    page.wait_for_function(f"() => {{ const f = ({READ_FIGURE})('{sel}'); return f && {done} && ({until}); }}",
                            timeout=timeout_ms)
     return page.evaluate(READ_FIGURE, sel)
 
