@@ -125,7 +125,7 @@ def test_panels_show_diagnosis_bubbles_idle_breakdown_and_labelled_histograms(se
     figure(page, "#timeline")
     page.get_by_text("Panels", exact=True).click()
     steps = figure(page, "#steps-fig", until="true")
-    assert sum(t["type"] == "histogram" for t in steps["traces"]) == 2
+    assert sum(t["type"] == "bar" for t in steps["traces"]) == 2
     axis_titles = page.evaluate("""() => { const fl = document.querySelector('#steps-fig .js-plotly-plot')._fullLayout;
       return Object.keys(fl).filter(k => /^[xy]axis/.test(k)).map(k => fl[k].title && fl[k].title.text); }""")
     assert {"period (ms)", "idle per step (ms)", "steps"} <= set(axis_titles)

@@ -372,8 +372,9 @@ def test_period_and_idle_figure_has_series_and_histograms():
     rep = report("blocking")
     fig = panels.step_series_figure(rep)
     kinds = [t.type for t in fig.data]
-    assert kinds.count("scattergl") == 2 and kinds.count("histogram") == 2
+    assert kinds.count("scattergl") == 2 and kinds.count("bar") == 2          # histograms binned here
     assert len(fig.data[0].x) == len(rep.steps)
+    assert sum(fig.data[2].y) == np.isfinite([s.period_ns for s in rep.steps]).sum()
     titles = {fig.layout[k].title.text for k in fig.layout if k.startswith(("xaxis", "yaxis"))}
     assert {"period (ms)", "idle per step (ms)", "steps"} <= titles     # histogram axes say what they count
 
@@ -428,3 +429,12 @@ def test_builders_take_a_report_without_a_trace_window():
     assert fig.layout.meta["bubbles"] == len(rep.bubbles)
     empty = prepare_timeline(tr, None)
     assert timeline_figure(empty).layout.meta["bubbles"] == 0
+
+
+def test_a_long_per_step_series_keeps_every_buckets_extremes():
+    x = np.arange(50_000)
+    y = np.sin(x / 500.0)
+    y[31_337] = 9.0                                    # one spike
+    ex, ey = panels.envelope(x, y)
+    assert len(ex) <= 2 * panels.ENVELOPE_BUCKETS and list(ex) == sorted(ex)
+    assert 9.0 in ey and ey.min() == y.min()

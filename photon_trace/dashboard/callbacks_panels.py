@@ -33,7 +33,7 @@ def panel_children(loaded: Loaded) -> list:
     right = html.Div(style={"flex": "1 1 560px", "minWidth": "0"}, children=[
         section(f"Bubbles, costliest first ({shown} of {n_bubbles:,}; click a row to see it)",
                 html.Div(table(panels.bubble_rows(r, loaded.timeline.origin, BUBBLE_ROWS), "bubble-table",
-                               "no bubbles", row_ids=[{"type": "bubble-row", "index": i} for i in range(shown)]),
+                               "no bubbles", clickable=True),
                          style={"maxHeight": "420px", "overflowY": "auto"})),
     ])
     return [html.Div([left, right], style={"display": "flex", "gap": "28px", "flexWrap": "wrap"})]

@@ -75,12 +75,11 @@ def register(app: dash.Dash, state) -> None:
                   Output("overview", "figure", allow_duplicate=True),
                   Input("timeline", "clickData"), Input("timeline", "selectedData"), Input("overview", "clickData"),
                   Input("goto-step", "value"), Input({"type": "hit", "index": ALL}, "n_clicks"),
-                  Input({"type": "bubble-row", "index": ALL}, "n_clicks"),
-                  Input({"type": "fix-row", "index": ALL}, "n_clicks"),
+                  Input("row-click", "data"),
                   State("trace-a", "value"), State("view-a", "data"), State("hidden-a", "data"),
                   State("hits-a", "data"), State("follow-state", "data"), State("selection-a", "data"),
                   prevent_initial_call=True)
-    def navigate(click, selected, overview_click, goto, _hits, _rows, _fix, path, view, hidden, hits, follow, sel):
+    def navigate(click, selected, overview_click, goto, _hits, row, path, view, hidden, hits, follow, sel):
         tid = ctx.triggered_id
         if isinstance(tid, dict) and not ctx.triggered[0]["value"]:
             raise PreventUpdate   # rows (re-)created, not clicked
@@ -112,11 +111,12 @@ def register(app: dash.Dash, state) -> None:
             sel = {"kind": "range", "a": r[0], "b": r[1]}
         elif isinstance(tid, dict) and tid.get("type") == "hit":
             sel = (hits or [None] * (tid["index"] + 1))[tid["index"]]
-        elif isinstance(tid, dict) and tid.get("type") == "bubble-row":
-            sel, tab = bubble_selection(data, loaded.report, tid["index"]), "timeline"
-        elif isinstance(tid, dict) and tid.get("type") == "fix-row":
+        elif tid == "row-click" and (row or {}).get("table") == "bubble-table":
+            sel, tab = bubble_selection(data, loaded.report, int(row["row"])), "timeline"
+        elif tid == "row-click" and (row or {}).get("table") == "fix-first-table":
             ranked = ranked_diagnoses(loaded.report)
-            sel = selection_for_diagnosis(loaded, ranked[tid["index"]]) if tid["index"] < len(ranked) else None
+            k = int(row["row"])
+            sel = selection_for_diagnosis(loaded, ranked[k]) if k < len(ranked) else None
         else:
             raise PreventUpdate
         if sel is None and tid != "overview":

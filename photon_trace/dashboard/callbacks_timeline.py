@@ -82,8 +82,7 @@ def fix_first(loaded: Loaded, highlight: int | None = None) -> list:
     if not rows:
         return []
     return [section("What to fix first (click a row to see it on the timeline)",
-                    table(rows, "fix-first-table", row_ids=[{"type": "fix-row", "index": i} for i in range(len(rows))],
-                          highlight=highlight),
+                    table(rows, "fix-first-table", clickable=True, highlight=highlight),
                     help_text="The diagnosis, ranked: what host code can fix first, by the idle it costs; the "
                               "device's own launch latency (not fixable from host code) after it.")]
 
@@ -115,14 +114,17 @@ def register(app: dash.Dash, state) -> None:
                   Output("view-a", "data"), Output("selection-a", "data"), Output("fix-first", "children"),
                   Output("overview", "figure"), Output("pending-tick", "disabled"),
                   Input("trace-a", "value"), Input("live-version", "data"), Input("axis-mode", "value"),
-                  Input("pending-tick", "n_intervals"),
+                  Input("load-state", "data"),
                   State("hidden-a", "data"), State("follow-state", "data"), State("view-a", "data"))
-    def render_a(path, live_version, axis, _pending, hidden, follow, view):
-        """Trace A drawn: as soon as its spans are loaded (the analysis may still be running:
-        the page then polls and re-draws once, keeping the user's zoom), and again on new live data."""
+    def render_a(path, live_version, axis, load_state, hidden, follow, view):
+        """Trace A drawn: as soon as its spans are loaded (the analysis may still be running;
+        ``poll_load`` says when it is done and this re-draws once, keeping the user's zoom),
+        and again on new live data."""
         trigger = ctx.triggered_id
         live = path == LIVE and state.follower is not None
         if trigger == "live-version" and not live:
+            raise PreventUpdate
+        if trigger == "load-state" and (live or (load_state or [None])[0] != path):
             raise PreventUpdate
         view = view or {}
         axis = axis or "window"
@@ -131,17 +133,13 @@ def register(app: dash.Dash, state) -> None:
             loaded, err = state.get(path, version)
         else:
             loaded, err = state.peek(path)
-            if trigger == "pending-tick" and (loaded is None and err is None or
-                                              (loaded is not None and not loaded.complete and
-                                               view.get("drawn") == ("partial", path))):
-                raise PreventUpdate   # nothing new yet
         if loaded is None:
             waiting = err is None and not live
             msg = f"loading {path}…" if waiting else (err or "no trace")
             return ([], placeholder_figure(msg), error_box(None if waiting else err), dash.no_update, None, [],
                     placeholder_figure("", 60), not waiting)
         sel, rng, highlight = None, None, None
-        if trigger == "pending-tick" and view.get("drawn", (None, None))[1] == path:
+        if trigger == "load-state" and tuple(view.get("drawn") or (None, None))[1] == path:
             rng = tuple(view["range"]) if view.get("range") else None   # keep what the user zoomed to
         guided = bool(view.get("guided"))
         if state.guide and loaded.complete and not guided and not live and state.initial and path == state.initial[0]:
@@ -151,6 +149,8 @@ def register(app: dash.Dash, state) -> None:
         fig = draw(loaded, View(rng, axis), hidden, sel, uirev)
         notes = loaded.notes if not live else []
         drawn = ("complete" if loaded.complete else "partial", path)
+        if not loaded.complete:
+            state.store.drawn(path)
         return (summary_cards(loaded.report), fig, error_box(err, notes),
                 {"range": list(rng) if rng else None, "axis": axis, "uirevision": uirev,
                  "curves": fig.layout.meta["curves"], "drawn": drawn,
@@ -158,6 +158,19 @@ def register(app: dash.Dash, state) -> None:
                  "guided": guided},
                 sel, fix_first(loaded, highlight) if loaded.complete else [],
                 overview_figure(loaded.timeline, axis, rng), loaded.complete)
+
+    @app.callback(Output("load-state", "data"), Output("pending-tick", "disabled", allow_duplicate=True),
+                  Input("pending-tick", "n_intervals"), State("trace-a", "value"), State("load-state", "data"),
+                  prevent_initial_call=True)
+    def poll_load(_n, path, seen):
+        """While trace A loads: a cheap check of how far it got; it changes (and so re-draws the
+        timeline) only when the spans, then the analysis, become ready."""
+        loaded, err = state.peek(path)
+        now = [path, "error" if err else "none" if loaded is None else
+               "complete" if loaded.complete else "partial"]
+        if now == seen:
+            raise PreventUpdate
+        return now, now[1] in ("complete", "error")
 
     app.clientside_callback(ZOOM_FILTER, Output("zoom-a", "data"), Input("timeline", "relayoutData"),
                             prevent_initial_call=True)

@@ -31,8 +31,10 @@ SMALL = {"color": "#666", "fontSize": "12px"}
 
 
 def table(rows: list[dict[str, str]], table_id: str | None = None, empty: str = "none",
-          row_ids: list | None = None, highlight: int | None = None):
-    """A table whose headers carry their definitions; ``row_ids`` make rows clickable (n_clicks)."""
+          clickable: bool = False, highlight: int | None = None):
+    """A table whose headers carry their definitions; ``clickable`` rows carry their index
+    (``data-row``) for the page's one click listener (``assets/keys.js``): a hundred rows
+    with their own callback inputs would cost the page seconds to wire up."""
     kw = {"id": table_id} if table_id else {}
     if not rows:
         return html.Div(empty, style={"color": "#777", "fontSize": "13px"}, **kw)
@@ -45,8 +47,8 @@ def table(rows: list[dict[str, str]], table_id: str | None = None, empty: str = 
             if c == "verdict" and r[c] in VERDICT:
                 style = {**CELL, "color": VERDICT[r[c]], "fontWeight": 600 if r[c] in ("better", "worse") else 400}
             tds.append(html.Td(r[c], style=style))
-        extra = {"id": row_ids[n], "n_clicks": 0, "style": {"cursor": "pointer"}, "title": "show it on the timeline"} \
-            if row_ids else {}
+        extra = {"data-row": str(n), "style": {"cursor": "pointer"}, "title": "show it on the timeline"} \
+            if clickable else {}
         if highlight == n:
             extra["style"] = {**extra.get("style", {}), **HIGHLIGHT}
             extra["className"] = "pt-highlight"
@@ -165,10 +167,11 @@ def page(store, live: str | None, follower, opts: list[dict], a: str | None, b: 
             ]),
         ]),
         dcc.Interval(id="live-tick", interval=500, disabled=follower is None),
-        dcc.Interval(id="pending-tick", interval=400, disabled=True),   # a trace still being analysed
+        dcc.Interval(id="pending-tick", interval=250, disabled=True),   # a trace still loading or being analysed
         dcc.Store(id="zoom-a"), dcc.Store(id="zoom-compare"), dcc.Store(id="live-version"),
         dcc.Store(id="view-a", data={"range": None, "axis": "window", "version": None}),
         dcc.Store(id="selection-a"), dcc.Store(id="hidden-a", data=[]), dcc.Store(id="hits-a", data=[]),
+        dcc.Store(id="load-state"), dcc.Store(id="row-click"),
         dcc.Store(id="follow-state", data={"on": follower is not None}),
     ])
 

@@ -42,8 +42,9 @@ def overview_figure(data: TimelineData, axis: str = "window", view_range: tuple[
                                      name=name, hoverinfo="skip", showlegend=False))
         below = top
     sm = data.syncs
-    if len(sm):
-        traces.append(go.Scatter(x=data.to_x(sm.t0, axis), y=np.full(len(sm), 1.12), mode="markers",
+    if len(sm):   # one tick per column that holds a sync (a long trace has tens of thousands)
+        cols = np.unique(np.clip(np.searchsorted(edges, sm.t0, side="right") - 1, 0, COLUMNS - 1))
+        traces.append(go.Scatter(x=(x[cols] + x[cols + 1]) / 2, y=np.full(len(cols), 1.12), mode="markers",
                                  marker=dict(symbol="triangle-down", size=5, color="#B00020"),
                                  hoverinfo="skip", showlegend=False, name="syncs"))
     # a transparent layer that takes the clicks (a filled area is not clickable)

@@ -124,27 +124,57 @@ def _within_noise(key: str, x: float, y: float, unit: str) -> bool:
     return abs(y - x) <= band
 
 
+ENVELOPE_BUCKETS = 1500   # a long run's per-step series is drawn as each bucket's min and max
+
+
+def envelope(x: np.ndarray, y: np.ndarray, buckets: int = ENVELOPE_BUCKETS) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``2 * buckets`` points that keep every bucket's lowest and highest value (in step
+    order): a 50k-step series reads the same, spikes included, and draws in a fraction of the time."""
+    n = len(x)
+    if n <= 2 * buckets:
+        return x, y
+    edges = np.linspace(0, n, buckets + 1).astype(np.int64)
+    keep = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        seg = y[a:b]
+        keep += sorted({a + int(np.argmin(seg)), a + int(np.argmax(seg))})
+    k = np.asarray(keep, dtype=np.int64)
+    return x[k], y[k]
+
+
+def _histogram(values: np.ndarray, colour: str, name: str) -> go.Bar:
+    """Binned here (60 bins), so the page gets 60 bars instead of every step's value."""
+    finite = values[np.isfinite(values)]
+    counts, edges = np.histogram(finite, bins=60) if len(finite) else (np.zeros(0), np.zeros(1))
+    mids = (edges[:-1] + edges[1:]) / 2
+    return go.Bar(x=mids, y=counts, width=np.diff(edges), name=name, marker_color=colour,
+                  customdata=np.column_stack([edges[:-1], edges[1:]]) if len(counts) else None,
+                  hovertemplate="%{customdata[0]:.3f}–%{customdata[1]:.3f} ms: %{y} steps<extra></extra>")
+
+
 def step_series_figure(report: Any, title: str | None = None) -> go.Figure:
-    """Period and device idle per step over the run, with their histograms."""
+    """Period and device idle per step over the run (a long run as a min/max envelope), with
+    their histograms."""
     steps = list(getattr(report, "steps", None) or [])
     idx = np.array([s.step for s in steps], dtype=np.int64)
     period = np.array([s.period_ns for s in steps], dtype=np.float64) / 1e6
     idle = np.array([s.idle_ns for s in steps], dtype=np.float64) / 1e6
     fig = make_subplots(rows=2, cols=2, column_widths=[0.72, 0.28],
                         horizontal_spacing=0.06, vertical_spacing=0.12,
-                        subplot_titles=("period per step", "period histogram",
-                                        "device idle per step", "idle histogram"))
+                        subplot_titles=("period per step" + (" (min/max per bucket of steps)"
+                                                             if len(steps) > 2 * ENVELOPE_BUCKETS else ""),
+                                        "period histogram", "device idle per step", "idle histogram"))
     mode = "lines" if len(steps) > 1500 else "lines+markers"
-    fig.add_trace(go.Scattergl(x=idx, y=period, mode=mode, name="period", marker=dict(size=3),
+    px, py = envelope(idx, period)
+    ix, iy = envelope(idx, idle)
+    fig.add_trace(go.Scattergl(x=px, y=py, mode=mode, name="period", marker=dict(size=3),
                                line=dict(width=1, color="#2F6DB5"),
                                hovertemplate="step %{x}<br>period %{y:.3f} ms<extra></extra>"), 1, 1)
-    fig.add_trace(go.Scattergl(x=idx, y=idle, mode=mode, name="idle", marker=dict(size=3),
+    fig.add_trace(go.Scattergl(x=ix, y=iy, mode=mode, name="idle", marker=dict(size=3),
                                line=dict(width=1, color="#F58518"),
                                hovertemplate="step %{x}<br>idle %{y:.3f} ms<extra></extra>"), 2, 1)
-    fig.add_trace(go.Histogram(x=period, name="period", marker_color="#2F6DB5", nbinsx=60,
-                               hovertemplate="%{x} ms: %{y} steps<extra></extra>"), 1, 2)
-    fig.add_trace(go.Histogram(x=idle, name="idle", marker_color="#F58518", nbinsx=60,
-                               hovertemplate="%{x} ms: %{y} steps<extra></extra>"), 2, 2)
+    fig.add_trace(_histogram(period, "#2F6DB5", "period"), 1, 2)
+    fig.add_trace(_histogram(idle, "#F58518", "idle"), 2, 2)
     med = getattr(report, "period_ms", None)
     if med:
         fig.add_hline(y=med, line=dict(color="#555", width=1, dash="dash"), row=1, col=1,

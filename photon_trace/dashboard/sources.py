@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import contextmanager
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from photon_trace.telemetry.records import Trace
 
 TRACE_SUFFIXES = (".trace.jsonl", ".trace.jsonl.gz")
 EDGE_NS = 200_000_000   # records kept beyond the window's edge when classifying the bubbles outside it
+PARTIAL_GRACE_S = 2.0   # the longest the analysis waits for the page to draw the spans
 
 
 class PathRefused(Exception):
@@ -45,6 +47,14 @@ class Loaded:
 def _analysis():
     from photon_trace.telemetry.analysis import analyze, cost_model
     return analyze, cost_model
+
+
+@contextmanager
+def _held(lock: threading.Lock):
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _loader():
@@ -135,6 +145,7 @@ class TraceStore:
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
         self._partial: dict[tuple, Loaded] = {}   # spans drawn while the analysis runs
+        self._go: dict[tuple, threading.Event] = {}   # set when the analysis may start (``drawn``)
         self._failed: dict[tuple, str] = {}       # a background load's error, for the page to show
 
     def check(self, path: str | os.PathLike) -> Path:
@@ -153,8 +164,9 @@ class TraceStore:
             raise LoadError(f"{p} is not a file")
         return p, (str(p), st.st_mtime_ns, st.st_size)
 
-    def get(self, path: str | os.PathLike) -> Loaded:
-        """The trace, loaded and analysed (waits for a load already under way)."""
+    def get(self, path: str | os.PathLike, *, draw_first: bool = False) -> Loaded:
+        """The trace, loaded and analysed (waits for a load already under way). ``draw_first``
+        (background loads for a page) lets the page draw the spans before the analysis starts."""
         p, key = self._key(path)
         with self._lock:
             if key in self._cache:
@@ -162,24 +174,46 @@ class TraceStore:
                 return self._cache[key]
             # One load per file at a time: callbacks fired together wait for the first.
             path_lock = self._loading.setdefault(str(p), threading.Lock())
-        with path_lock:
+        go = self._go.setdefault(key, threading.Event())
+        if not path_lock.acquire(blocking=False):
+            go.set()                     # a caller needs the analysis now: the loader need not wait for a draw
+            path_lock.acquire()
+        with _held(path_lock):
             with self._lock:
                 if key in self._cache:
                     return self._cache[key]
+
+            def publish(part: Loaded) -> None:
+                self._partial[key] = part
+                # Let the page draw the spans before the analysis takes the CPU (and the GIL): a
+                # 500k-span draw contended by the analysis took twice as long. Not forever: no page
+                # may be looking.
+                if draw_first:
+                    go.wait(PARTIAL_GRACE_S)
             try:
-                loaded = self.build(str(p), p.name, lambda: self.load(p),
-                                    publish=lambda part: self._partial.__setitem__(key, part))
+                loaded = self.build(str(p), p.name, lambda: self.load(p), publish=publish)
             except LoadError as e:
                 with self._lock:
                     self._failed[key] = str(e)
                 raise
             finally:
                 self._partial.pop(key, None)
+                self._go.pop(key, None)
             with self._lock:
                 self._cache[key] = loaded
                 while len(self._cache) > self._max:
                     self._cache.popitem(last=False)
         return loaded
+
+    def drawn(self, path: str | os.PathLike) -> None:
+        """The page has drawn ``path``'s spans: its analysis may take the CPU now."""
+        try:
+            _, key = self._key(path)
+        except (PathRefused, LoadError):
+            return
+        ev = self._go.get(key)
+        if ev is not None:
+            ev.set()
 
     def peek(self, path: str | os.PathLike) -> Loaded | None:
         """Without waiting: the analysed trace, else its spans while the analysis runs, else None
@@ -203,7 +237,7 @@ class TraceStore:
             placeholder_figure("warm-up")  # plotly's lazy imports, once
             for path in paths:
                 try:
-                    self.get(path)
+                    self.get(path, draw_first=True)
                 except (PathRefused, LoadError):
                     pass
         t = threading.Thread(target=work, name="dashboard-preload", daemon=True)

@@ -156,8 +156,10 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
                 ys.append(y)
             hover_blocks += blocks if aggregate else []
         if xs:
+            # float32 halves what travels when zoomed out (a column is far wider than its precision)
+            dtype = np.float32 if aggregate else np.float64
             traces.append(go.Scattergl(
-                x=_join(xs), y=_join(ys), mode="lines", fill="toself", fillcolor=st.colour,
+                x=_join(xs).astype(dtype), y=_join(ys).astype(dtype), mode="lines", fill="toself", fillcolor=st.colour,
                 line=dict(width=0, color=st.colour), name=prefix + st.name, uid=_uid(prefix + st.name),
                 legendgroup=st.name, showlegend=_shown(show_legend, st.name), hoverinfo="skip", **common))
         if not aggregate and len(i):
@@ -265,9 +267,10 @@ def _span_hover(st: SpanSet, i: np.ndarray, f: _Frame, k: int, prefix: str, comm
 def _block_hover(blocks: list, f: _Frame, prefix: str, common: dict) -> go.Scattergl:
     """One hover layer for every aggregated block: each WebGL trace costs the browser a set-up."""
     return go.Scattergl(
-        x=np.concatenate([b[1] for b in blocks]), y=np.concatenate([b[2] for b in blocks]).astype(np.float32),
+        x=np.concatenate([b[1] for b in blocks]).astype(np.float32),
+        y=np.concatenate([b[2] for b in blocks]).astype(np.float32),
         mode="markers", marker=dict(size=6, color="rgba(0,0,0,0)"),
-        customdata=np.concatenate([b[3] for b in blocks]),
+        customdata=np.concatenate([b[3] for b in blocks]).astype(np.float32),
         text=[b[0] for b in blocks for _ in range(len(b[1]))], hovertemplate=_HOVER["aggregate"],
         name=prefix + "aggregated (hover)", uid=_uid(prefix + "aggregated (hover)"), showlegend=False,
         hoverlabel=dict(bgcolor="white"), **common)
@@ -309,7 +312,9 @@ def _step_lines(data: TimelineData, f: _Frame, prefix: str, common: dict) -> lis
 
 def _request_traces(data: TimelineData, f: _Frame, prefix: str, show_legend, common: dict) -> list:
     """The requests lane: how many requests decode, prefill and wait, stacked, as each pixel
-    pair's time-weighted mean (exact once a column is shorter than the gaps between changes)."""
+    pair's time-weighted mean (exact once a column is shorter than the gaps between changes).
+    Drawn as rectangles (equal neighbours merged), like every other lane: one big outline
+    polygon would cost the browser its triangulation."""
     rs = data.requests
     if rs is None or not rs.peak:
         return []
@@ -317,25 +322,30 @@ def _request_traces(data: TimelineData, f: _Frame, prefix: str, show_legend, com
     edges = np.linspace(f.a, f.b, n + 1)
     mean = mean_counts(rs, edges)
     x = f.x(edges)
-    xs = np.repeat(x, 2)[1:-1]                    # step shape: each column's value over its width
     c = -float(rs.lane)
     lo, hi = BANDS["requests"]
     out = []
     below = np.zeros(n)
     for s, state in enumerate(REQUEST_STATES):
         top = below + mean[:, s]
-        y_top = c + lo + (hi - lo) * np.repeat(top, 2) / rs.peak
-        y_bot = c + lo + (hi - lo) * np.repeat(below, 2) / rs.peak
-        if np.any(top > below):
-            name = REQUEST_NAMES[state]
-            out.append(go.Scattergl(
-                x=np.concatenate([xs, xs[::-1]]), y=np.concatenate([y_top, y_bot[::-1]]), mode="lines",
-                fill="toself", fillcolor=REQUEST_COLOURS[state], line=dict(width=0, color=REQUEST_COLOURS[state]),
-                name=prefix + name, uid=_uid(prefix + name), legendgroup=name,
-                showlegend=_shown(show_legend, name), hoverinfo="skip", **common))
+        bq = np.rint(below / rs.peak * HEIGHT_STEPS)
+        tq = np.rint(top / rs.peak * HEIGHT_STEPS)
+        keep = np.flatnonzero(tq > bq)
         below = top
+        if not len(keep):
+            continue
+        brk = np.flatnonzero((np.diff(keep) != 1) | (np.diff(bq[keep]) != 0) | (np.diff(tq[keep]) != 0)) + 1
+        run0 = np.concatenate([[0], brk])
+        first, last = keep[run0], keep[np.concatenate([brk, [len(keep)]]) - 1]
+        rx, ry = _rects(x[first], x[last + 1], c + lo + (hi - lo) * bq[first] / HEIGHT_STEPS,
+                        c + lo + (hi - lo) * tq[first] / HEIGHT_STEPS)
+        name = REQUEST_NAMES[state]
+        out.append(go.Scattergl(
+            x=rx, y=ry, mode="lines", fill="toself", fillcolor=REQUEST_COLOURS[state],
+            line=dict(width=0, color=REQUEST_COLOURS[state]), name=prefix + name, uid=_uid(prefix + name),
+            legendgroup=name, showlegend=_shown(show_legend, name), hoverinfo="skip", **common))
     mid = (x[:-1] + x[1:]) / 2
-    pick = np.linspace(0, n - 1, min(n, 400)).astype(int)
+    pick = np.linspace(0, n - 1, min(n, 200)).astype(int)
     out.append(go.Scattergl(x=mid[pick], y=np.full(len(pick), c), mode="markers",
                             marker=dict(size=8, color="rgba(0,0,0,0)"), customdata=mean[pick],
                             hovertemplate=_HOVER["requests"], name=prefix + "requests (hover)",

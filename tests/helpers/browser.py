@@ -84,7 +84,8 @@ class ServerProcess:
     """The dashboard in its own process, as ``photon-trace dashboard`` runs it (no GIL shared
     with the caller). ``started`` is when the process was launched."""
 
-    def __init__(self, paths, allowed, timeout_s: float = 60):
+    def __init__(self, paths, allowed, timeout_s: float = 60, extra_env: dict | None = None):
+        extra_env = extra_env or {}
         port = free_port()
         code = ("import sys; from photon_trace.dashboard.app import create_app; "
                 "create_app(sys.argv[1].split(','), sys.argv[2].split(','), None)"
@@ -93,7 +94,7 @@ class ServerProcess:
         self.proc = subprocess.Popen([sys.executable, "-c", code, ",".join(map(str, paths)),
                                       ",".join(map(str, allowed)), str(port)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **extra_env})
         self.url = f"http://127.0.0.1:{port}/"
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -1,6 +1,7 @@
 // Keyboard navigation on the timeline, as in Perfetto: W/S zoom in/out around the mouse (or the
 // centre), A/D pan left/right. Each key is one Plotly.relayout, so the server re-draws the new range
 // exactly as a mouse zoom does. Keys typed into an input are left alone.
+// And one listener for clicks on table rows that jump to the timeline (rows carry data-row).
 (function () {
   let mouseFrac = null;
   const graph = () => document.querySelector('#timeline .js-plotly-plot');
@@ -10,6 +11,12 @@
     const xa = gd._fullLayout.xaxis, box = gd.getBoundingClientRect();
     const px = e.clientX - box.left - xa._offset, py = e.clientY - box.top;
     mouseFrac = (px >= 0 && px <= xa._length && py >= 0 && py <= box.height) ? px / xa._length : null;
+  });
+  document.addEventListener('click', (e) => {
+    const tr = e.target.closest && e.target.closest('tr[data-row]');
+    const table = tr && tr.closest('table');
+    if (!table || !table.id || !window.dash_clientside || !window.dash_clientside.set_props) return;
+    window.dash_clientside.set_props('row-click', {data: {table: table.id, row: Number(tr.dataset.row), at: Date.now()}});
   });
   document.addEventListener('keydown', (e) => {
     if (e.ctrlKey || e.metaKey || e.altKey) return;
