@@ -45,7 +45,7 @@ class Load:
                 httpx.post(self.url + "/v1/completions", json={"model": "tiny", "prompt": "hello there",
                                                                "max_tokens": 48}, timeout=30)
             except httpx.HTTPError:
-                time.sleep(0.05)   # the server is gone or restarting: try again
+                self.stop_event.wait(0.05)   # the server is gone or restarting: try again soon
 
     def stop(self):
         self.stop_event.set()

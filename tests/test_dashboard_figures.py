@@ -438,3 +438,12 @@ def test_a_long_per_step_series_keeps_every_buckets_extremes():
     ex, ey = panels.envelope(x, y)
     assert len(ex) <= 2 * panels.ENVELOPE_BUCKETS and list(ex) == sorted(ex)
     assert 9.0 in ey and ey.min() == y.min()
+
+
+def test_the_readme_glossary_names_every_card():
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    glossary = readme[readme.index("### Glossary"):]
+    for label in ("period", "bookkeeping", "device idle", "idle: host late", "accidental sync", "who can fix it",
+                  "predicted speedup", "analysis window", "pixel column", "within noise", "p99"):
+        assert f"| {label}" in glossary or f", {label}" in glossary, label

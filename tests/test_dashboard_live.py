@@ -32,7 +32,7 @@ def _run(n_chunks: int, kind: str = "mask_sync") -> LiveBuffer:
     for seq, hi in enumerate(cuts, start=1):
         rows = {k: [r for r in getattr(tr, k) if lo < getattr(r, "t1", getattr(r, "t", 0)) <= hi]
                 for k in RECORD_KINDS if k != "steps"}
-        live.write(Chunk(seq, steps=list(tr.steps) if seq == 1 else [], **rows))
+        live.write(Chunk(seq=seq, steps=list(tr.steps) if seq == 1 else [], **rows))
         lo = hi
     return live
 
@@ -142,7 +142,7 @@ def test_views_drawn_lately_stay_available_while_following_is_paused(endpoint):
     f.poll()
     v = f.version
     drawn = f.current
-    endpoint.live.write(Chunk(7, device_spans=[d._replace(t0=d.t0 + 10**9, t1=d.t1 + 10**9)
+    endpoint.live.write(Chunk(seq=7, device_spans=[d._replace(t0=d.t0 + 10**9, t1=d.t1 + 10**9)
                                                for d in sample("mask_sync").device_spans[-5:]]))
     f.poll()
     assert f.version == v + 1 and f.snapshot(v) is drawn and f.snapshot(None) is f.current

@@ -13,6 +13,8 @@ import sys
 import threading
 import time
 
+from helpers.waiting import wait_until
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -74,6 +76,14 @@ class Server:
         self.thread.join(5)
 
 
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+        return True
+    except OSError:
+        return False
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -96,15 +106,11 @@ class ServerProcess:
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1", **extra_env})
         self.url = f"http://127.0.0.1:{port}/"
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        self.close()
-        raise RuntimeError("dashboard process did not start")
+        try:
+            wait_until(lambda: _accepts(port), timeout_s, "the dashboard process accepting connections")
+        except TimeoutError:
+            self.close()
+            raise
 
     def close(self):
         self.proc.terminate()
