@@ -37,10 +37,13 @@ def register(app: dash.Dash, state) -> None:
 
     @app.callback(Output("follow-state", "data", allow_duplicate=True),
                   Output("live-version", "data", allow_duplicate=True),
-                  Input("follow", "n_clicks"), State("follow-state", "data"), prevent_initial_call=True)
-    def resume(n, follow):
+                  Input("follow", "n_clicks"), State("follow-state", "data"), State("zoom-a", "data"),
+                  prevent_initial_call=True)
+    def resume(n, follow, zoom):
         if not n or follower is None:
             raise PreventUpdate
-        # a new epoch: the re-draw gets a new uirevision, so the user's old zoom is let go
+        # a new epoch: the re-draw gets a new uirevision, so the user's old zoom is let go (and
+        # zooms up to now no longer hold updates back: ``since`` is the last zoom's page time)
         epoch = (follow or {}).get("epoch", 0) + 1
-        return {"on": True, "epoch": epoch}, {"v": follower.version, "e": epoch}
+        return ({"on": True, "epoch": epoch, "since": (zoom or {}).get("nonce", 0)},
+                {"v": follower.version, "e": epoch})

@@ -115,14 +115,20 @@ def register(app: dash.Dash, state) -> None:
                   Output("overview", "figure"), Output("pending-tick", "disabled"),
                   Input("trace-a", "value"), Input("live-version", "data"), Input("axis-mode", "value"),
                   Input("load-state", "data"),
-                  State("hidden-a", "data"), State("follow-state", "data"), State("view-a", "data"))
-    def render_a(path, live_version, axis, load_state, hidden, follow, view):
+                  State("hidden-a", "data"), State("follow-state", "data"), State("view-a", "data"),
+                  State("zoom-a", "data"))
+    def render_a(path, live_version, axis, load_state, hidden, follow, view, zoom):
         """Trace A drawn: as soon as its spans are loaded (the analysis may still be running;
         ``poll_load`` says when it is done and this re-draws once, keeping the user's zoom),
         and again on new live data."""
         trigger = ctx.triggered_id
         live = path == LIVE and state.follower is not None
         if trigger == "live-version" and not live:
+            raise PreventUpdate
+        if trigger == "live-version" and x_range_from_relayout(zoom)[0] == "range" and \
+                (zoom or {}).get("nonce", 0) > (follow or {}).get("since", 0):
+            # the user zoomed since following (re)started; this update was sent before the pause
+            # reached the server: keep their view
             raise PreventUpdate
         if trigger == "load-state" and (live or (load_state or [None])[0] != path):
             raise PreventUpdate
