@@ -64,9 +64,11 @@ def status(page) -> str:
     return page.inner_text("#live-status")
 
 
-def wait_status(page, text: str, timeout_ms: int = 30_000) -> float:
+def wait_status(page, text: str, timeout_ms: int = 30_000, start: bool = False) -> float:
+    """Wait until the freshness line contains ``text`` (begins with it, when ``start``)."""
     t0 = time.perf_counter()
-    page.wait_for_function(f"() => document.querySelector('#live-status').innerText.includes({text!r})",
+    test = "startsWith" if start else "includes"
+    page.wait_for_function(f"() => document.querySelector('#live-status').innerText.{test}({text!r})",
                            timeout=timeout_ms)
     return time.perf_counter() - t0
 
@@ -138,7 +140,7 @@ def test_zooming_in_live_mode_pauses_following_until_follow(live):
     a, b = lo + (hi - lo) * 0.3, lo + (hi - lo) * 0.4
     relayout(pg, "#timeline", a, b)
     figure(pg, "#timeline", until=f"Math.abs(f.meta.x_range[0] - {a}) < 1e-9")
-    wait_status(pg, "paused")
+    wait_status(pg, "paused", start=True)
     assert pg.locator("#follow").is_visible()
     seen = follower.version
     deadline = time.monotonic() + 30
@@ -150,5 +152,5 @@ def test_zooming_in_live_mode_pauses_following_until_follow(live):
     pg.click("#follow")
     resumed = figure(pg, "#timeline", until=f"Math.abs(f.range[0] - {a}) > 1e-6")
     assert resumed["range"][1] - resumed["range"][0] > (b - a) * 2
-    wait_status(pg, "live: following")
+    wait_status(pg, "live: following", start=True)     # not "paused (...): live: following"
     assert not pg.locator("#follow").is_visible()
