@@ -3,7 +3,7 @@
 # the small 8-stream blocking/pipelined pair, and tiny with every other request constrained
 # (`point`), pipelined with the async mask upload and with the mask-upload bug.
 # Then regenerate the screenshots in docs/ from them:
-#   PT_DOCS_SCREENSHOTS=1 .venv/bin/python -m pytest -q tests/test_dashboard_browser.py -k screenshots
+#   PT_DOCS_SCREENSHOTS=1 .venv/bin/python -m pytest -q tests/test_dashboard_screenshots.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PT=${PT:-.venv/bin/photon-trace}

@@ -164,3 +164,21 @@ def test_the_command_reports_a_damaged_trace_without_a_traceback(tmp_path):
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert proc.returncode == EXIT_BAD_INPUT
     assert "BAD INPUT" in proc.stderr + proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_markdown_ranks_what_host_code_can_fix_apart_from_device_side_latency():
+    from photon_trace.telemetry.analysis import Diagnosis
+    from photon_trace.telemetry.analysis.gate import _diagnosis_markdown
+    rows = [Diagnosis("dispatch", "queued op started late", 9 * MS, 0.6, 1.06),   # most idle, not host code's
+            Diagnosis("accidental_sync", MASK_SYNC_SITE, 5 * MS, 0.4, 1.04)]
+    text = "\n".join(_diagnosis_markdown(rows))
+    host, device = text.index("what host code can fix"), text.index("Device-side latency")
+    assert host < text.index(MASK_SYNC_SITE) < device < text.index("queued op started late")
+    assert "| accidental sync |" in text and "| device dispatch |" in text   # the dashboard's words
+    md = render_markdown_of(sync_bug_trace(tokens=40, dispatch_ns=200 * US))
+    assert md.index("what host code can fix") < md.index("Device-side latency")
+
+
+def render_markdown_of(trace) -> str:
+    from photon_trace.telemetry.analysis.gate import render_markdown
+    return render_markdown(run_check(trace))

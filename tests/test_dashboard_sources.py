@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from photon_trace.dashboard.sources import (FileSource, LiveFollower, LoadError, PathRefused, TraceStore,
-                                            is_inside, list_traces)
+from photon_trace.dashboard.live import FileSource, LiveFollower
+from photon_trace.dashboard.sources import LoadError, PathRefused, TraceStore, is_inside, list_traces
 from photon_trace.telemetry.records import Trace
 from photon_trace.telemetry.records import RECORD_KINDS
 from photon_trace.telemetry.sinks import Chunk
@@ -71,7 +71,7 @@ def test_loads_are_analysed_once_and_cached(folder):
     a = store.get(folder / "mask_sync.trace.jsonl")
     b = store.get(str(folder / "mask_sync.trace.jsonl"))
     assert a is b and len(calls) == 1
-    assert a.report.syncs and a.timeline.syncs.t0.size == sum(s.count for s in a.report.syncs)
+    assert a.report.syncs and a.timeline.syncs.in_window.sum() == sum(s.count for s in a.report.syncs)
 
 
 def _write_growing(path, trace: Trace, cuts: list[int]):

@@ -11,7 +11,7 @@ from helpers.sites import MASK_SYNC_SITE
 from helpers.synthetic import SyntheticRun, synthetic_trace
 from photon_trace.telemetry.tracefile import write_trace
 
-PHASES = {"M", "X", "s", "f", "b", "e", "n"}
+PHASES = {"M", "X", "s", "f", "b", "e", "n", "i"}
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_slices_match_the_records_in_microseconds(doc, trace):
     xs = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     origin = doc["otherData"]["mono_origin_ns"]
     host = [e for e in xs if e["pid"] == HOST_PID and e["cat"] in ("phase", "subphase")]
-    dev = [e for e in xs if e["pid"] == DEVICE_PID]
+    dev = [e for e in xs if e["pid"] == DEVICE_PID and e["cat"] == "device_op"]
     waits = [e for e in xs if e["cat"] == "host_wait"]
     assert len(host) == len(trace.host_spans) and len(dev) == len(trace.device_spans)
     assert len(waits) == len(trace.waits)
@@ -117,5 +117,33 @@ def test_command_line_converts_a_trace_file(tmp_path, trace, capsys):
     out = tmp_path / "run.perfetto.json"
     assert json.loads(out.read_text())["traceEvents"]
     (tmp_path / "junk.txt").write_text("hello\n")
-    assert main([str(tmp_path / "junk.txt")]) == 1
+    assert main([str(tmp_path / "junk.txt")]) == 2
     assert "not a photon_trace trace" in capsys.readouterr().err
+
+
+def test_bubbles_are_a_track_with_their_causes_and_syncs_are_instants_with_their_call_site(doc, trace):
+    from photon_trace.telemetry.analysis import analyze
+    from photon_trace.telemetry.perfetto import BUBBLES_TRACK
+    evs = doc["traceEvents"]
+    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
+    bubbles = [e for e in evs if e.get("cat") == "bubble"]
+    assert bubbles and {tracks[(e["pid"], e["tid"])] for e in bubbles} == {BUBBLES_TRACK}
+    rep = analyze(trace)
+    counted = [e for e in bubbles if e["args"]["counted_in_analysis_window"]]
+    assert sum(e["args"]["idle_us"] for e in counted) == pytest.approx(rep.bubble_ns / 1e3, rel=0.02)
+    assert {e["name"] for e in bubbles} <= {"bubble: accidental sync", "bubble: host-bound launch",
+                                            "bubble: device dispatch", "bubble: copy wait", "bubble: expected commit wait"}
+    assert all(e["args"]["who_can_fix_it"] in ("host code", "device-side latency") for e in bubbles)
+    syncs = [e for e in evs if e["ph"] == "i"]
+    assert len(syncs) == sum(1 for w in trace.waits if not w.expected)
+    assert all(e["s"] == "t" and e["name"] == f"accidental sync: {e['args']['site']}" for e in syncs)
+    inside = [e for e in syncs if e["args"]["device_idle_caused_us"] > 0]
+    assert inside and sum(e["args"]["device_idle_caused_us"] for e in syncs) >= sum(
+        s.idle_ns for s in rep.syncs) / 1e3 * 0.98
+
+
+def test_the_file_is_streamed_and_gzip_works(tmp_path, trace):
+    import gzip
+    plain = write_chrome_trace(trace, tmp_path / "a.json", buffer_events=7)
+    packed = write_chrome_trace(trace, tmp_path / "a.json.gz")
+    assert json.loads(plain.read_text()) == json.loads(gzip.decompress(packed.read_bytes()))

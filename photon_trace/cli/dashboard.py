@@ -24,6 +24,9 @@ def add_dashboard_parser(subparsers) -> argparse.ArgumentParser:
                    help="follow a running engine: the server's live URL, or a trace file being written")
     p.add_argument("--traces-dir", default=DEFAULT_TRACES_DIR,
                    help="the traces folder the file picker lists (default: traces/)")
+    p.add_argument("--guide", action="store_true",
+                   help="open on the first thing to fix: the top host-fixable diagnosis row's first "
+                        "occurrence selected and in view (the demo's first screen)")
     p.set_defaults(func=run_dashboard)
     return p
 
@@ -69,9 +72,12 @@ def run_dashboard(args: argparse.Namespace) -> int:
     if not loopback:
         print(f"warning: serving on {args.host}: anyone who can reach it can read the allowed folders",
               file=sys.stderr)
+    for f in files:
+        if not Path(f).is_file():
+            print(f"warning: {f} is not a readable file; the page will show why", file=sys.stderr)
     if not files and not args.live:
         print(f"no traces found under {args.traces_dir}/; the page will offer a path box", file=sys.stderr)
-    app = create_app(files, allowed, args.live)
+    app = create_app(files, allowed, args.live, guide=getattr(args, "guide", False))
     print(f"photon_trace dashboard on http://{args.host}:{args.port}/  ({len(files)} trace(s), "
           f"allowed: {', '.join(allowed)})", file=sys.stderr)
     app.run(host=args.host, port=args.port, debug=False)

@@ -1,29 +1,65 @@
-"""``photon-trace demo``: the main job. Bench blocking vs pipelined, then open the dashboard
-on a pair of the bench's traces."""
+"""``photon-trace demo``: the tool's story on real runs, then the dashboard on its punchline.
+
+1. blocking against pipelined on ``tiny``, where the host's bookkeeping is a visible share
+   of each step, so the bubble pipelining removes is plain (the bench's two tables);
+2. the mask-upload bug (``--mask-upload sync``) beside the fixed, asynchronous upload, on
+   constrained requests (the same tables for each);
+3. the dashboard opened on the buggy run with a guided first view (the flagged sync
+   selected, its bubble and call site shown, the diagnosis row highlighted) and the fixed
+   run offered as B for the Compare tab.
+"""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
+STORY = """
+The dashboard opens on the mask-upload bug: the accidental sync the tool flagged is selected
+(its call site and the device idle it caused below the timeline, the link to its bubble drawn),
+and the 'What to fix first' row is highlighted. Compare tab: B is the same run with the upload
+fixed. Keys: W/S zoom, A/D pan; click anything for its details. The blocking/pipelined traces
+are in the trace picker."""
+
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The main job: bench blocking vs pipelined, then serve the dashboard on a pair of its traces."""
+    """Bench the three pairs, then serve the dashboard on the buggy run with the fixed one as B."""
     from photon_trace.cli.bench import run_bench
     from photon_trace.cli.dashboard import run_dashboard
     from photon_trace.cli.main import build_parser
 
     parser = build_parser()
-    bench = ["bench", "--model", args.model, "--backend", args.backend, "--out", args.out,
-             "--streams", *map(str, args.streams), "--repeats", str(args.repeats)]
-    rc = run_bench(parser.parse_args(bench))
-    if rc != 0 or args.no_serve:
-        return rc
-    middle = sorted(args.streams)[len(args.streams) // 2]
-    pair = [_newest(Path(args.out), f"*-s{middle}-{mode}-r1.trace.jsonl") for mode in ("pipelined", "blocking")]
-    dash = ["dashboard", *[str(p) for p in pair if p], "--host", args.host, "--port", str(args.port)]
-    print(f"\nopening the {middle}-stream pipelined and blocking traces in the dashboard", file=sys.stderr)
+    out = Path(args.out)
+    common = ["--model", args.model, "--backend", args.backend, "--repeats", str(args.repeats),
+              "--tokens", str(args.tokens), "--out", str(out)] + (["--no-progress"] if args.no_progress else [])
+    runs = [("1/3 blocking vs pipelined: the bubble pipelining removes",
+             ["--streams", *map(str, args.streams)]),
+            ("2/3 the mask-upload bug: constrained requests, mask uploaded synchronously",
+             ["--streams", str(args.mask_streams), "--constrained", "point", "--mask-upload", "sync"]),
+            ("3/3 the fix: the same requests, mask uploaded asynchronously",
+             ["--streams", str(args.mask_streams), "--constrained", "point", "--mask-upload", "async"])]
+    for title, extra in runs:
+        print(f"\n== {title} ==", file=sys.stderr)
+        rc = run_bench(parser.parse_args(["bench", *common, *extra]))
+        if rc != 0:
+            return rc
+    if args.no_serve:
+        return 0
+    pair = demo_pair(out, args.model, args.mask_streams)
+    if pair is None:
+        print("photon-trace demo: the bench wrote no mask-upload traces to open", file=sys.stderr)
+        return 1
+    print(STORY, file=sys.stderr)
+    dash = ["dashboard", *map(str, pair), "--guide", "--host", args.host, "--port", str(args.port)]
     return run_dashboard(parser.parse_args(dash))
+
+
+def demo_pair(out: Path, model: str, streams: int) -> tuple[Path, Path] | None:
+    """The newest pipelined traces of the buggy and the fixed upload, in that order."""
+    name = Path(model).name if "/" in model else model
+    found = [_newest(out, f"bench-{name}-{upload}-point-s{streams}-pipelined-r*.trace.jsonl")
+             for upload in ("sync", "async")]
+    return (found[0], found[1]) if all(found) else None
 
 
 def _newest(folder: Path, pattern: str) -> Path | None:
@@ -32,13 +68,20 @@ def _newest(folder: Path, pattern: str) -> Path | None:
 
 
 def add_demo(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="bench blocking vs pipelined, then serve the dashboard on the traces")
-    p.add_argument("--model", default="small", help="preset (tiny, small, 1.5b) or a model folder")
+    p = sub.add_parser("demo", help="bench blocking vs pipelined and the mask-upload bug on tiny, then the "
+                                    "dashboard on the bug with a guided first view",
+                       description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="tiny", help="preset (tiny, small, 1.5b) or a model folder (default: tiny, "
+                   "where the host's share of a step, hence the bubble, is largest)")
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--streams", type=int, nargs="+", default=[1, 8, 32])
-    p.add_argument("--repeats", type=int, default=3, help="measured runs per mode and stream count (medians over them are reported: one run is noisy here)")
-    p.add_argument("--out", default="traces/runs", help="where the bench writes its traces")
+    p.add_argument("--streams", type=int, nargs="+", default=[1, 8], help="stream counts of the blocking/pipelined bench")
+    p.add_argument("--mask-streams", type=int, default=8, help="streams of the mask-upload pair")
+    p.add_argument("--tokens", type=int, default=110, help="mean generated tokens per request")
+    p.add_argument("--repeats", type=int, default=2,
+                   help="measured runs per mode and stream count (medians are reported: one run is noisy here)")
+    p.add_argument("--out", default="traces/runs", help="where the benches write their traces")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8050)
     p.add_argument("--no-serve", action="store_true", help="bench only; do not start the dashboard")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_demo)

@@ -1,6 +1,6 @@
 """The ``photon-trace`` command: a thin dispatcher; each subcommand's work is a function.
 
-    photon-trace demo        bench blocking vs pipelined, then open the dashboard on the traces
+    photon-trace demo        bench blocking vs pipelined and the mask-upload bug, then the dashboard on the bug
     photon-trace generate    generate text with the pipelined engine
     photon-trace bench       blocking vs pipelined at 1/8/32 streams: tables, traces, JSON summary
     photon-trace check       the CI gate on idle time and accidental syncs

@@ -1,15 +1,14 @@
-"""Where the dashboard's traces come from: allowed folders, a cache, and live following.
+"""Where the dashboard's traces come from: allowed folders and a cache.
 
 Nothing here draws. ``TraceStore`` loads and analyses a file once per version
-of it (path, mtime, size) and keeps what the figures need; ``LiveFollower``
-keeps the last few seconds of a trace that is still being written.
+of it (path, mtime, size) and keeps what the figures need; following a trace that
+is still being written is ``live.py``.
 """
 from __future__ import annotations
 
-import json
 import os
 import threading
-import time
+from contextlib import contextmanager
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -17,14 +16,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from photon_trace.dashboard.openable import TRACE_SUFFIXES, NotOpenable, check_openable
-from photon_trace.dashboard.timeline import TimelineData, prepare_timeline
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
-from photon_trace.telemetry.sinks import merge_header
+from photon_trace.dashboard.timeline_data import TimelineData, prepare_spans, with_analysis
+from photon_trace.telemetry.records import Trace
 
-LIVE_SECONDS = 5.0
-
-_ROWS = {"host_spans": HostSpan, "device_spans": DeviceSpan, "waits": HostWait, "steps": StepRecord,
-         "requests": RequestRecord}
+EDGE_NS = 200_000_000   # records kept beyond the window's edge when classifying the bubbles outside it
+PARTIAL_GRACE_S = 2.0   # the longest the analysis waits for the page to draw the spans
 
 
 class PathRefused(Exception):
@@ -37,18 +33,28 @@ class LoadError(Exception):
 
 @dataclass(slots=True)
 class Loaded:
-    """One trace, analysed, with its timeline arrays."""
+    """One trace, analysed, with its timeline arrays. While the analysis runs a *partial*
+    one (``report`` None, ``complete`` False) lets the page draw the spans already."""
     path: str
     label: str
     trace: Trace
     report: Any
     timeline: TimelineData
     notes: list[str]
+    complete: bool = True
 
 
 def _analysis():
     from photon_trace.telemetry.analysis import analyze, cost_model
     return analyze, cost_model
+
+
+@contextmanager
+def _held(lock: threading.Lock):
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _loader():
@@ -103,9 +109,30 @@ def tail(trace: Trace, t_from: int) -> Trace:
                  [r for r in trace.requests if r.t >= t_from])
 
 
-def _extent_end(trace: Trace) -> int:
-    ends = [d.t1 for d in trace.device_spans[-256:]] + [s.t1 for s in trace.host_spans[-256:]]
-    return max(ends) if ends else 0
+def _between(trace: Trace, a: int, b: int) -> Trace:
+    """The records of ``trace`` that overlap ``[a, b]`` (same header)."""
+    return Trace(trace.header, [s for s in trace.host_spans if s.t1 >= a and s.t0 <= b],
+                 [d for d in trace.device_spans if d.t1 >= a and d.t0 <= b],
+                 [w for w in trace.waits if w.t1 >= a and w.t0 <= b], trace.steps, [])
+
+
+def outside_bubbles(trace: Trace, window: tuple[int, int] | None) -> list:
+    """The bubbles before and after the analysis window (warm-up and drain), classified by the
+    same rules, so the timeline marks the whole trace alike; the cards never count them.
+    Each side is classified on the records near it only, so a long trace pays for its edges,
+    not for its length."""
+    from photon_trace.telemetry.analysis import find_bubbles
+    ends = [d.t1 for d in trace.device_spans]
+    if window is None or not ends:
+        return []
+    t_min, t_max = min(d.t0 for d in trace.device_spans), max(ends)
+    w0, w1 = window
+    out = []
+    if t_min < w0:
+        out += find_bubbles(_between(trace, t_min, w0 + EDGE_NS), (t_min, w0))
+    if w1 < t_max:
+        out += find_bubbles(_between(trace, w1 - EDGE_NS, t_max), (w1, t_max))
+    return out
 
 
 class TraceStore:
@@ -124,6 +151,9 @@ class TraceStore:
         self._max = max_entries
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
+        self._partial: dict[tuple, Loaded] = {}   # spans drawn while the analysis runs
+        self._go: dict[tuple, threading.Event] = {}   # set when the analysis may start (``drawn``)
+        self._failed: dict[tuple, str] = {}       # a background load's error, for the page to show
 
     def check(self, path: str | os.PathLike) -> Path:
         return is_inside(path, self.allowed)
@@ -131,7 +161,7 @@ class TraceStore:
     def listing(self) -> list[Path]:
         return list_traces(self.allowed)
 
-    def get(self, path: str | os.PathLike) -> Loaded:
+    def _key(self, path: str | os.PathLike) -> tuple[Path, tuple]:
         p = self.check(path)
         try:
             st = p.stat()
@@ -139,7 +169,12 @@ class TraceStore:
             raise LoadError(f"cannot read {p}: {e.strerror or e}") from None
         if not p.is_file():
             raise LoadError(f"{p} is not a file")
-        key = (str(p), st.st_mtime_ns, st.st_size)
+        return p, (str(p), st.st_mtime_ns, st.st_size)
+
+    def get(self, path: str | os.PathLike, *, draw_first: bool = False) -> Loaded:
+        """The trace, loaded and analysed (waits for a load already under way). ``draw_first``
+        (background loads for a page) lets the page draw the spans before the analysis starts."""
+        p, key = self._key(path)
         with self._lock:
             cached = key in self._cache
         if not cached:
@@ -153,16 +188,61 @@ class TraceStore:
                 return self._cache[key]
             # One load per file at a time: callbacks fired together wait for the first.
             path_lock = self._loading.setdefault(str(p), threading.Lock())
-        with path_lock:
+        go = self._go.setdefault(key, threading.Event())
+        if not path_lock.acquire(blocking=False):
+            go.set()                     # a caller needs the analysis now: the loader need not wait for a draw
+            path_lock.acquire()
+        with _held(path_lock):
             with self._lock:
                 if key in self._cache:
                     return self._cache[key]
-            loaded = self.build(str(p), p.name, lambda: self.load(p))
+
+            def publish(part: Loaded) -> None:
+                self._partial[key] = part
+                # Let the page draw the spans before the analysis takes the CPU (and the GIL): a
+                # 500k-span draw contended by the analysis took twice as long. Not forever: no page
+                # may be looking.
+                if draw_first:
+                    go.wait(PARTIAL_GRACE_S)
+            try:
+                loaded = self.build(str(p), p.name, lambda: self.load(p), publish=publish)
+            except LoadError as e:
+                with self._lock:
+                    self._failed[key] = str(e)
+                raise
+            finally:
+                self._partial.pop(key, None)
+                self._go.pop(key, None)
             with self._lock:
                 self._cache[key] = loaded
                 while len(self._cache) > self._max:
                     self._cache.popitem(last=False)
         return loaded
+
+    def drawn(self, path: str | os.PathLike) -> None:
+        """The page has drawn ``path``'s spans: its analysis may take the CPU now."""
+        try:
+            _, key = self._key(path)
+        except (PathRefused, LoadError):
+            return
+        ev = self._go.get(key)
+        if ev is not None:
+            ev.set()
+
+    def peek(self, path: str | os.PathLike) -> Loaded | None:
+        """Without waiting: the analysed trace, else its spans while the analysis runs, else None
+        (a load is then started in the background). A failed load raises its ``LoadError``."""
+        p, key = self._key(path)
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+            if key in self._failed:
+                raise LoadError(self._failed.pop(key))
+            partial = self._partial.get(key)
+            busy = self._loading.get(str(p))
+        if partial is None and not (busy and busy.locked()):
+            self.preload([str(p)])
+        return partial
 
     def preload(self, paths: list[str]) -> threading.Thread:
         """Load and analyse ``paths`` in the background (errors wait for the page to ask)."""
@@ -171,14 +251,17 @@ class TraceStore:
             placeholder_figure("warm-up")  # plotly's lazy imports, once
             for path in paths:
                 try:
-                    self.get(path)
+                    self.get(path, draw_first=True)
                 except (PathRefused, LoadError):
                     pass
         t = threading.Thread(target=work, name="dashboard-preload", daemon=True)
         t.start()
         return t
 
-    def build(self, path: str, label: str, read: Callable[[], Trace], window: tuple[int, int] | None = None) -> Loaded:
+    def build(self, path: str, label: str, read: Callable[[], Trace], window: tuple[int, int] | None = None,
+              publish: Callable[[Loaded], None] | None = None) -> Loaded:
+        """Load (``read``), then the window and the span arrays (handed to ``publish`` as a
+        partial view), then the analysis and the bubbles."""
         notes: list[str] = []
         try:
             with warnings.catch_warnings(record=True) as caught:
@@ -189,153 +272,17 @@ class TraceStore:
             raise LoadError(f"could not load {label}: {e}") from None
         if not trace.device_spans and not trace.host_spans:
             raise LoadError(f"{label} holds no spans yet")
-        try:
-            report = self.analyze(trace, window) if window else self.analyze(trace)
-            timeline = prepare_timeline(trace, report)
-        except Exception as e:
-            raise LoadError(f"could not analyse {label}: {type(e).__name__}: {e}") from None
         if trace.header.get("incomplete"):
             notes.append("the trace has no end line (still being written, or the run crashed)")
+        try:
+            if window is None:
+                from photon_trace.telemetry.analysis import steady_state_window
+                window = steady_state_window(trace)
+            spans = prepare_spans(trace, window)
+            if publish is not None:
+                publish(Loaded(path, label, trace, None, spans, notes, complete=False))
+            report = self.analyze(trace, window)
+            timeline = with_analysis(spans, trace, report, outside_bubbles(trace, report.window))
+        except Exception as e:
+            raise LoadError(f"could not analyse {label}: {type(e).__name__}: {e}") from None
         return Loaded(path, label, trace, report, timeline, notes)
-
-
-class FileSource:
-    """A trace file being written: the first read loads it whole (validated), later reads
-    parse only the complete lines appended since (gzip files are re-read whole)."""
-
-    def __init__(self, path: str | os.PathLike, load: Callable[[Path], Trace]):
-        self.path = Path(path)
-        self._load = load
-        self._offset = 0
-        self._trace: Trace | None = None
-        self._stat: tuple[int, int] | None = None
-
-    def read(self) -> Trace | None:
-        """The trace so far, or None when nothing changed since the last read."""
-        st = self.path.stat()
-        stamp = (st.st_mtime_ns, st.st_size)
-        if stamp == self._stat:
-            return None
-        if self._trace is None or self.path.suffix == ".gz" or st.st_size < self._offset:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self._trace = self._load(self.path)
-            self._offset = self._complete_lines_end()
-        else:
-            self._append_new_lines()
-        self._stat = stamp
-        return self._trace
-
-    def _complete_lines_end(self) -> int:
-        with open(self.path, "rb") as f:
-            data = f.read()
-        return data.rfind(b"\n") + 1
-
-    def _append_new_lines(self) -> None:
-        with open(self.path, "rb") as f:
-            f.seek(self._offset)
-            data = f.read()
-        end = data.rfind(b"\n") + 1
-        for raw in data[:end].splitlines():
-            obj = json.loads(raw)
-            if "chunk" in obj:
-                for kind, cls in _ROWS.items():
-                    getattr(self._trace, kind).extend(cls._make(r) for r in obj.get(kind, ()))
-            elif "meta" in obj and isinstance(obj["meta"], dict):
-                merge_header(self._trace.header, obj["meta"])
-        self._offset += end
-
-
-LIVE_PATH = "/v1/trace/recent"
-
-
-class HttpSource:
-    """The server's live endpoint: ``GET URL?cursor=N`` answering JSON
-    ``{"header": {...}, "cursor": M, "host_spans": [[...]], ...}`` with rows as in a
-    trace file's chunk lines (records after cursor N). A bare server URL gets the
-    server's ``/v1/trace/recent``; ``$PHOTON_TRACE_API_KEY`` is sent as a bearer token."""
-
-    def __init__(self, url: str, timeout_s: float = 2.0):
-        from urllib.parse import urlsplit
-        self.url = url.rstrip("/") + LIVE_PATH if urlsplit(url).path in ("", "/") else url
-        self.timeout_s = timeout_s
-        self.cursor = 0
-        self._trace = Trace({})
-        key = os.environ.get("PHOTON_TRACE_API_KEY")
-        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
-
-    def read(self) -> Trace | None:
-        import httpx
-        r = httpx.get(self.url, params={"cursor": self.cursor}, headers=self._headers, timeout=self.timeout_s)
-        r.raise_for_status()
-        body = r.json()
-        self._trace.header.update(body.get("header") or {})
-        new = 0
-        for kind, cls in _ROWS.items():
-            rows = body.get(kind) or []
-            getattr(self._trace, kind).extend(cls._make(x) for x in rows)
-            new += len(rows)
-        self.cursor = int(body.get("cursor", self.cursor))
-        return self._trace if new or not self._trace.device_spans else None
-
-    def forget_before(self, t: int) -> None:
-        """Drop records that ended before ``t``: a live session must not grow without bound."""
-        self._trace = tail(self._trace, t)
-
-
-class LiveFollower:
-    """The last ``seconds`` of a running trace, re-analysed when new records arrive."""
-
-    def __init__(self, source: str, store: TraceStore, seconds: float = LIVE_SECONDS):
-        self.source_name = source
-        self.store = store
-        self.seconds = seconds
-        if source.startswith(("http://", "https://")):
-            self.source: FileSource | HttpSource = HttpSource(source)
-        else:
-            path = source[len("file://"):] if source.startswith("file://") else source
-            self.source = FileSource(path, store.load)
-        self.current: Loaded | None = None
-        self.version = 0          # bumped each time ``current`` is replaced
-        self.error: str | None = None
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def start(self, interval_s: float = 1.0) -> None:
-        """Poll in a background thread, so reading and analysing stay off the page's requests."""
-        if self._thread is not None:
-            return
-
-        def loop():
-            while True:
-                self.poll()
-                time.sleep(interval_s)
-        self._thread = threading.Thread(target=loop, name="dashboard-live", daemon=True)
-        self._thread.start()
-
-    def poll(self) -> Loaded | None:
-        """The newest view (the previous one when nothing changed); keeps the last good one on errors."""
-        with self._lock:
-            try:
-                trace = self.source.read()
-            except FileNotFoundError:
-                self.error = f"waiting for {self.source_name} to appear"
-                return self.current
-            except Exception as e:
-                self.error = f"live source {self.source_name}: {type(e).__name__}: {e}"
-                return self.current
-            if trace is None:
-                return self.current
-            end = _extent_end(trace)
-            t_from = int(end - self.seconds * 1e9)
-            recent = tail(trace, t_from - int(1e9))  # a second more, so the window's first step is whole
-            if isinstance(self.source, HttpSource):
-                self.source.forget_before(t_from - int(1e9))
-            try:
-                self.current = self.store.build(self.source_name, f"live: {self.source_name}",
-                                                lambda: recent, window=(t_from, end))
-                self.version += 1
-                self.error = None
-            except LoadError as e:
-                self.error = str(e)
-            return self.current

@@ -2,22 +2,36 @@
 
 ``prepare_timeline(trace, report)`` runs once per trace; drawing (``timeline.py``) then
 only slices these arrays, so a zoom re-draw never touches the trace again.
+
+Lanes are generic: one per host thread and one per device stream, named as the
+trace names them (an imported trace brings its own threads and streams); the
+streams this engine writes (compute, copy) come first. Bubbles are drawn on the
+lane of the stream the analysis measures idle on (``analysis.window.COMPUTE``).
+Every span keeps where it came from (``source``, ``index``: its position in the
+trace's record list, or in the bubble list) so a selection can show the record.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
+from photon_trace.dashboard.marks import RequestStates, SyncMarkers, request_states, sync_markers
+from photon_trace.telemetry.analysis.causes import CAUSE_LABELS, cause_label
+from photon_trace.telemetry.analysis.lanes import primary_stream
+from photon_trace.telemetry.analysis.window import COMPUTE
+from photon_trace.telemetry.perfetto import trace_origin_ns
 from photon_trace.telemetry.records import Trace
 
 HOST_PHASES = ("plan", "launch", "commit", "finalize")
 HOST_SUBPHASES = ("stage", "mask_build", "mask_upload", "stream_out")
 DEVICE_OPS = ("prefill", "forward", "stage", "sample", "masked_sample", "copy_back", "mask_upload")
-BUBBLE_CAUSES = ("host_bound", "commit_wait", "accidental_sync", "copy_wait", "stream_wait", "dispatch")
-STREAM_ORDER = ("compute", "copy")
+BUBBLE_CAUSES = tuple(CAUSE_LABELS)
+STREAM_ORDER = (COMPUTE, "copy")   # this engine's streams first; any other stream after them, by name
+NS_PER_S = 1e9
 
 COLOURS = {
     "plan": "#4C78A8", "launch": "#F58518", "commit": "#54A24B", "finalize": "#B279A2",
@@ -26,9 +40,6 @@ COLOURS = {
     "wait: expected": "#6E6E6E", "wait: accidental": "#D62728",
     "prefill": "#1F3B73", "forward": "#2F6DB5", "device stage": "#BAB0AC", "sample": "#3BA99C",
     "masked_sample": "#E3B505", "copy_back": "#9D755D", "device mask_upload": "#E377C2",
-    "bubble: host_bound": "rgba(245,133,24,0.55)", "bubble: commit_wait": "rgba(148,103,189,0.60)",
-    "bubble: accidental_sync": "rgba(214,39,40,0.55)", "bubble: copy_wait": "rgba(157,117,93,0.55)",
-    "bubble: dispatch": "rgba(127,127,127,0.45)", "bubble: stream_wait": "rgba(23,190,207,0.55)",
     # Imported (PyTorch profiler) traces: their hundreds of op names are drawn by category.
     "cpu op": "#4C78A8", "annotation": "#C7C7C7", "python": "#BCBD22", "cuda runtime": "#F58518",
     "cuda driver": "#FF9D45", "kernel": "#2F6DB5", "memcpy": "#9D755D", "memset": "#BAB0AC",
@@ -36,46 +47,42 @@ COLOURS = {
 CATEGORY_GROUP = {"cpu op": "phase"}
 """An imported trace's host categories draw as sub-phases (the lane's lower half, on top),
 except its cpu ops, which take the full lane as our phases do."""
+BUBBLE_COLOURS = {
+    "host_bound": "rgba(245,133,24,0.55)", "commit_wait": "rgba(148,103,189,0.60)",
+    "accidental_sync": "rgba(214,39,40,0.55)", "copy_wait": "rgba(157,117,93,0.55)",
+    "dispatch": "rgba(127,127,127,0.45)", "stream_wait": "rgba(23,190,207,0.55)",
+}
 
-NS_PER_MS = 1e6
+
+def bubble_name(cause: str) -> str:
+    """The legend entry of a cause's bubbles: the words every table uses for the cause."""
+    return f"bubble: {cause_label(cause)}"
 
 
 @dataclass(frozen=True, slots=True)
 class Lane:
     name: str      # thread name or stream name
-    kind: str      # host | device
+    kind: str      # host | device | requests
 
     @property
     def label(self) -> str:
-        return f"host · {self.name}" if self.kind == "host" else f"device · {self.name}"
+        return {"host": f"host · {self.name}", "device": f"device · {self.name}"}.get(self.kind, self.name)
 
 
 @dataclass(slots=True)
 class SpanSet:
     """One drawable category. ``info`` columns feed the hover template of ``group``."""
-    name: str                 # trace name, also the legend entry
+    name: str                 # legend entry
     group: str                # phase | subphase | wait | device | bubble
     colour: str
     lane: np.ndarray          # int32 lane index per span
     t0: np.ndarray            # int64 ns, sorted by (lane, t0)
     t1: np.ndarray
-    info: np.ndarray          # float64 (n, 5): step, slot, rows, duration µs, launch delay µs (device ops)
+    info: np.ndarray          # float64 (n, 5): step, slot, rows, duration ns, launch delay ns (device ops)
+    source: str               # host_spans | device_spans | waits | bubbles: where ``index`` points
+    index: np.ndarray         # int64 position of each span in that list
     text: list[str] | None = None   # per-span strings (waits and bubbles only)
-
-    def __len__(self) -> int:
-        return len(self.t0)
-
-
-@dataclass(slots=True)
-class SyncMarkers:
-    """Accidental host syncs: one marker each."""
-    t0: np.ndarray
-    t1: np.ndarray
-    lane: np.ndarray
-    step: np.ndarray
-    idle_ns: np.ndarray       # device idle it caused (the accidental-sync bubbles analysis gives its site)
-    site: list[str]
-    reason: list[str]
+    in_window: np.ndarray | None = None  # bubbles: inside the analysis window (counted) or not
 
     def __len__(self) -> int:
         return len(self.t0)
@@ -88,17 +95,31 @@ class TimelineData:
     syncs: SyncMarkers
     step_ids: np.ndarray      # steps in order of their first launch
     step_t0: np.ndarray       # int64 ns: where each step begins (its launch)
-    origin: int               # ns mapped to x = 0
+    origin: int               # ns of x = 0 on the default axis: the analysis window's start
     t_min: int
     t_max: int
     window: tuple[int, int] | None
-    n_spans: int = field(default=0)
+    n_spans: int = 0
+    trace_origin: int = 0     # ns of the trace's first record: the Perfetto export's ts = 0
+    compute_lane: int = 0
+    bubbles: list = field(default_factory=list)   # the Bubble records the "bubbles" sets index
+    requests: RequestStates | None = None
+    wait_lane: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))   # per trace.waits record
+    analysed: bool = False    # bubbles and sync links added (``with_analysis``)
 
-    def to_ms(self, t: np.ndarray | int) -> np.ndarray | float:
-        return (np.asarray(t, dtype=np.float64) - self.origin) / NS_PER_MS
+    def origin_for(self, axis: str = "window") -> int:
+        """x = 0 of an axis mode: the trace's first record for "trace", else the window's start."""
+        return self.trace_origin if axis == "trace" else self.origin
 
-    def full_range_ms(self) -> tuple[float, float]:
-        return float(self.to_ms(self.t_min)), float(self.to_ms(self.t_max))
+    def to_x(self, t: np.ndarray | int, axis: str = "window") -> np.ndarray | float:
+        """Seconds from the axis origin."""
+        return (np.asarray(t, dtype=np.float64) - self.origin_for(axis)) / NS_PER_S
+
+    def full_range(self, axis: str = "window") -> tuple[float, float]:
+        return float(self.to_x(self.t_min, axis)), float(self.to_x(self.t_max, axis))
+
+    def set_named(self, name: str) -> SpanSet | None:
+        return next((st for st in self.sets if st.name == name), None)
 
 
 # --------------------------------------------------------------------- prepare
@@ -116,8 +137,8 @@ def _window(report: Any) -> tuple[int, int] | None:
 def _rows_lookup(trace: Trace):
     if not trace.steps:
         return lambda steps: np.zeros(len(steps))
-    ids = np.array([s.step for s in trace.steps], dtype=np.int64)
-    rows = np.array([s.rows for s in trace.steps], dtype=np.float64)
+    ids = np.fromiter((s.step for s in trace.steps), np.int64, len(trace.steps))
+    rows = np.fromiter((s.rows for s in trace.steps), np.float64, len(trace.steps))
     order = np.argsort(ids, kind="stable")
     ids, rows = ids[order], rows[order]
 
@@ -129,30 +150,31 @@ def _rows_lookup(trace: Trace):
     return lookup
 
 
-def _span_set(name: str, group: str, colour: str, lane: list[int], t0: list[int], t1: list[int],
-              cols: list[list[float]], text: list[str] | None = None) -> SpanSet:
+def _span_set(name: str, group: str, colour: str, lane, t0, t1, cols: list, source: str, index,
+              text: list[str] | None = None, in_window=None) -> SpanSet:
     lane_a = np.asarray(lane, dtype=np.int32)
     t0_a = np.asarray(t0, dtype=np.int64)
     t1_a = np.asarray(t1, dtype=np.int64)
-    info = np.asarray(cols, dtype=np.float64).T.reshape(len(t0_a), -1) if cols else np.zeros((len(t0_a), 0))
+    info = np.column_stack([np.asarray(c, dtype=np.float64) for c in cols]) if len(t0_a) else np.zeros((0, 5))
     order = np.lexsort((t0_a, lane_a))
-    return SpanSet(name, group, colour, lane_a[order], t0_a[order], t1_a[order],
-                   np.ascontiguousarray(info[order]),
-                   [text[i] for i in order] if text is not None else None)
+    return SpanSet(name, group, colour, lane_a[order], t0_a[order], t1_a[order], np.ascontiguousarray(info[order]),
+                   source, np.asarray(index, dtype=np.int64)[order],
+                   [text[i] for i in order] if text is not None else None,
+                   np.asarray(in_window, dtype=bool)[order] if in_window is not None else None)
 
 
-def _columns(records: list, n: int) -> list[np.ndarray]:
-    """Records (NamedTuples) as one array per field; strings stay object arrays."""
-    if not records:
-        return [np.zeros(0, dtype=np.int64) for _ in range(n)]
-    return [np.asarray(c) for c in zip(*records)]
-
-
-def _first_appearance(values: np.ndarray) -> list:
-    if not len(values):
-        return []
-    uniq, first = np.unique(values, return_index=True)
-    return [uniq[i] for i in np.argsort(first)]
+def _columns(records: list, strings: tuple[int, ...], ints: tuple[int, ...]) -> tuple[list, list[np.ndarray]]:
+    """Fields of records (NamedTuples): the ``strings`` fields as (int32 codes, names in order of
+    first appearance), the ``ints`` fields as int64 arrays. Every pass is a C-level ``map``
+    (no per-record Python frame), and codes keep the strings out of numpy."""
+    n = len(records)
+    named = []
+    for k in strings:
+        get = itemgetter(k)
+        names = list(dict.fromkeys(map(get, records)))
+        lut = {v: i for i, v in enumerate(names)}
+        named.append((np.fromiter(map(lut.__getitem__, map(get, records)), np.int32, n), [str(v) for v in names]))
+    return named, [np.fromiter(map(itemgetter(k), records), np.int64, n) for k in ints]
 
 
 def _wait_lanes(wait_t0: np.ndarray, phase_sets: list[SpanSet], default: int) -> np.ndarray:
@@ -176,129 +198,151 @@ def _natural(name: str) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
-def _by_category(names: np.ndarray, categories: dict | None) -> tuple[np.ndarray, list[str] | None]:
-    """An imported trace's span names mapped to their category (what the sets are made of), and
-    the names themselves for the hover; our own traces' names pass through, with no hover text."""
-    if not categories or not len(names):
-        return names, None
-    uniq, inv = np.unique(names, return_inverse=True)
-    cats = np.array([categories.get(str(n), "other") for n in uniq], dtype=object)
-    short = [str(n) if len(str(n)) <= 120 else str(n)[:119] + "…" for n in uniq]
-    return cats[inv], [short[i] for i in inv]
+def _by_category(col: tuple[np.ndarray, list[str]], categories: dict | None
+                 ) -> tuple[tuple[np.ndarray, list[str]], list[str] | None]:
+    """An imported trace's span names (``_columns``' codes and names) mapped to their category
+    (what the sets are made of), and each span's own name for the hover; our own traces' names
+    pass through, with no hover text."""
+    codes, names = col
+    if not categories or not len(codes):
+        return col, None
+    cats = [categories.get(n, "other") for n in names]
+    cat_names = list(dict.fromkeys(cats))
+    lut = np.array([cat_names.index(c) for c in cats], dtype=np.int32)
+    short = [n if len(n) <= 120 else n[:119] + "…" for n in names]
+    return (lut[codes], cat_names), [short[c] for c in codes.tolist()]
 
 
-def prepare_timeline(trace: Trace, report: Any = None) -> TimelineData:
-    """Arrays for every lane and category of ``trace``; ``report`` adds bubbles and syncs."""
-    window = _window(report)
-    phase, h_step, h_slot, h_t0, h_t1, h_thread = _columns(trace.host_spans, 6)
-    stream, op, d_step, d_slot, d_t0, d_t1, d_enq = _columns(trace.device_spans, 7)
-    categories = trace.header.get("categories") or {}
-    phase, phase_text = _by_category(phase, categories.get("host"))
-    op, op_text = _by_category(op, categories.get("device"))
-    threads = [str(t) for t in _first_appearance(h_thread)] or ["main"]
-    present = {str(x) for x in np.unique(stream)} if len(stream) else set()
-    analysed = getattr(report, "stream", None) or "compute"
-    rest = sorted(present - set(STREAM_ORDER) - {analysed}, key=_natural)
-    streams = ([analysed] if analysed in present and analysed not in STREAM_ORDER else []) + \
-        [x for x in STREAM_ORDER if x in present] + rest or ["compute"]
-    lanes = [Lane(t, "host") for t in threads] + [Lane(x, "device") for x in streams]
-    thread_lane = np.zeros(len(h_thread), dtype=np.int32)
-    for i, t in enumerate(threads):
-        thread_lane[h_thread == t] = i
-    stream_lane = np.zeros(len(stream), dtype=np.int32)
-    for i, x in enumerate(streams):
-        stream_lane[stream == x] = len(threads) + i
-    compute_lane = len(threads) + (streams.index(analysed) if analysed in streams else 0)
+def _lanes(threads: list[str], streams: list[str], has_requests: bool, analysed: str = COMPUTE) -> list[Lane]:
+    """Host threads, then the analysed stream, this engine's streams, any other by name; requests."""
+    first = [analysed] if analysed in streams and analysed not in STREAM_ORDER else []
+    ordered = first + [x for x in STREAM_ORDER if x in streams] + sorted(
+        set(streams) - set(STREAM_ORDER) - set(first), key=_natural)
+    return ([Lane(t, "host") for t in threads] + [Lane(x, "device") for x in ordered]
+            + ([Lane("requests", "requests")] if has_requests else []))
+
+
+def prepare_timeline(trace: Trace, report: Any = None, outside_bubbles: list | None = None) -> TimelineData:
+    """Arrays for every lane and category of ``trace``; ``report`` adds bubbles and syncs,
+    ``outside_bubbles`` the bubbles before and after its window (drawn, not counted)."""
+    spans = prepare_spans(trace, _window(report))
+    return with_analysis(spans, trace, report, outside_bubbles) if report is not None else spans
+
+
+def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
+    """Every lane and span of ``trace``, and its sync markers, before any analysis but the
+    window: what the page can draw while the analysis is still running."""
+    # HostSpan: phase, step, slot, t0, t1, thread; DeviceSpan: stream, op, step, slot, t0, t1, enqueued
+    (phase, thread), (h_step, h_slot, h_t0, h_t1) = _columns(trace.host_spans, (0, 5), (1, 2, 3, 4))
+    (stream, op), (d_step, d_slot, d_t0, d_t1, d_enq) = _columns(trace.device_spans, (0, 1), (2, 3, 4, 5, 6))
+    threads = thread[1] or ["main"]
+    streams = stream[1] or [COMPUTE]
+    analysed = primary_stream(trace)
+    lanes = _lanes(threads, streams, bool(trace.requests), analysed)
+    lane_of = {(ln.kind, ln.name): i for i, ln in enumerate(lanes)}
+    thread_lane = np.array([lane_of[("host", t)] for t in threads], dtype=np.int32)[thread[0]] \
+        if len(thread[0]) else np.zeros(0, np.int32)
+    stream_lane = np.array([lane_of[("device", x)] for x in streams], dtype=np.int32)[stream[0]] \
+        if len(stream[0]) else np.zeros(0, np.int32)
+    compute_lane = lane_of.get(("device", analysed), len(threads))
     rows_of = _rows_lookup(trace)
+    categories = trace.header.get("categories") or {}
+    named_phase, phase_text = _by_category(phase, categories.get("host"))
+    named_op, op_text = _by_category(op, categories.get("device"))
 
     sets: list[SpanSet] = []
-    # Host phases and sub-phases; info columns: step, slot, rows, duration (µs), spare.
-    present = {str(x) for x in np.unique(phase)} if len(phase) else set()
-    for ph in list(HOST_PHASES) + list(HOST_SUBPHASES) + sorted(present - set(HOST_PHASES) - set(HOST_SUBPHASES)):
-        if ph not in present:
-            continue
-        m = np.flatnonzero(phase == ph)
+    # Host phases and sub-phases; info columns: step, slot, rows, duration, spare.
+    names = named_phase[1]
+    order = [p for p in HOST_PHASES + HOST_SUBPHASES if p in names] + sorted(
+        set(names) - set(HOST_PHASES) - set(HOST_SUBPHASES))
+    for ph in order:
+        m = np.flatnonzero(named_phase[0] == names.index(ph))
         if phase_text is None:
             sub = ph not in HOST_PHASES
             name = f"host {ph}" if sub else ph
-        else:
+        else:   # an imported trace's category
             sub, name = CATEGORY_GROUP.get(ph) != "phase", ph
-        steps = h_step[m].astype(np.int64)
+        steps = h_step[m]
         sets.append(_span_set(
             name, "subphase" if sub else "phase", COLOURS.get(name, "#888888"), thread_lane[m], h_t0[m], h_t1[m],
-            [steps, h_slot[m], rows_of(steps), (h_t1[m] - h_t0[m]) / 1e3, np.zeros(len(m))],
+            [steps, h_slot[m], rows_of(steps), h_t1[m] - h_t0[m], np.zeros(len(m))], "host_spans", m,
             [phase_text[i] for i in m] if phase_text is not None else None))
 
     # Device ops; the spare column is the launch delay (start - enqueued).
     op_rank = {o: i for i, o in enumerate(DEVICE_OPS)}
     if op_text is None:
-        pairs = sorted({(str(o), str(x)) for o in (np.unique(op) if len(op) else []) for x in np.unique(stream[op == o])},
-                       key=lambda p: (op_rank.get(p[0], 99), p[1]))
-    else:  # an imported trace's categories: one set each, across its streams
-        pairs = [(str(o), None) for o in (np.unique(op) if len(op) else [])]
+        pairs = sorted({(op[1][o], stream[1][x]) for o, x in set(zip(op[0].tolist(), stream[0].tolist()))},
+                       key=lambda p: (op_rank.get(p[0], 99), p[0], p[1]))
+    else:   # an imported trace's categories: one set each, across its streams
+        pairs = [(c, None) for c in named_op[1]]
     for o, x in pairs:
-        m = np.flatnonzero((op == o) & (stream == x)) if x is not None else np.flatnonzero(op == o)
+        m = (np.flatnonzero((op[0] == op[1].index(o)) & (stream[0] == stream[1].index(x))) if x is not None
+             else np.flatnonzero(named_op[0] == named_op[1].index(o)))
         name = f"device {o}" if o in ("stage", "mask_upload") else o
         if sum(1 for p in pairs if p[0] == o) > 1:
             name = f"{name} ({x})"
-        steps = d_step[m].astype(np.int64)
+        steps = d_step[m]
         sets.append(_span_set(
             name, "device", COLOURS.get(name.split(" (")[0], "#888888"), stream_lane[m], d_t0[m], d_t1[m],
-            [steps, d_slot[m], rows_of(steps), (d_t1[m] - d_t0[m]) / 1e3,
-             np.maximum(d_t0[m] - d_enq[m], 0) / 1e3],
-            [op_text[i] for i in m] if op_text is not None else None))
+            [steps, d_slot[m], rows_of(steps), d_t1[m] - d_t0[m], np.maximum(d_t0[m] - d_enq[m], 0)],
+            "device_spans", m, [op_text[i] for i in m] if op_text is not None else None))
 
     # Host waits, on the lane of the thread that was inside a phase when it waited.
-    w_t0 = np.array([w.t0 for w in trace.waits], dtype=np.int64)
+    waits = trace.waits
+    w_t0 = np.fromiter((w.t0 for w in waits), np.int64, len(waits))
+    w_t1 = np.fromiter((w.t1 for w in waits), np.int64, len(waits))
+    w_step = np.fromiter((w.step for w in waits), np.int64, len(waits))
+    w_exp = np.fromiter((bool(w.expected) for w in waits), bool, len(waits))
     wait_lane = _wait_lanes(w_t0, [st for st in sets if st.group == "phase"], 0)
     for expected, name in ((True, "wait: expected"), (False, "wait: accidental")):
-        idx = [i for i, w in enumerate(trace.waits) if bool(w.expected) == expected]
+        idx = np.flatnonzero(w_exp == expected)
+        if not len(idx):
+            continue
+        steps = w_step[idx]
+        sets.append(_span_set(
+            name, "wait", COLOURS[name], wait_lane[idx], w_t0[idx], w_t1[idx],
+            [steps, np.zeros(len(idx)), rows_of(steps), w_t1[idx] - w_t0[idx], np.zeros(len(idx))],
+            "waits", idx, [f"{waits[i].reason}<br>site: {waits[i].site}" for i in idx]))
+
+    syncs = sync_markers(trace, window, wait_lane, [], compute_lane)
+    step_ids, step_t0 = _step_starts(phase, h_step, h_t0)
+    t_lo = [int(st.t0.min()) for st in sets if len(st)]
+    t_hi = [int(st.t1.max()) for st in sets if len(st)]
+    t_min = min(t_lo) if t_lo else 0
+    t_max = max(t_hi) if t_hi else 1
+    n_spans = sum(len(st) for st in sets if st.group in ("phase", "subphase", "device", "wait"))
+    requests = request_states(trace.requests, lane_of.get(("requests", "requests"), -1)) if trace.requests else None
+    return TimelineData(lanes, sets, syncs, step_ids, step_t0, window[0] if window else t_min, t_min,
+                        max(t_max, t_min + 1), window, n_spans, trace_origin_ns(trace), compute_lane,
+                        [], requests, wait_lane)
+
+
+def with_analysis(data: TimelineData, trace: Trace, report: Any, outside_bubbles: list | None = None) -> TimelineData:
+    """``data`` with the analysis' bubbles (and those outside its window) on the compute lane,
+    and each sync marker linked to the bubbles it caused. The span arrays are shared."""
+    window = _window(report) or data.window
+    rows_of = _rows_lookup(trace)
+    compute_lane = data.compute_lane
+    counted = list(getattr(report, "bubbles", None) or [])
+    bubbles = counted + list(outside_bubbles or [])
+    sets = [st for st in data.sets if st.group != "bubble"]
+    for cause in BUBBLE_CAUSES + tuple(sorted({b.cause for b in bubbles} - set(BUBBLE_CAUSES))):
+        idx = [i for i, b in enumerate(bubbles) if b.cause == cause]
         if not idx:
             continue
-        ws = [trace.waits[i] for i in idx]
-        steps = np.array([w.step for w in ws], dtype=np.int64)
-        sets.append(_span_set(
-            name, "wait", COLOURS[name], wait_lane[idx], [w.t0 for w in ws], [w.t1 for w in ws],
-            [steps, np.zeros(len(ws)), rows_of(steps), [(w.t1 - w.t0) / 1e3 for w in ws], np.zeros(len(ws))],
-            [f"{w.reason}<br>site: {w.site}" for w in ws]))
-
-    # Bubbles from the analysis, shaded on the compute lane.
-    bubbles = list(getattr(report, "bubbles", None) or [])
-    for cause in list(BUBBLE_CAUSES) + sorted({b.cause for b in bubbles} - set(BUBBLE_CAUSES)):
-        bs = [b for b in bubbles if b.cause == cause]
-        if not bs:
-            continue
+        bs = [bubbles[i] for i in idx]
         steps = np.array([b.step if b.step is not None else -1 for b in bs], dtype=np.int64)
-        name = f"bubble: {cause}"
         sets.append(_span_set(
-            name, "bubble", COLOURS.get(name, "rgba(128,128,128,0.4)"), [compute_lane] * len(bs),
-            [b.t0 for b in bs], [b.t1 for b in bs],
-            [steps, np.zeros(len(bs)), rows_of(steps), [(b.t1 - b.t0) / 1e3 for b in bs], np.zeros(len(bs))],
-            [_bubble_text(b) for b in bs]))
-
-    syncs = _sync_markers(trace, window, list(wait_lane), bubbles)
-
-    # Step boundaries: where each step's launch begins (its first host span when there is no launch).
-    m = np.flatnonzero(phase == "launch") if len(phase) else np.zeros(0, dtype=np.int64)
-    if not len(m):
-        m = np.arange(len(phase))
-    step_ids = np.zeros(0, dtype=np.int64)
-    step_t0 = np.zeros(0, dtype=np.int64)
-    if len(m):
-        o = np.lexsort((h_t0[m], h_step[m]))
-        st_sorted, t0_sorted = h_step[m][o].astype(np.int64), h_t0[m][o].astype(np.int64)
-        first = np.concatenate([[True], st_sorted[1:] != st_sorted[:-1]])
-        step_ids, step_t0 = st_sorted[first], t0_sorted[first]
-        o = np.argsort(step_t0, kind="stable")
-        step_ids, step_t0 = step_ids[o], step_t0[o]
-
-    all_t = [st.t0.min() for st in sets if len(st)] + [st.t1.max() for st in sets if len(st)]
-    t_min = int(min(all_t)) if all_t else 0
-    t_max = int(max(all_t)) if all_t else 1
-    origin = window[0] if window else t_min
-    n_spans = sum(len(st) for st in sets if st.group in ("phase", "subphase", "device", "wait"))
-    return TimelineData(lanes, sets, syncs, step_ids, step_t0, origin, t_min, max(t_max, t_min + 1),
-                        window, n_spans)
+            bubble_name(cause), "bubble", BUBBLE_COLOURS.get(cause, "rgba(128,128,128,0.4)"),
+            [compute_lane] * len(bs), [b.t0 for b in bs], [b.t1 for b in bs],
+            [steps, np.zeros(len(bs)), rows_of(steps), [b.t1 - b.t0 for b in bs], np.zeros(len(bs))],
+            "bubbles", idx, [_bubble_text(b) for b in bs],
+            [i < len(counted) for i in idx]))
+    syncs = sync_markers(trace, window, data.wait_lane, bubbles, compute_lane)
+    origin = window[0] if window else data.origin
+    return TimelineData(data.lanes, sets, syncs, data.step_ids, data.step_t0, origin, data.t_min, data.t_max,
+                        window, data.n_spans, data.trace_origin, compute_lane, bubbles, data.requests,
+                        data.wait_lane, analysed=True)
 
 
 def _bubble_text(b: Any) -> str:
@@ -310,39 +354,15 @@ def _bubble_text(b: Any) -> str:
     return text
 
 
-def _sync_markers(trace: Trace, window, wait_lane: list[int], bubbles: list) -> SyncMarkers:
-    """One marker per accidental (unexpected) host wait the analysis counts in its window.
-
-    The idle a sync caused: analysis gives each accidental-sync bubble the call
-    site that caused it (``detail``); a bubble goes to the latest wait at that
-    site that began before the bubble ended, so the markers' idle sums to each
-    site's ``idle_ns``.
-    """
-    idx = [i for i, w in enumerate(trace.waits) if not w.expected
-           and (window is None or (w.t0 < window[1] and w.t1 >= window[0]))]
-    ws = [trace.waits[i] for i in idx]
-    idle = np.zeros(len(ws), dtype=np.float64)
-    by_site: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for k, w in enumerate(ws):
-        by_site.setdefault(w.site, ([], []))
-        by_site[w.site][0].append(w.t0)
-        by_site[w.site][1].append(k)
-    for site, (t0, ks) in list(by_site.items()):
-        order = np.argsort(np.asarray(t0), kind="stable")
-        by_site[site] = (np.asarray(t0)[order], np.asarray(ks)[order])
-    caused: dict[str, list] = {}
-    for b in bubbles:
-        if b.cause == "accidental_sync" and b.detail in by_site:
-            caused.setdefault(b.detail, []).append((b.t1, b.t1 - b.t0))
-    for site, rows in caused.items():
-        t0s, ks = by_site[site]
-        ends, durs = np.array(rows, dtype=np.int64).T
-        j = np.maximum(np.searchsorted(t0s, ends, side="right") - 1, 0)
-        np.add.at(idle, ks[j], durs)
-    return SyncMarkers(np.array([w.t0 for w in ws], dtype=np.int64), np.array([w.t1 for w in ws], dtype=np.int64),
-                       np.array([wait_lane[i] for i in idx], dtype=np.int32),
-                       np.array([w.step for w in ws], dtype=np.int64), idle,
-                       [w.site for w in ws], [w.reason for w in ws])
-
-
-# ------------------------------------------------------------------------ draw
+def _step_starts(phase, h_step: np.ndarray, h_t0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each step begins: its launch (its first host span when it has no launch), in time order."""
+    codes, names = phase
+    m = np.flatnonzero(codes == names.index("launch")) if "launch" in names else np.arange(len(codes))
+    if not len(m):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    o = np.lexsort((h_t0[m], h_step[m]))
+    st_sorted, t0_sorted = h_step[m][o], h_t0[m][o]
+    first = np.concatenate([[True], st_sorted[1:] != st_sorted[:-1]])
+    step_ids, step_t0 = st_sorted[first], t0_sorted[first]
+    o = np.argsort(step_t0, kind="stable")
+    return step_ids[o], step_t0[o]

@@ -2,18 +2,28 @@
 events (plotly relayouts) that change it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+AXES = ("window", "trace", "step")
+"""x axis modes: time from the analysis window's start, time from the trace's first record
+(the Perfetto export's ts), or step numbers (ticks where steps begin)."""
 
 
 @dataclass(frozen=True, slots=True)
 class View:
-    """What to draw: an x range in ms (None: everything) and how dense it may get."""
+    """What to draw: an x range in seconds from the axis origin (None: everything) and how
+    dense it may get."""
     x_range: tuple[float, float] | None = None
+    axis: str = "window"
     width_px: int = 1600
-    max_spans: int = 6000        # more visible spans than this: aggregate
-    bucket_px: float = 3.0       # aggregated bucket width
+    max_spans: int = 6000        # more visible spans than this: every category drawn per pixel column
+    column_px: float = 1.0       # the columns narrow spans are summed into
     max_step_lines: int = 400    # step boundaries drawn only when this few are visible
-    min_bubble_px: float = 3.0   # bubbles narrower than this are widened (centred) so they show
+    min_exact_px: float = 1.0    # spans at least this wide are drawn as themselves; narrower ones
+    #                              add their share to their pixel column (nothing is widened)
+
+    def with_range(self, x_range: tuple[float, float] | None) -> View:
+        return replace(self, x_range=x_range)
 
 
 def x_range_from_relayout(relayout: dict | None) -> tuple[str | None, tuple[float, float] | None]:

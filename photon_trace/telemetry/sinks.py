@@ -119,7 +119,8 @@ class LiveBuffer:
     """The last ``max_chunks`` chunks, for a server's live endpoint.
 
     ``recent(cursor)`` returns the records of every chunk after ``cursor`` as a
-    ``Trace`` and the cursor to pass next time; start with cursor 0. When the
+    ``Trace`` and the cursor to pass next time; start with cursor 0 (a cursor
+    that goes backwards means a new run: start over from 0). When the
     reader fell behind and chunks were evicted, ``header["live"]["missed_chunks"]``
     says how many it missed.
     """
@@ -159,4 +160,6 @@ class LiveBuffer:
         for c in chunks:
             for kind in RECORD_KINDS:
                 getattr(out, kind).extend(getattr(c, kind))
-        return out, max(last, cursor)
+        # A cursor past the last chunk came from another run (the server restarted): answering
+        # with this run's own, smaller cursor lets the reader see that and start over.
+        return out, last

@@ -267,6 +267,19 @@ def _read_bytes(path: Path) -> tuple[bytes, bool]:
     return out.getvalue(), cut
 
 
+def _check_rows(path: Path, lineno: int, kind: str, rows: list) -> list:
+    """A chunk's rows of ``kind`` as records. Checked a column at a time (the rows of a
+    500k-span trace in C-speed passes); only when a column is off does the row-by-row check
+    run, to name the first bad row and field."""
+    cls, types = _ROW_TYPES[kind]
+    n = len(types)
+    if rows and all(type(r) is list and len(r) == n for r in rows):
+        # JSON gives exact types, so a set of types per column is the whole check (bool is not int)
+        if all(set(map(type, col)) <= {want} for col, want in zip(zip(*rows), types)):
+            return list(map(cls._make, rows))
+    return [_check_row(path, lineno, kind, i, r) for i, r in enumerate(rows)]
+
+
 def _check_row(path: Path, lineno: int, kind: str, i: int, row: object):
     cls, types = _ROW_TYPES[kind]
     if not isinstance(row, list) or len(row) != len(types):
@@ -380,7 +393,7 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
                     raise TraceFormatError(f"{path}: line {lineno}: unknown record kind {kind!r}")
                 if not isinstance(rows, list):
                     raise TraceFormatError(f"{path}: line {lineno}: {kind} must be a list of rows")
-                getattr(trace, kind).extend(_check_row(path, lineno, kind, i, r) for i, r in enumerate(rows))
+                getattr(trace, kind).extend(_check_rows(path, lineno, kind, rows))
         elif "meta" in obj:
             if not isinstance(obj["meta"], dict):
                 raise TraceFormatError(f"{path}: line {lineno}: 'meta' must be an object")

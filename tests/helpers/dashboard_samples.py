@@ -53,3 +53,12 @@ def write_samples(folder: Path, kinds=("blocking", "pipelined", "mask_sync")) ->
 
 def span_count(trace: Trace) -> int:
     return len(trace.host_spans) + len(trace.device_spans)
+
+
+@lru_cache(maxsize=None)
+def timeline(kind: str):
+    """The timeline arrays the dashboard draws for ``kind`` (the analysis window's bubbles and
+    those outside it), as ``TraceStore`` prepares them."""
+    from photon_trace.dashboard.sources import outside_bubbles
+    from photon_trace.dashboard.timeline import prepare_timeline
+    return prepare_timeline(sample(kind), report(kind), outside_bubbles(sample(kind), report(kind).window))

@@ -14,11 +14,11 @@ from helpers.waiting import wait_until
 class ServerThread:
     """``with ServerThread(app) as srv: httpx.get(srv.url + "/health")``."""
 
-    def __init__(self, app, host: str = "127.0.0.1", startup_timeout_s: float = 300.0) -> None:
+    def __init__(self, app, host: str = "127.0.0.1", startup_timeout_s: float = 300.0, port: int = 0) -> None:
         self.app = app
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, 0))
+        self._sock.bind((host, port))   # a given port: a "restarted" server at the same address
         self.host, self.port = self._sock.getsockname()[:2]
         self.url = f"http://{self.host}:{self.port}"
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")

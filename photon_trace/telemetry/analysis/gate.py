@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import NamedTuple, Union
 
 from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
+from photon_trace.telemetry.analysis.causes import cause_label, fixable_by_host
 from photon_trace.telemetry.analysis.lanes import primary_stream
 from photon_trace.telemetry.analysis.window import compute_extent
 from photon_trace.telemetry.records import Trace
@@ -251,10 +252,7 @@ def render_markdown(result: CheckResult) -> str:
             f"- tokens/s: {r.tokens_per_s:,.1f} steady, {r.e2e_tokens_per_s:,.1f} end to end; "
             f"L {r.L:.1f}, z {r.z:.4f}"]
     if r.diagnosis:
-        out += ["", "## Diagnosis (what to fix first)", "",
-                "| cause | site / phase | idle | share | predicted speedup |", "|---|---|---|---|---|"]
-        out += [f"| {d.cause} | `{d.site_or_phase}` | {_ms(d.idle_ns)} | {d.share:.1%} | "
-                f"{_speedup(d)} |" for d in r.diagnosis[:10]]
+        out += _diagnosis_markdown(r.diagnosis)
     if result.notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
     return "\n".join(out) + "\n"
@@ -263,6 +261,21 @@ def render_markdown(result: CheckResult) -> str:
 def _speedup(d) -> str:
     """The predicted speedup with its range (``diagnosis``)."""
     return f"{d.predicted_speedup:.3f}x ({d.speedup_low:.3f}–{d.speedup_high:.3f})"
+
+
+def _diagnosis_markdown(diagnosis: list) -> list[str]:
+    """What host code can fix first, then the device's own latency (which it cannot), apart."""
+    out = []
+    for title, host in (("Diagnosis: what host code can fix, first", True),
+                        ("Device-side latency (not fixable from host code)", False)):
+        rows = [d for d in diagnosis if fixable_by_host(d.cause) == host][:10]
+        if not rows:
+            continue
+        out += ["", f"## {title}", "",
+                "| cause | site / phase | idle | share | predicted speedup |", "|---|---|---|---|---|"]
+        out += [f"| {cause_label(d.cause)} | `{d.site_or_phase}` | {_ms(d.idle_ns)} | {d.share:.1%} | "
+                f"{_speedup(d)} |" for d in rows]
+    return out
 
 
 def render_junit(result: CheckResult) -> str:

@@ -1,0 +1,42 @@
+// Keyboard navigation on the timeline, as in Perfetto: W/S zoom in/out around the mouse (or the
+// centre), A/D pan left/right. Each key is one Plotly.relayout, so the server re-draws the new range
+// exactly as a mouse zoom does. Keys typed into an input are left alone.
+// And one listener for clicks on table rows that jump to the timeline (rows carry data-row).
+(function () {
+  let mouseFrac = null;
+  const graph = () => document.querySelector('#timeline .js-plotly-plot');
+  document.addEventListener('mousemove', (e) => {
+    const gd = graph();
+    if (!gd || !gd._fullLayout || !gd._fullLayout.xaxis) { mouseFrac = null; return; }
+    const xa = gd._fullLayout.xaxis, box = gd.getBoundingClientRect();
+    const px = e.clientX - box.left - xa._offset, py = e.clientY - box.top;
+    mouseFrac = (px >= 0 && px <= xa._length && py >= 0 && py <= box.height) ? px / xa._length : null;
+  });
+  document.addEventListener('click', (e) => {
+    const tr = e.target.closest && e.target.closest('tr[data-row]');
+    const table = tr && tr.closest('table');
+    if (!table || !table.id || !window.dash_clientside || !window.dash_clientside.set_props) return;
+    window.dash_clientside.set_props('row-click', {data: {table: table.id, row: Number(tr.dataset.row), at: Date.now()}});
+  });
+  document.addEventListener('keydown', (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    const tag = (e.target && e.target.tagName) || '';
+    if (tag === 'INPUT' || tag === 'TEXTAREA' || (e.target && e.target.isContentEditable)) return;
+    const key = e.key.toLowerCase();
+    if (!'wasd'.includes(key) || key.length !== 1) return;
+    const gd = graph();
+    if (!gd || !gd._fullLayout || !gd._fullLayout.xaxis || !window.Plotly) return;
+    const [lo, hi] = gd._fullLayout.xaxis.range.map(Number);
+    const w = hi - lo, f = mouseFrac === null ? 0.5 : mouseFrac, at = lo + f * w;
+    let a = lo, b = hi;
+    if (key === 'w' || key === 's') {
+      const k = key === 'w' ? 0.7 : 1 / 0.7;
+      a = at - f * w * k; b = at + (1 - f) * w * k;
+    } else {
+      const d = (key === 'a' ? -0.2 : 0.2) * w;
+      a = lo + d; b = hi + d;
+    }
+    e.preventDefault();
+    window.Plotly.relayout(gd, {'xaxis.range[0]': a, 'xaxis.range[1]': b});
+  });
+})();

@@ -1,0 +1,89 @@
+"""What every card, table column and legend entry of the dashboard means.
+
+The page shows these as hover definitions (``title``); the README's glossary is
+checked against them by a test, so the two say the same thing.
+"""
+from __future__ import annotations
+
+GLOSSARY: dict[str, str] = {
+    # summary cards
+    "period": "Median time from one decode step's first compute op to the next's, over the analysis window.",
+    "forward": "Median device time of one step's forward pass (prefill or decode) in the window.",
+    "sample": "Median device time of one step's sampling (masked sampling for constrained rows).",
+    "bookkeeping": "Median host time per step in plan, launch, commit and finalize: the work a blocking "
+                   "loop makes the device wait for, and a pipelined loop hides under the forward.",
+    "device idle": "Share of the analysis window the compute stream ran nothing: bubbles (gaps of 20 µs "
+                   "or more, each with a cause) plus the shorter dispatch gaps between ops.",
+    "idle: host late": "Share of the window the device was idle *before* the next op was even enqueued: "
+                       "the host was late. The rest of the idle is launch latency (the op was queued, the "
+                       "device had not started it). An accidental sync's 'device idle caused' counts whole "
+                       "bubbles, launch-latency part included, so it can be larger than this card.",
+    "tokens/s": "Tokens appended per second of the analysis window (steady state). In live mode it greys "
+                "out when the data stops coming.",
+    "accidental syncs": "Host waits the design did not expect (e.g. the mask-upload bug's drain), in the "
+                        "window; each is marked ▼ on the timeline with its call site.",
+    "bubbles": "Device idle gaps of 20 µs or more in the window, each given one cause.",
+    "L (tokens/sequence)": "L: the mean number of tokens generated per request (the workload's, not a "
+                           "quality). The zombie tax is about one wasted step per L tokens.",
+    "z (zombie tax)": "z: the share of pipelined rows that were zombies (sequences already finished when "
+                      "the step after was launched); the cost model takes (1 − z) off the speedup.",
+    # diagnosis and the cause tables
+    "cause": "Why the device was idle: host-bound launch, expected commit wait, accidental sync, copy wait "
+             "or device dispatch (the same words on the timeline's legend).",
+    "call site / phase": "Where the cause is: the file:line of the wait, the host phase the device waited "
+                         "for, or the copy it waited on.",
+    "idle (ms)": "Device idle attributed to this row, in the analysis window.",
+    "share": "This row's part of all bubble idle in the window.",
+    "predicted speedup": "Throughput with this row's idle removed: window / (window − idle).",
+    "who can fix it": "'host code' when changing the engine's host code removes this idle; "
+                      "'device-side latency' when it is the device starting queued work late (launch "
+                      "latency), which host code cannot shorten. Ranked apart.",
+    "reason": "What the host was waiting for, as the engine recorded it.",
+    "call site": "The file:line in the engine where the host waited (the first frame outside the device layer).",
+    "count": "How many times.",
+    "host wait (ms)": "Time the host spent blocked in these waits.",
+    "device idle caused (ms)": "Device idle of the bubbles these waits caused, the serial host work after "
+                               "the drain included.",
+    "at": "When the bubble began, on the timeline's axis.",
+    "step": "The step whose op ended the gap.",
+    "idle": "How long the device was idle.",
+    "detail": "The call site, host phase or copy op the cause points at.",
+    # compare and cost model
+    "metric": "A summary number, as on the cards.",
+    "A": "Trace A's value (the trace picked first).",
+    "B": "Trace B's value (the trace compared with A).",
+    "B − A": "The difference; shares in percentage points.",
+    "B / A": "The ratio.",
+    "verdict": "better / worse only when the difference is outside the noise band stated above the "
+               "table; otherwise 'within noise'.",
+    "quantity": "An input or output of the cost model.",
+    "value": "Its value.",
+    "T_block": "The blocking run's mean step period over the whole run.",
+    "T_pipe": "The pipelined run's mean step period over the whole run.",
+    # range statistics and the idle breakdown
+    "name": "A category: host phase, device op, wait kind or bubble cause.",
+    "lane": "The host thread or device stream it ran on.",
+    "total": "Summed duration inside the selected range (spans cut at its edges).",
+    "share of range": "That total as a share of the selected range's length.",
+    "mean": "Mean duration of the spans that overlap the range.",
+    "p50": "Median duration.",
+    "p99": "99th-percentile duration.",
+    "stream": "A device stream (an in-order queue of device work).",
+    "busy": "Share of the window the stream ran an op.",
+    # the timeline
+    "analysis window": "The steady state the cards and tables describe: warm-up (filling the batch) and "
+                       "drain (the batch emptying) are cut. Outside it the timeline is shaded and still "
+                       "drawn and marked the same way, but nothing there is counted.",
+    "pixel column": "Zoomed out, spans narrower than a pixel are summed per pixel column and drawn with a "
+                    "height equal to the share of that column they occupy; nothing is widened.",
+    "requests lane": "How many requests were decoding, in prefill or queued (waiting for admission) over "
+                     "time; the lane's full height is the most in flight at once.",
+}
+
+
+def define(term: str) -> str:
+    """The definition shown on hover for ``term`` (a card label or column header)."""
+    if term in GLOSSARY:
+        return GLOSSARY[term]
+    base = term.split(" (")[0]
+    return GLOSSARY.get(base, "")

@@ -1,0 +1,75 @@
+"""The README's screenshots, taken in Chromium from the engine's own sample traces (traces/,
+made by scripts/sample_traces.sh); written to docs/ when PT_DOCS_SCREENSHOTS=1, else to a
+temporary folder (the test then only checks that every view renders)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from photon_trace.telemetry.tracefile import write_trace
+from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Server, click_point, figure, hover_first, relayout
+from helpers.dashboard_samples import sample
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
+              pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing")]
+sync_api = pytest.importorskip("playwright.sync_api")
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = ROOT / "traces"
+NAMES = ("first-view", "timeline-zoomed", "panels", "compare", "long-trace")
+
+
+def test_screenshots_of_the_main_views(tmp_path):
+    sync = TRACES / "tiny-point-s8-mask-sync-pipelined.trace.jsonl"
+    fixed = TRACES / "tiny-point-s8-mask-async-pipelined.trace.jsonl"
+    blocking, pipelined = TRACES / "small-s8-blocking.trace.jsonl", TRACES / "small-s8-pipelined.trace.jsonl"
+    if not all(p.exists() for p in (sync, fixed, blocking, pipelined)):
+        pytest.skip("traces/ lacks the engine's sample traces (scripts/sample_traces.sh makes them)")
+    out = ROOT / "docs" if os.environ.get("PT_DOCS_SCREENSHOTS") else tmp_path
+    long_path = write_trace(sample("long"), tmp_path / "long.trace.jsonl")
+    server = Server([sync, fixed], [TRACES, tmp_path], guide=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        pg = browser.new_context(viewport={"width": 1500, "height": 1150}, device_scale_factor=1).new_page()
+        try:
+            pg.goto(server.url)
+            # the demo's first screen: the flagged sync selected, its bubble linked, the diagnosis row lit
+            figure(pg, "#timeline", until="f.annotations.some(a => a.hovertext === 'idle it caused')")
+            pg.wait_for_selector("#details-title")
+            pg.screenshot(path=str(out / "dashboard-first-view.png"), full_page=True)
+            full = figure(pg, "#timeline")
+            lo, hi = full["meta"]["x_range"]
+            relayout(pg, "#timeline", lo + (hi - lo) * 0.2, lo + (hi - lo) * 0.8)
+            figure(pg, "#timeline", until=f"f.meta.x_range[0] > {lo + (hi - lo) * 0.1}")
+            click_point(pg, "#timeline", "forward (hover)", 2)
+            pg.wait_for_function("() => document.querySelector('#details-title') && "
+                                 "document.querySelector('#details-title').innerText.startsWith('forward')")
+            figure(pg, "#timeline", until="f.annotations.some(a => a.hovertext === 'enqueued by')")
+            hover_first(pg, "#timeline", "accidental sync")
+            pg.screenshot(path=str(out / "dashboard-timeline-zoomed.png"), clip=pg.locator("#timeline").bounding_box())
+            pg.mouse.move(5, 5)
+            pg.get_by_text("Panels", exact=True).click()
+            figure(pg, "#steps-fig")
+            pg.wait_for_selector("#bubble-table")
+            figure(pg, "#idle-breakdown")
+            pg.screenshot(path=str(out / "dashboard-panels.png"), full_page=True)
+            pg.fill("#path-input", str(blocking))
+            pg.click("#open-a")
+            pg.fill("#path-input", str(pipelined))
+            pg.click("#open-b")
+            pg.get_by_text("Compare", exact=True).click()
+            figure(pg, "#compare-timeline", until="f.meta.labels && f.meta.labels[1].includes('pipelined')"
+                                                  " && f.meta.labels[0].includes('blocking')")
+            pg.wait_for_selector("#cost-model-table")
+            pg.screenshot(path=str(out / "dashboard-compare.png"), full_page=True)
+            pg.fill("#path-input", str(long_path))
+            pg.click("#open-a")
+            pg.get_by_text("Timeline", exact=True).click()
+            figure(pg, "#timeline", timeout_ms=120_000, until="f.meta.mode === 'aggregate'")
+            pg.screenshot(path=str(out / "dashboard-long-trace.png"))
+        finally:
+            browser.close()
+            server.close()
+    for name in NAMES:
+        assert (out / f"dashboard-{name}.png").stat().st_size > 10_000
