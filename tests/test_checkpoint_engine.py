@@ -98,7 +98,7 @@ def test_hub_ids_resolve_offline_through_the_cache(checkpoints, tmp_path):
     _hub_cache(tmp_path, "acme/tiny-qwen", folder)
     env = {**os.environ, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     env.pop("HF_HUB_CACHE", None)
-    cmd = [sys.executable, "-m", "photon_trace.cli.main", "generate", "--backend", "cpu", "--max-tokens", "4",
+    cmd = [sys.executable, "-m", "photon_trace.cli", "generate", "--backend", "cpu", "--max-tokens", "4",
            "--model", "acme/tiny-qwen", "Hello"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from photon_trace.cli.main import main
+from photon_trace.cli.dispatch import main
 from photon_trace.engine.device.base import DeviceError
 from photon_trace.engine.engine_config import EngineConfig
 from photon_trace.engine.params import SamplingParams

@@ -2,19 +2,11 @@
 dashboard opens on, and warnings for what cannot be opened."""
 from __future__ import annotations
 
-import pytest
 
 from photon_trace.cli.demo import demo_pair
+from photon_trace.cli.dispatch import build_parser
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.tracefile import load_trace
-
-
-@pytest.mark.slow
-def build_parser():
-    # imported when a test runs, not at collection: importing the submodule photon_trace.cli.main
-    # replaces the package's main() attribute that other test modules import by name
-    from photon_trace.cli.main import build_parser as build
-    return build()
 
 
 def test_the_demo_benches_the_pipelining_pair_and_the_mask_upload_bug_and_fix(tmp_path, capsys):

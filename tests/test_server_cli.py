@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from photon_trace.cli.main import build_parser
+from photon_trace.cli.dispatch import build_parser
 from photon_trace.cli.serve import allowed_hosts, security_check
 
 

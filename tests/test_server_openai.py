@@ -76,7 +76,7 @@ def test_structured_output_through_the_client(client):
 
 @pytest.mark.parametrize("field, value", [
     ("logit_bias", {"5": 10}), ("tools", [{"type": "function", "function": {"name": "f", "parameters": {}}}]),
-    ("tool_choice", "auto"), ("top_logprobs", 2), ("logprobs", True), ("n", 2),
+    ("tool_choice", "auto"), ("top_logprobs", 2), ("n", 2),   # top_logprobs without logprobs: true
 ])
 def test_chat_fields_we_do_not_implement_are_named_400s(client, field, value):
     with pytest.raises(openai.BadRequestError) as info:
@@ -85,8 +85,9 @@ def test_chat_fields_we_do_not_implement_are_named_400s(client, field, value):
     assert info.value.body["param"] == field
 
 
-@pytest.mark.parametrize("field, value", [("suffix", "end"), ("best_of", 2), ("echo", True), ("logprobs", 1)])
+@pytest.mark.parametrize("field, value", [("suffix", "end"), ("best_of", 2), ("echo", True), ("logprobs", 21)])
 def test_completion_fields_we_do_not_implement_are_named_400s(client, field, value):
+    """(logprobs past OpenAI's 20 alternatives is out of range, not unimplemented: also a 400 naming it.)"""
     with pytest.raises(openai.BadRequestError) as info:
         client.completions.create(model="tiny", prompt="x", max_tokens=2, **{field: value})
     assert info.value.body["param"] == field
@@ -129,3 +130,19 @@ def test_presence_and_frequency_penalties_change_what_is_sampled(client):
         penalised = client.completions.create(**base, **kw).choices[0].text
         assert penalised != plain
         assert len(set(penalised)) >= len(set(plain))      # penalised repeats: more distinct characters
+
+
+def test_logprobs_come_back_in_openais_shapes_through_the_client(client):
+    r = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=5,
+                                       temperature=0, logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    for item in content:
+        assert item.logprob <= 0 and len(item.top_logprobs) == 3
+        assert item.top_logprobs[0].logprob >= item.top_logprobs[-1].logprob
+        assert item.logprob == pytest.approx(item.top_logprobs[0].logprob, abs=1e-5)   # greedy: the best one
+    c = client.completions.create(model="tiny", prompt="hello", max_tokens=4, temperature=0, logprobs=2)
+    lp = c.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == c.usage.completion_tokens
+    # the legacy shape is {text: logprob}: two byte tokens that both decode to U+FFFD share a key
+    assert all(1 <= len(alts) <= 2 for alts in lp.top_logprobs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def main(argv=None) -> int:
-    from photon_trace.cli.main import main as _main
+    from photon_trace.cli.dispatch import main as _main
     return _main(argv)
 
 

@@ -26,7 +26,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Bench the three pairs, then serve the dashboard on the buggy run with the fixed one as B."""
     from photon_trace.cli.bench import run_bench
     from photon_trace.cli.dashboard import run_dashboard
-    from photon_trace.cli.main import build_parser
+    from photon_trace.cli.dispatch import build_parser
 
     parser = build_parser()
     out = Path(args.out)
