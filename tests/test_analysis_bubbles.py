@@ -9,7 +9,7 @@ from photon_trace.telemetry.analysis import (
     ACCIDENTAL_SYNC, COMMIT_WAIT, COPY_WAIT, DISPATCH, HOST_BOUND, OUTSIDE_PHASES, Bubble, analyze,
     busy_intervals, device_gaps, find_bubbles)
 from photon_trace.telemetry.analysis.bubbles import LAUNCH_LATENCY
-from helpers.sites import COMMIT_SITE as COMMIT, ITEM_SITE as SITE
+from helpers.code_sites import COMMIT_SITE as COMMIT, ITEM_SITE as SITE
 from helpers.trace_builder import US, TraceBuilder
 
 WINDOW = (0, 10_000 * US)

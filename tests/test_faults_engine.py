@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from helpers.fault_helpers import ROOT, Runs, Sleep, cost, delay_before, patched, read_in_commit, top_host_cause
-from helpers.sites import ITEM_SITE as READ_SITE, MASK_SYNC_SITE
+from helpers.code_sites import ITEM_SITE as READ_SITE, MASK_SYNC_SITE
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, HOST_BOUND
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check
 from photon_trace.workload import Workload, engine_settings, prepare, warm_up

@@ -7,7 +7,7 @@ from collections import defaultdict
 import pytest
 
 from photon_trace.telemetry.perfetto import DEVICE_PID, HOST_PID, main, write_chrome_trace
-from helpers.sites import MASK_SYNC_SITE
+from helpers.code_sites import MASK_SYNC_SITE
 from helpers.synthetic import SyntheticRun, synthetic_trace
 from photon_trace.telemetry.tracefile import write_trace
 

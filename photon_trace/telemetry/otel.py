@@ -355,14 +355,20 @@ class OtelSink:
 
     # -- requests ----------------------------------------------------------------------
     def _request_event(self, q: RequestRecord) -> None:
-        for req_id, b in self._reqs.event(q):
+        done = self._reqs.event(q)
+        for req_id, b in done:
             self._emit_request(req_id, b)
+        if done:
+            self._forget_steps(max((b.end for _, b in done if b.end is not None), default=self._exported_until))
 
     def _emit_requests(self, final: bool) -> Generator[None, None, None]:
         """Emit the requests whose steps are exported (all, when ``final``); yields after each."""
-        for req_id, b in self._reqs.ready(self._exported_until, final):
+        ready = self._reqs.ready(self._exported_until, final)
+        for req_id, b in ready:
             self._emit_request(req_id, b)
             yield
+        if ready:
+            self._forget_steps(max((b.end for _, b in ready if b.end is not None), default=self._exported_until))
 
     def _emit_request(self, req_id: int, b: RequestBuf) -> None:
         from opentelemetry import trace
@@ -388,8 +394,12 @@ class OtelSink:
                 span.add_event(event, timestamp=self._wall(e[event][0]))
         span.end(end_time=self._wall(b.end))
         self.requests_exported += 1
-        # Step spans older than every request still open can no longer be linked.
-        oldest = self._reqs.oldest_open(b.end)
+
+    def _forget_steps(self, ended: int) -> None:
+        """Drop step spans older than every request still open (or than ``ended``, the last
+        emitted request's end, when none is): they can no longer be linked. Only after a whole
+        batch of requests is emitted: a batch's later requests are no longer open, yet link."""
+        oldest = self._reqs.oldest_open(ended)
         while self._emitted and self._emitted[0][1] < oldest:
             self._emitted.popleft()
 

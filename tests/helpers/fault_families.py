@@ -20,7 +20,7 @@ from pathlib import Path
 
 import photon_trace.engine.engine as engine_module
 from helpers.fault_helpers import Sleep, delay_before, patched, read_in_commit
-from helpers.sites import ITEM_SITE, MASK_SYNC_SITE
+from helpers.code_sites import ITEM_SITE, MASK_SYNC_SITE
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, HOST_BOUND
 from photon_trace.telemetry.analysis.bubbles import OUTSIDE_PHASES
 from photon_trace.telemetry.tracer import now_ns

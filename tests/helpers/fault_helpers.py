@@ -19,7 +19,7 @@ from photon_trace.telemetry.analysis import COPY_WAIT, DISPATCH, analyze
 from photon_trace.telemetry.tracer import TraceLevel
 from photon_trace.workload import trace_run
 
-from helpers.sites import ROOT, engine_line, line_of  # noqa: F401  (the fault tests use them)
+from helpers.code_sites import ROOT, engine_line, line_of  # noqa: F401  (the fault tests use them)
 
 MS = 1e6
 

@@ -20,7 +20,7 @@ from photon_trace.telemetry.records import Trace
 from photon_trace.telemetry.recorder import RecordingTracer
 from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer, TraceLevel
 
-from helpers.sites import COMMIT_SITE as SITE_COMMIT, MASK_SYNC_SITE as SITE_MASK_SYNC
+from helpers.code_sites import COMMIT_SITE as SITE_COMMIT, MASK_SYNC_SITE as SITE_MASK_SYNC
 
 START_NS = 1_000_000_000_000  # virtual clock origin (~17 min of monotonic time)
 WALL_ANCHOR_NS = 1_700_000_000_000_000_000  # wall time of START_NS in synthetic headers

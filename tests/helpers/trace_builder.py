@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from photon_trace.telemetry.records import (
     DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace)
 
-from helpers.sites import COMMIT_SITE, ITEM_SITE, MASK_SYNC_SITE  # noqa: F401  (tests import them from here)
+from helpers.code_sites import COMMIT_SITE, ITEM_SITE, MASK_SYNC_SITE  # noqa: F401  (tests import them from here)
 
 US = 1_000
 MS = 1_000_000
