@@ -238,6 +238,22 @@ def test_a_device_that_ran_dry_starts_late_because_of_the_host_beyond_its_own_la
 
 # -- a sync's cost carries over the gaps it leaves until the host is ahead again ----------------
 
+def test_a_carried_charge_beside_a_second_wait_of_the_site_does_not_count_as_that_wait_s_own():
+    # W1 [50, 200) leaves 45 µs of its cost for the next gap (its 150 µs: 100 inside gap 1, 5 of
+    # plan after it); in gap 2 the carry takes plan [320, 365), then W2 [250, 320) is charged its
+    # own 20 µs inside the gap plus 50 µs of host work after the carry: [365, 415)
+    b = TraceBuilder()
+    b.compute("forward", 1, 0, 100 * US, enqueued=0)
+    b.compute("forward", 2, 210 * US, 300 * US, enqueued=205 * US)
+    b.compute("forward", 3, 500 * US, 550 * US, enqueued=495 * US)
+    b.wait("sync", 50 * US, 200 * US, expected=False, site=SITE, step=1)
+    b.wait("sync", 250 * US, 320 * US, expected=False, site=SITE, step=2)
+    b.host("plan", 2, 200 * US, 250 * US).host("plan", 3, 320 * US, 400 * US)
+    got = split(b.step(1).step(2).step(3))
+    assert [p for p in got if p[0] >= 300] == [(300, 415, ACCIDENTAL_SYNC, SITE),
+                                               (415, 495, HOST_BOUND, OUTSIDE_PHASES), (495, 500, *LATENCY)]
+
+
 def sync_then_catch_up(lead_us: int) -> TraceBuilder:
     """Step 2's mask upload drains the device (210 µs wait); step 3's forward is enqueued
     ``lead_us`` before masked_sample(2) ends; step 3's sample then comes late."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from photon_trace.cli import main as cli  # the function (importing cli.main would shadow it in the package)
+from photon_trace.cli import main as cli
 from photon_trace.dashboard.sources import LoadError, TraceStore
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.analysis.gate import EXIT_BAD_INPUT, run_check

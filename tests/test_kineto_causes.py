@@ -5,17 +5,25 @@
     s7      K1 [110-150]  K2 [250-300]  K3 [340-380]  K4 [485-520]  K5 [610-640]
     s23                   NCCL [300-------------------480]
 
-    [150-250] host-bound: K2 was launched at 240, the host was in aten::nonzero
+    [150-240] host-bound: K2 was launched at 240, the host was in aten::nonzero (the only top-level op)
+    [240-250] launch latency: K2 queued at 240, started at 250
     [300-340] launch latency: K3 was queued at 260 and started late (NCCL ran meanwhile)
     [380-485] stream wait: K4 (queued at 280) waited for the NCCL kernel on stream 23
-    [520-610] sync: the host sat in cudaDeviceSynchronize until 520, then launched K5 at 600
+    [520-600] sync: the host sat in cudaDeviceSynchronize [290-520] (w = 230 µs), then took 80 µs
+              to launch K5 at 600: without the wait K5 would have been launched up to 230 µs earlier
+    [600-610] launch latency: K5 queued at 600, started at 610
+
+The device's own launch latency (``queued_gap_ns``) is measured on [300-340], the only gap
+before an op already queued that is not a wait on another stream (K4's gap waits for NCCL):
+40 µs. The queued parts of [150-250] and [520-610] (10 µs each) are under it: all dispatch.
 """
 from __future__ import annotations
 
 import pytest
 
-from photon_trace.cli import main as cli  # the function (importing cli.main would shadow it in the package)
+from photon_trace.cli import main as cli
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, DISPATCH, HOST_BOUND, STREAM_WAIT, analyze
+from photon_trace.telemetry.analysis.bubbles import LAUNCH_LATENCY
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check
 from photon_trace.telemetry.importers import load_any
 from helpers.kineto_builder import KinetoBuilder
@@ -47,16 +55,22 @@ def test_each_gap_gets_its_cause_and_what_covered_it(path):
     r = analyze(load_any(path))
     got = [(b.t0 // US, b.t1 // US, b.cause, b.detail, b.covered_ns // US, b.covered_by) for b in r.bubbles]
     assert got == [
-        (150, 250, HOST_BOUND, "aten::nonzero", 0, ""),
-        (300, 340, DISPATCH, "queued op started late", 40, "gpu0 stream 23"),
+        (150, 240, HOST_BOUND, "aten::nonzero", 0, ""),
+        (240, 250, DISPATCH, LAUNCH_LATENCY, 0, ""),          # K2 queued at 240, started at 250
+        (300, 340, DISPATCH, LAUNCH_LATENCY, 40, "gpu0 stream 23"),
+        # the whole queued part: K4 was queued at 280, before the gap opened
         (380, 485, STREAM_WAIT, f"gpu0 stream 23: {NCCL}", 100, "gpu0 stream 23"),
-        (520, 610, ACCIDENTAL_SYNC, "## log_metrics ##", 0, ""),
+        # the wait ended as the gap opened; the host work after it [520-600] (no op, in the step's
+        # annotation) is within the wait's 230 µs, so the sync is charged all of it
+        (520, 600, ACCIDENTAL_SYNC, "## log_metrics ##", 0, ""),
+        (600, 610, DISPATCH, LAUNCH_LATENCY, 0, ""),          # K5 queued at 600, started at 610
     ]
     assert r.stream == "gpu0 stream 7" and r.window == (110 * US, 640 * US)
+    assert r.queued_gap_ns == 40 * US                         # [300-340]: K3 queued at 260
     # the part of each gap before its op was launched: 90 (to 240) and 80 (to 600) µs
     assert r.host_idle_ns == 170 * US
     (sync,) = r.syncs
-    assert (sync.site, sync.count, sync.wait_ns, sync.idle_ns) == ("## log_metrics ##", 1, 230 * US, 90 * US)
+    assert (sync.site, sync.count, sync.wait_ns, sync.idle_ns) == ("## log_metrics ##", 1, 230 * US, 80 * US)
     assert sync.reason == "cudaDeviceSynchronize: waits for the whole device"
 
 
@@ -66,7 +80,8 @@ def test_the_other_stream_is_analysed_too(path):
     s7, s23 = analyze(trace).streams
     assert (s7.stream, s7.span_ns, s7.busy_ns, s7.idle_ns, s7.covered_ns) == ("gpu0 stream 7", 530 * US, 195 * US,
                                                                               335 * US, 140 * US)
-    assert s7.causes == {HOST_BOUND: 100 * US, DISPATCH: 40 * US, STREAM_WAIT: 105 * US, ACCIDENTAL_SYNC: 90 * US}
+    # the bubbles above by cause: dispatch 10 + 40 + 10 (the launch latencies), the rest one bubble each
+    assert s7.causes == {HOST_BOUND: 90 * US, DISPATCH: 60 * US, STREAM_WAIT: 105 * US, ACCIDENTAL_SYNC: 80 * US}
     assert (s23.stream, s23.ops, s23.busy_ns, s23.idle_ns) == ("gpu0 stream 23", 1, 180 * US, 0)
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from photon_trace.cli import main as cli  # the function (importing cli.main would shadow it in the package)
+from photon_trace.cli import main as cli
 from photon_trace.telemetry.importers import load_any
-from photon_trace.telemetry.perfetto import main as perfetto
+from photon_trace.telemetry.perfetto import BUBBLES_TRACK, main as perfetto
 from photon_trace.telemetry.tracefile import load_trace
 
 DATA = Path(__file__).parent / "data" / "kineto"
@@ -40,7 +40,7 @@ def test_the_perfetto_export_has_a_track_per_stream_and_thread(tmp_path):
     assert perfetto([str(TRAINING), str(out)]) == 0
     doc = json.loads(out.read_text())
     names = [e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"]
-    assert sorted(names) == sorted(["thread 4037 (python3.8)", "thread 23695 (python3.8)"]
+    assert sorted(names) == sorted(["thread 4037 (python3.8)", "thread 23695 (python3.8)", BUBBLES_TRACK]
                                    + [f"gpu0 stream {s}" for s in (7, 23, 25, 84, 203)])
     waits = [e for e in doc["traceEvents"] if e.get("cat") == "host_wait"]
     assert len(waits) == 24

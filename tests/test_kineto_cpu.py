@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from photon_trace.cli import main as cli  # the function (importing cli.main would shadow it in the package)
+from photon_trace.cli import main as cli
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.analysis.gate import EXIT_BAD_INPUT, run_check
 from photon_trace.telemetry.importers import load_any

@@ -70,9 +70,15 @@ def test_an_imported_gpu_trace_draws_its_lanes_bubbles_and_syncs(server, page):
     fig = drawn(page)
     assert fig["lanes"] == ["host · thread 948300 (python3.10)", "device · gpu0 stream 7"]
     bubbles = sum(t["polys"] for t in fig["traces"] if t["name"].startswith("bubble:"))
-    assert bubbles == len(report.bubbles) == 4
-    names = {t["name"] for t in fig["traces"]}
-    assert {"kernel", "memcpy", "cpu op", "cuda runtime", "bubble: accidental_sync", "bubble: host_bound"} <= names
+    # 4 gaps split by what covered them (test_kineto_sync_trace): 10 host-bound stretches, the .item()
+    # sync's 35 µs, and the 4 launches' latency to their ops
+    assert bubbles == len(report.bubbles) == 15
+    polys = {t["name"]: t["polys"] for t in fig["traces"]}
+    assert (polys["bubble: host-bound launch"], polys["bubble: accidental sync"],
+            polys["bubble: device dispatch"]) == (10, 1, 4)
+    names = set(polys)
+    assert {"kernel", "memcpy", "cpu op", "cuda runtime", "bubble: accidental sync",
+            "bubble: host-bound launch"} <= names
     syncs = sum(t["n"] for t in fig["traces"] if t["name"] == "accidental sync")
     assert syncs == sum(s.count for s in report.syncs) == 3
     # the kernels' own names are in their hover

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, HOST_BOUND, analyze, sync_sites
+from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, DISPATCH, HOST_BOUND, analyze, sync_sites
+from photon_trace.telemetry.analysis.bubbles import LAUNCH_LATENCY
 from photon_trace.telemetry.importers import load_any
 from photon_trace.telemetry.records import DeviceSpan
 
@@ -29,6 +30,7 @@ RAW = json.loads(gzip.decompress(PATH.read_bytes()))["traceEvents"]
 STREAM = "gpu0 stream 7"
 THREAD = "thread 948300 (python3.10)"
 ITEM_SITE = "aten::is_nonzero > aten::_local_scalar_dense"
+IN_STEP = "outside phases (in ProfilerStep#100)"     # Python between ops: no top-level op covers it
 
 
 def us(offset: int) -> int:
@@ -120,17 +122,38 @@ def test_host_lanes_steps_and_clock(trace):
 
 
 def test_every_bubble_and_its_cause(report):
-    # Gaps on stream 7, each closed by an op launched after the gap opened (the host was late):
-    # 512146-512194: the host was in aten::sum (512159-512198) most of the time to the launch at 512182;
-    # 512205-512235: in aten::gt (512205-512238); 512236-512270: in aten::is_nonzero (512245-);
-    # 512272-512372: the .item() copy and stream sync (512252-512288) held the host, then the
-    # spin kernel was launched at 512362: the sync's cost.
+    # Gaps on stream 7, each closed by an op launched after the gap opened (the host was late). Each
+    # is split by what the host was doing until that launch (a top-level op: the trace's host
+    # phases; else the innermost span around it), then launch latency from the launch to the op's
+    # start: the trace has no gap before an op already queued to measure the device's own latency
+    # by, so all of that stays dispatch.
+    # 512146-512194: aten::ones ends at 512150, Python until aten::sum (512159-512198), launch at 512182;
+    # 512205-512235: in aten::gt (512205-512238) to the launch at 512221;
+    # 512236-512270: the rest of aten::gt, Python, aten::is_nonzero (512245-) to the cudaMemcpyAsync at 512252;
+    # 512272-512372: the .item() waits are the copy (512252-512281, w 29) and the stream sync
+    # (512282-512288, w 6): 35 µs of host time the launch at 512362 would have come earlier without.
+    # The copy's own stretch in the gap is 512272-512281 (9 µs); it is charged the host work after it
+    # up to 20 µs more (512281-512282 and 512288-512292 in aten::is_nonzero, then 512292-512307), the
+    # stream sync its own 6 µs (512282-512288): 512272-512307 in all. The rest until the launch is
+    # Python in the step (a cudaEventRecord at 512352-512355), not the sync's.
     assert [(b.t0, b.t1, b.cause, b.detail) for b in report.bubbles] == [
-        (us(512146), us(512194), HOST_BOUND, "aten::sum"),
-        (us(512205), us(512235), HOST_BOUND, "aten::gt"),
-        (us(512236), us(512270), HOST_BOUND, "aten::is_nonzero"),
-        (us(512272), us(512372), ACCIDENTAL_SYNC, ITEM_SITE),
+        (us(512146), us(512150), HOST_BOUND, "aten::ones"),
+        (us(512150), us(512159), HOST_BOUND, IN_STEP),
+        (us(512159), us(512182), HOST_BOUND, "aten::sum"),
+        (us(512182), us(512194), DISPATCH, LAUNCH_LATENCY),
+        (us(512205), us(512221), HOST_BOUND, "aten::gt"),
+        (us(512221), us(512235), DISPATCH, LAUNCH_LATENCY),
+        (us(512236), us(512238), HOST_BOUND, "aten::gt"),
+        (us(512238), us(512245), HOST_BOUND, IN_STEP),
+        (us(512245), us(512252), HOST_BOUND, "aten::is_nonzero"),
+        (us(512252), us(512270), DISPATCH, LAUNCH_LATENCY),
+        (us(512272), us(512307), ACCIDENTAL_SYNC, ITEM_SITE),
+        (us(512307), us(512352), HOST_BOUND, IN_STEP),
+        (us(512352), us(512355), HOST_BOUND, "outside phases (in cudaEventRecord)"),
+        (us(512355), us(512362), HOST_BOUND, IN_STEP),
+        (us(512362), us(512372), DISPATCH, LAUNCH_LATENCY),
     ]
+    assert report.queued_gap_ns == 0          # no op was already queued when the device ran dry
     assert report.window == (us(512145), us(512408))
     assert (report.window_ns, report.busy_ns, report.idle_ns) == (263_000, 51_000, 212_000)
     # the part of each gap before the next op was launched: 36 + 16 + 16 + 90 µs
@@ -141,7 +164,7 @@ def test_every_bubble_and_its_cause(report):
 def test_syncs_by_site_with_what_they_cost(trace, report):
     # In the window (stream 7's ops, 512145-512408): the cudaDeviceSynchronize at 512474 is after it.
     assert [(s.site, s.count, s.wait_ns, s.idle_ns) for s in report.syncs] == [
-        (ITEM_SITE, 2, 35_000, 100_000),
+        (ITEM_SITE, 2, 35_000, 35_000),        # charged its waits' length: 29 + 6 µs (see the bubbles)
         ("ProfilerStep body", 1, 34_000, 0),   # the event sync ran beside the spin kernel: no idle
     ]
     whole = sync_sites(trace, report.bubbles)
@@ -151,9 +174,18 @@ def test_syncs_by_site_with_what_they_cost(trace, report):
 def test_the_step_and_the_diagnosis(report):
     (step,) = report.steps
     assert (step.step, step.period_ns, step.idle_ns, step.forward_ns) == (100, 263_000, 212_000, 51_000)
+    # Most idle: Python between ops in the step body (9 + 7 + 45 + 7 µs of bubbles); removing it
+    # would move each launch earlier by the Python time since the previous launch, each less than
+    # its gap's host-late part: 9, 7 (512198-512205, before the second gap opened), 7 and 67
+    # (512292-512352, 512355-512362): 90 µs of the window.
     top = report.diagnosis[0]
-    assert (top.cause, top.site_or_phase, top.idle_ns) == (ACCIDENTAL_SYNC, ITEM_SITE, 100_000)
-    assert top.predicted_speedup == pytest.approx(263 / 163)
+    assert (top.cause, top.site_or_phase, top.idle_ns) == (HOST_BOUND, IN_STEP, 68_000)
+    assert top.predicted_speedup == pytest.approx(263 / 173)
+    # the .item() sync: its 35 µs of waits, all in the host's path to the spin kernel's launch
+    sync = next(d for d in report.diagnosis if d.cause == ACCIDENTAL_SYNC)
+    assert (sync.site_or_phase, sync.idle_ns) == (ITEM_SITE, 35_000)
+    assert sync.predicted_speedup == pytest.approx(263 / 228)
+    assert sum(d.idle_ns for d in report.diagnosis) == 212_000
 
 
 def test_the_whole_file_as_device_spans():

@@ -226,8 +226,10 @@ class Attribution:
         for w in sorted((w for w in self.unexpected.overlapping(a - self.slack - 1, b) if w not in self._charged),
                         key=lambda w: w.t0):
             self._charged.add(w)
-            own = sum(p.t1 - p.t0 for p in parts if p.cause == ACCIDENTAL_SYNC and p.detail == w.site
-                      and p.t0 < w.t1 and p.t1 > w.t0)
+            # its own stretch: the part of the sync-labelled time inside the wait (a carried charge
+            # of the same site may sit right after it, merged into one part)
+            own = sum(min(p.t1, w.t1) - max(p.t0, w.t0) for p in parts if p.cause == ACCIDENTAL_SYNC
+                      and p.detail == w.site and p.t0 < w.t1 and p.t1 > w.t0)
             parts, left = _charge(parts, max(a, min(w.t1, b)), (w.t1 - w.t0) - own, w.site)
             if left > 0:
                 self._carry = _Carry(w.site, left)
