@@ -20,12 +20,12 @@
 # faulthandler (PYTHONFAULTHANDLER=1) writes every thread's stack into its log, and
 # SIGKILL 5 s later; later stages run regardless.
 #   env     environment.txt: commit, python, torch, CUDA, optional modules, nvidia-smi    15 s
-#   pytest  the GPU-marked tests (pytest -m gpu), a stack dump for any test over 60 s    100 s
-#   bench   photon-trace bench: 1.5b, bf16, CUDA graphs, sync debug, 1/8/32 streams     140 s
+#   pytest  the GPU-marked tests (pytest -m gpu), a stack dump for any test over 60 s     95 s
+#   bench   photon-trace bench: 1.5b, bf16, CUDA graphs, sync debug, 1/8/32 streams     125 s
 #   check   photon-trace check on the 8-stream pipelined trace (Markdown, JUnit)         15 s
 #   clock   scripts/cupti_clock_check.py: our device times against CUPTI's, 8 streams     60 s
 #   profiler  bench --torch-profiler, 8 streams: the profiler's trace imported and checked
-#           against ours (same steps, device op times), then photon-trace import of it    40 s
+#           against ours (same steps, device op times), then photon-trace import of it    60 s
 #   pack    gpu_check.tgz (everything above), at most 15 MiB                             10 s
 # Worst case: 380 s of boxes + 7 x 5 s of kill grace = 415 s, under the 420 s budget.
 # Exit status: 0 when every stage exited 0, 1 otherwise (check's 1 is the gate's verdict on the
@@ -39,7 +39,7 @@ SCRATCH=${1:?usage: scripts/gpu_check.sh [--backend cpu] SCRATCH_DIR [RETURN_DIR
 RETURN=${2:-}
 
 # time boxes in seconds (tests/test_gpu_check_script.py holds their sum to the budget)
-T_ENV=15 T_PYTEST=100 T_BENCH=140 T_CHECK=15 T_CLOCK=60 T_PROFILER=40 T_PACK=10 KILL_GRACE=5 BUDGET=420
+T_ENV=15 T_PYTEST=95 T_BENCH=125 T_CHECK=15 T_CLOCK=60 T_PROFILER=60 T_PACK=10 KILL_GRACE=5 BUDGET=420
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$SCRATCH" || exit 2
@@ -136,7 +136,7 @@ grep -vE '^(USDT|STAGE:|\[W)' "$W/clock.log" | tail -n 8 >> "$SUMMARY"
 # -- profiler: torch.profiler's trace of a bench run, imported and checked against ours
 # shellcheck disable=SC2016
 run profiler "$T_PROFILER" "$W/profiler.log" bash -c '"$1" -m photon_trace.cli bench --model "$2" --backend "$3" \
-    --dtype "$4" --streams 8 --tokens 32 --repeats 1 --no-progress --torch-profiler --out "$5" || exit $?
+    --dtype "$4" --streams 8 --tokens 16 --repeats 1 --no-progress --torch-profiler --out "$5" || exit $?
   pt=$(ls "$5"/*-s8-pipelined-r1.pt.trace.json.gz | head -1) && "$1" -m photon_trace.cli import "$pt" --step-annotation launch' \
     _ "$PY" "$MODEL" "$BACKEND" "$DTYPE" "$W/profiler"
 grep -vE '^(USDT|STAGE:|\[W)' "$W/profiler.log" | tail -n 12 >> "$SUMMARY"

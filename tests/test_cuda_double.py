@@ -173,8 +173,8 @@ def test_sync_debug_records_a_synchronize_at_its_caller_and_not_graph_captures(f
     from helpers.fault_helpers import line_of, patched
 
     def sync_after(wait_copied):
-        def wait_then_sync(slot, step):
-            wait_copied(slot, step)
+        def wait_then_sync(slot, step, **kw):
+            wait_copied(slot, step, **kw)
             fake.synchronize()   # the accidental sync sync-debug must name
         return wait_then_sync
 

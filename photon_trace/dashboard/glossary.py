@@ -20,6 +20,10 @@ GLOSSARY: dict[str, str] = {
                        "bubbles, launch-latency part included, so it can be larger than this card.",
     "tokens/s": "Tokens appended per second of the analysis window (steady state). In live mode it greys "
                 "out when the data stops coming.",
+    "device clock error": "How far a device time may be off the host clock: the error of the anchor "
+                          "taken at the start of the run plus the drift measured at its end (0 on the "
+                          "host-process device, which stamps the host's own clock). Bubble edges get this "
+                          "much slack.",
     "accidental syncs": "Host waits the design did not expect (e.g. the mask-upload bug's drain), in the "
                         "window; each is marked ▼ on the timeline with its call site.",
     "bubbles": "Device idle gaps of 20 µs or more in the window, each given one cause.",
@@ -28,13 +32,16 @@ GLOSSARY: dict[str, str] = {
     "z (zombie tax)": "z: the share of pipelined rows that were zombies (sequences already finished when "
                       "the step after was launched); the cost model takes (1 − z) off the speedup.",
     # diagnosis and the cause tables
-    "cause": "Why the device was idle: host-bound launch, expected commit wait, accidental sync, copy wait "
-             "or device dispatch (the same words on the timeline's legend).",
+    "cause": "Why the device was idle: host-bound launch, expected commit wait, accidental sync, copy wait, "
+             "wait on another stream (imported traces) or device dispatch (the same words on the timeline's "
+             "legend). A gap with several causes is split: each is charged only the part it covers.",
     "call site / phase": "Where the cause is: the file:line of the wait, the host phase the device waited "
                          "for, or the copy it waited on.",
     "idle (ms)": "Device idle attributed to this row, in the analysis window.",
     "share": "This row's part of all bubble idle in the window.",
-    "predicted speedup": "Throughput with this row's idle removed: window / (window − idle).",
+    "predicted speedup": "Throughput were this row's cause removed: window / (window − removable), with "
+                         "a range. Removable is what the fix takes off the host's path to each gap, minus "
+                         "the device's own launch latency the trace measures where the host was on time.",
     "who can fix it": "'host code' when changing the engine's host code removes this idle; "
                       "'device-side latency' when it is the device starting queued work late (launch "
                       "latency), which host code cannot shorten. Ranked apart.",
