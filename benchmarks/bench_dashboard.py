@@ -1,6 +1,6 @@
 """The dashboard at scale, in headless Chromium: first draw after start, Panels, zooms, JS heap.
 
-A synthetic pipelined run with the mask-upload bug (tests/helpers/synthetic.py drives the
+A synthetic pipelined run with the mask-upload bug (tests/helpers/loop_sim.py drives the
 real recorder) of about ``--spans`` spans is written to a trace file; the dashboard is
 started as ``photon-trace dashboard`` would run it, in its own process, and a fresh
 Chromium page is pointed at it as soon as it listens. Printed, per round:
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))   # the synthetic-run driver and browser
 
 
 def make_trace(spans: int, folder: Path) -> Path:
-    from helpers.synthetic import SyntheticRun, synthetic_trace
+    from helpers.loop_sim import SyntheticRun, synthetic_trace
     from photon_trace.telemetry.tracefile import write_trace
     from photon_trace.telemetry.tracer import TraceLevel
     steps = max(spans // 10, 10)      # ~10 spans a step at the ON level

@@ -5,7 +5,7 @@ ops launching kernels, an all-reduce on a second stream, a ``.item()`` sync per 
 about ``--events`` events, gzipped as the profiler writes it, and times (median of
 ``--repeats``): reading and importing it, analysing it, and the dashboard's server side
 (``prepare_timeline`` + the first, zoomed-out draw). The same for one of our own traces with
-as many spans (tests/helpers/synthetic.py). With ``--browser`` (needs /usr/bin/chromium and
+as many spans (tests/helpers/loop_sim.py). With ``--browser`` (needs /usr/bin/chromium and
 Playwright) also the time from opening the page to a drawn timeline in headless Chromium,
 for both, each served by ``photon-trace dashboard``'s app in its own process.
 Prints the numbers; never fails on speed.
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from helpers.kineto_builder import training_trace  # noqa: E402
-from helpers.synthetic import SyntheticRun, synthetic_trace  # noqa: E402
+from helpers.loop_sim import SyntheticRun, synthetic_trace  # noqa: E402
 from photon_trace.dashboard.timeline import View, prepare_timeline, timeline_traces  # noqa: E402
 from photon_trace.telemetry.analysis import analyze  # noqa: E402
 from photon_trace.telemetry.importers import load_any  # noqa: E402

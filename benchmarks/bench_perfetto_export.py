@@ -1,6 +1,6 @@
 """The Perfetto export of a long trace: time and peak memory, in a fresh process.
 
-A synthetic pipelined run with the mask-upload bug (tests/helpers/synthetic.py drives the
+A synthetic pipelined run with the mask-upload bug (tests/helpers/loop_sim.py drives the
 real recorder) of about ``--spans`` spans is written to a trace file; then, in a child
 process so the peak memory is the export's own, the file is loaded and exported with
 ``python -m photon_trace.telemetry.perfetto`` (events written one by one, bubbles and

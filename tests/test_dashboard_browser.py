@@ -17,7 +17,7 @@ from photon_trace.telemetry.tracefile import write_trace
 from helpers.browser import (CHROMIUM, CHROMIUM_ARGS, Server, ServerProcess, figure, hover_points, markers,
                              polygons, relayout)
 from helpers.dashboard_samples import LONG_STEPS, report, sample, span_count, timeline, write_samples
-from helpers.synthetic import SyntheticRun, synthetic_trace
+from helpers.loop_sim import SyntheticRun, synthetic_trace
 
 DRAW_LIMIT_S = 5.0
 

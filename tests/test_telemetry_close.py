@@ -13,7 +13,7 @@ from photon_trace.telemetry.recorder import RecordingTracer
 from photon_trace.telemetry.sink_port import SinkPort
 from photon_trace.telemetry.tracefile import TraceFileWriter, load_trace
 from photon_trace.telemetry.tracer import TraceLevel
-from helpers.synthetic import SyntheticRun, VirtualClock, drive
+from helpers.loop_sim import SyntheticRun, VirtualClock, drive
 from helpers.waiting import wait_until
 
 CLOSE_S = 1.0

@@ -9,7 +9,7 @@ import pytest
 
 from photon_trace.telemetry.perfetto import write_chrome_trace
 from photon_trace.telemetry.recorder import RecordingTracer
-from helpers.synthetic import SyntheticRun, synthetic_trace
+from helpers.loop_sim import SyntheticRun, synthetic_trace
 from photon_trace.telemetry.tracefile import (FORMAT_NAME, FORMAT_VERSION, TraceFileWriter, TraceFormatError,
                                               TraceTruncatedWarning, load_trace, new_header, write_trace)
 from photon_trace.telemetry.tracer import StepKind, TraceLevel

@@ -14,7 +14,7 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 from photon_trace.telemetry.otel import OtelSink, export_trace  # noqa: E402
 from helpers.otlp_receiver import Receiver, attrs  # noqa: E402
 from helpers.code_sites import COMMIT_SITE  # noqa: E402
-from helpers.synthetic import (START_NS, WALL_ANCHOR_NS, SyntheticRun,  # noqa: E402
+from helpers.loop_sim import (START_NS, WALL_ANCHOR_NS, SyntheticRun,  # noqa: E402
                                               synthetic_trace, synthetic_tracer)
 
 EVERY = 5

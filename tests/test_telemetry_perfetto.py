@@ -8,7 +8,7 @@ import pytest
 
 from photon_trace.telemetry.perfetto import DEVICE_PID, HOST_PID, main, write_chrome_trace
 from helpers.code_sites import MASK_SYNC_SITE
-from helpers.synthetic import SyntheticRun, synthetic_trace
+from helpers.loop_sim import SyntheticRun, synthetic_trace
 from photon_trace.telemetry.tracefile import write_trace
 
 PHASES = {"M", "X", "s", "f", "b", "e", "n", "i"}

@@ -12,7 +12,7 @@ from photon_trace.telemetry.recorder import RecordingTracer
 from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
 from photon_trace.telemetry.sinks import LiveBuffer
 from helpers.waiting import wait_until
-from helpers.synthetic import SyntheticRun, VirtualClock, synthetic_trace
+from helpers.loop_sim import SyntheticRun, VirtualClock, synthetic_trace
 from photon_trace.telemetry.tracer import (DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer,
                                            TraceLevel)
 from helpers.trace_checks import trace_problems

@@ -1,4 +1,4 @@
-"""Traces for the dashboard tests, from ``helpers.synthetic``.
+"""Traces for the dashboard tests, from ``helpers.loop_sim``.
 
 Three runs of one workload (blocking, pipelined, and pipelined with the
 ``mask_upload=sync`` bug), a long one (10,000 steps) and a corrupt file.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.records import Trace
-from helpers.synthetic import SyntheticRun, synthetic_trace
+from helpers.loop_sim import SyntheticRun, synthetic_trace
 from photon_trace.telemetry.tracefile import write_trace
 from photon_trace.telemetry.tracer import TraceLevel
 
