@@ -36,17 +36,22 @@ def test_options_pick_the_steady_or_median_period_and_the_wasted_step_tax():
 rng = random.Random(7)
 
 
-@pytest.mark.parametrize("kw", [
-    dict(tokens=110),
-    dict(streams=8, tokens=110),
-    dict(streams=8, tokens=[rng.randint(80, 140) for _ in range(8)]),
-    dict(streams=8, requests_per_stream=3, tokens=[rng.randint(80, 140) for _ in range(24)]),
-    dict(requests_per_stream=4, tokens=20),
-    dict(streams=4, requests_per_stream=4, tokens=[rng.randint(10, 30) for _ in range(16)]),
-    dict(tokens=110, forward_ns=600_000),
-    dict(streams=8, requests_per_stream=3, tokens=[rng.randint(10, 30) for _ in range(24)], forward_ns=600_000),
+# Short ragged requests end in a long tail of under-full steps as the queue runs dry; a zombie
+# row there displaces no work, so the tax z overcharges and the observed speedup lands above
+# the prediction: by 0.8 (4x4) and 1.4 (8x3-fast) points with the scheduler's one queue (0.99
+# and 0.79 with the per-stream queues simulated before). There the bound is the issue's
+# 2 points; elsewhere 1.
+@pytest.mark.parametrize("kw, points", [
+    (dict(tokens=110), 1),
+    (dict(streams=8, tokens=110), 1),
+    (dict(streams=8, tokens=[rng.randint(80, 140) for _ in range(8)]), 1),
+    (dict(streams=8, requests_per_stream=3, tokens=[rng.randint(80, 140) for _ in range(24)]), 1),
+    (dict(requests_per_stream=4, tokens=20), 1),
+    (dict(streams=4, requests_per_stream=4, tokens=[rng.randint(10, 30) for _ in range(16)]), 2),
+    (dict(tokens=110, forward_ns=600_000), 1),
+    (dict(streams=8, requests_per_stream=3, tokens=[rng.randint(10, 30) for _ in range(24)], forward_ns=600_000), 2),
 ], ids=["1", "8", "8-ragged", "8x3-ragged", "1x4-short", "4x4-short-ragged", "1-fast", "8x3-fast-short-ragged"])
-def test_prediction_lands_within_two_points_of_the_observed_speedup(kw):
+def test_prediction_lands_within_two_points_of_the_observed_speedup(kw, points):
     c = cost_model(*pair(**kw))
     assert c.predicted > 1.1
-    assert abs(c.error_pts) < 1.0, c   # the issue asks 2 points of the real engine
+    assert abs(c.error_pts) < points, c   # the issue asks 2 points of the real engine
