@@ -19,8 +19,9 @@ by what actually covers it, so a cause is charged only its own time:
      innermost other host span that encloses it, if any), never a neighbour's name.
 
 * **Queued**, ``[max(e, g0), g1)``: the op was in the device's queue. If it waited
-  for a copy of its step (the mask upload) that ended after it was enqueued, that is
-  ``copy_wait``; for an op of its step on another stream (an imported trace's NCCL or
+  for a copy of its step (the mask upload) that ended after it was enqueued, the copy's
+  time is ``copy_wait`` (before the copy began, the device had started nothing: a late
+  start, as below); for an op of its step on another stream (an imported trace's NCCL or
   side stream, joined by ``cudaStreamWaitEvent``), ``stream_wait`` naming that stream
   and op; otherwise the device started it late: ``dispatch``, its launch
   latency. Only as much of it as the device takes where the host is on time (the
@@ -194,17 +195,29 @@ class Attribution:
 
     def _queued_parts(self, e: int, g1: int, nxt: DeviceSpan, late: list[Part]) -> list[Part]:
         copies = [c for c in self.copies.get(nxt.step, ()) if e < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued]
-        if copies:
-            c = max(copies, key=lambda c: c.t1)
-            return [Part(e, g1, COPY_WAIT, c.op) if c.stream == COPY else Part(e, g1, STREAM_WAIT, f"{c.stream}: {c.op}")]
+        if not copies:
+            return self._late_start(e, g1, late)
+        c = max(copies, key=lambda c: c.t1)
+        wait = Part(0, g1, COPY_WAIT, c.op) if c.stream == COPY else Part(0, g1, STREAM_WAIT, f"{c.stream}: {c.op}")
+        # the wait is the copy's own time; before the copy began, the device had started
+        # nothing queued: a late start like any other (a worker that ran dry and slept)
+        begun = min(max(e, c.t0), g1)
+        return self._late_start(e, begun, late) + [wait._replace(t0=begun)]
+
+    def _late_start(self, e: int, x: int, late: list[Part]) -> list[Part]:
+        """[e, x): queued work not started. The device's own launch latency is ``dispatch``;
+        any excess (a device that ran dry starts later) goes to the host-late part's largest
+        cause, whose lateness let it run dry (all ``dispatch`` without a measured latency)."""
+        if x <= e:
+            return []
         if not late or self.launch_ns is None:
-            return [Part(e, g1, DISPATCH, LAUNCH_LATENCY)]
-        own = min(g1 - e, self.launch_ns)
+            return [Part(e, x, DISPATCH, LAUNCH_LATENCY)]
+        own = min(x - e, self.launch_ns)
         share: dict[tuple[str, str], int] = defaultdict(int)
         for p in late:
             share[p[2:]] += p.t1 - p.t0
         largest = max(share.items(), key=lambda kv: kv[1])[0]
-        return [Part(e, g1 - own, *largest), Part(g1 - own, g1, DISPATCH, LAUNCH_LATENCY)]
+        return [Part(e, x - own, *largest), Part(x - own, x, DISPATCH, LAUNCH_LATENCY)]
 
     def queued_gap_ns(self, gaps) -> int | None:
         """The device's launch latency where the host was on time: the median gap before an op
