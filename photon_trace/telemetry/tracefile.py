@@ -42,25 +42,13 @@ import zlib
 from collections.abc import Generator
 from pathlib import Path
 
-from photon_trace.telemetry.records import (RECORD_KINDS, DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord,
-                                            Trace)
+from photon_trace.telemetry.records import RECORD_KINDS, Trace
 from photon_trace.telemetry.convert import PIECE, run_to_end
 from photon_trace.telemetry.sinks import Chunk, add_dropped, merge_header
+from photon_trace.telemetry.tracerows import ROW_TYPES, TraceFormatError, check_rows, gc_paused, json_line
 
 FORMAT_NAME = "photon_trace"
 FORMAT_VERSION = 1
-
-_ROW_TYPES = {
-    "host_spans": (HostSpan, (str, int, int, int, int, str)),
-    "device_spans": (DeviceSpan, (str, str, int, int, int, int, int)),
-    "waits": (HostWait, (str, bool, int, int, str, int)),
-    "steps": (StepRecord, (int, str, int, int, int, int, int)),
-    "requests": (RequestRecord, (int, str, int, int)),
-}
-
-
-class TraceFormatError(ValueError):
-    """The file is not a photon_trace trace, or not one this version can read."""
 
 
 class TraceTruncatedWarning(UserWarning):
@@ -267,42 +255,6 @@ def _read_bytes(path: Path) -> tuple[bytes, bool]:
     return out.getvalue(), cut
 
 
-def _check_rows(path: Path, lineno: int, kind: str, rows: list) -> list:
-    """A chunk's rows of ``kind`` as records. Checked a column at a time (the rows of a
-    500k-span trace in C-speed passes); only when a column is off does the row-by-row check
-    run, to name the first bad row and field."""
-    cls, types = _ROW_TYPES[kind]
-    n = len(types)
-    if rows and all(type(r) is list and len(r) == n for r in rows):
-        # JSON gives exact types, so a set of types per column is the whole check (bool is not int)
-        if all(set(map(type, col)) <= {want} for col, want in zip(zip(*rows), types)):
-            return list(map(cls._make, rows))
-    return [_check_row(path, lineno, kind, i, r) for i, r in enumerate(rows)]
-
-
-def _check_row(path: Path, lineno: int, kind: str, i: int, row: object):
-    cls, types = _ROW_TYPES[kind]
-    if not isinstance(row, list) or len(row) != len(types):
-        got = f"{len(row)} fields" if isinstance(row, list) else type(row).__name__
-        raise TraceFormatError(
-            f"{path}: line {lineno}: {kind} row {i}: expected {len(types)} fields "
-            f"[{', '.join(cls._fields)}], got {got}")
-    for name, want, value in zip(cls._fields, types, row):
-        ok = isinstance(value, want) and (want is not int or not isinstance(value, bool))
-        if not ok:
-            raise TraceFormatError(
-                f"{path}: line {lineno}: {kind} row {i}: field {name} should be "
-                f"{want.__name__}, got {value!r}")
-    return cls._make(row)
-
-
-def _json_line(path: Path, lineno: int, raw: bytes) -> object:
-    try:
-        return json.loads(raw)
-    except RecursionError:    # not a ValueError: a line nested thousands deep is corrupt, not cut short
-        raise TraceFormatError(f"{path}: line {lineno}: JSON nested too deeply to be a trace line") from None
-
-
 _HEADER_OBJECTS = ("settings", "clock", "device", "host", "dropped")
 
 
@@ -325,7 +277,11 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
 
     Raises ``TraceFormatError`` for foreign, corrupt or too-new files; see the
     module docstring for how partial and unfinished files are handled."""
-    path = Path(path)
+    with gc_paused():   # millions of acyclic lists and records: collection passes only slow it (tracerows.py)
+        return _load(Path(path), strict)
+
+
+def _load(path: Path, strict: bool) -> Trace:
     try:
         data, gzip_cut = _read_bytes(path)
     except OSError as e:
@@ -337,7 +293,7 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
     if not lines or not lines[0].strip():
         raise _foreign(path, data)
     try:
-        header = _json_line(path, 1, lines[0])
+        header = json_line(path, 1, lines[0])
     except TraceFormatError:
         raise
     except ValueError:
@@ -363,7 +319,7 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
     for lineno, raw in enumerate(lines[1:], start=2):
         last = lineno == len(lines)
         try:
-            obj = _json_line(path, lineno, raw)
+            obj = json_line(path, lineno, raw)
         except TraceFormatError:
             raise
         except ValueError as e:
@@ -372,7 +328,7 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
                     raise TraceFormatError(f"{path}: line {lineno}: truncated (partial last line)") from None
                 warnings.warn(f"{path}: line {lineno} is a partial line (the writer stopped "
                               f"mid-write); loaded the {lineno - 2} lines before it",
-                              TraceTruncatedWarning, stacklevel=2)
+                              TraceTruncatedWarning, stacklevel=3)   # the caller of load_trace
                 truncated = True
                 break
             raise TraceFormatError(f"{path}: line {lineno}: not valid JSON ({e})") from None
@@ -389,11 +345,11 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
                         raise TraceFormatError(f"{path}: line {lineno}: 'dropped' must map kinds to counts")
                     add_dropped(trace.header, rows)
                     continue
-                if kind not in _ROW_TYPES:
+                if kind not in ROW_TYPES:
                     raise TraceFormatError(f"{path}: line {lineno}: unknown record kind {kind!r}")
                 if not isinstance(rows, list):
                     raise TraceFormatError(f"{path}: line {lineno}: {kind} must be a list of rows")
-                getattr(trace, kind).extend(_check_rows(path, lineno, kind, rows))
+                getattr(trace, kind).extend(check_rows(path, lineno, kind, rows))
         elif "meta" in obj:
             if not isinstance(obj["meta"], dict):
                 raise TraceFormatError(f"{path}: line {lineno}: 'meta' must be an object")
@@ -407,7 +363,7 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
             raise TraceFormatError(f"{path}: the gzip stream is cut short")
         if not ended:
             warnings.warn(f"{path}: the gzip stream is cut short; loaded what was there",
-                          TraceTruncatedWarning, stacklevel=2)
+                          TraceTruncatedWarning, stacklevel=3)   # the caller of load_trace
             truncated = True
     _check_header(path, trace.header)   # again: meta lines merge into it
     if truncated:
