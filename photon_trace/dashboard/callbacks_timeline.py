@@ -155,8 +155,6 @@ def register(app: dash.Dash, state) -> None:
         fig = draw(loaded, View(rng, axis), hidden, sel, uirev)
         notes = loaded.notes if not live else []
         drawn = ("complete" if loaded.complete else "partial", path)
-        if not loaded.complete:
-            state.store.drawn(path)
         return (summary_cards(loaded.report), fig, error_box(err, notes),
                 {"range": list(rng) if rng else None, "axis": axis, "uirevision": uirev,
                  "curves": fig.layout.meta["curves"], "drawn": drawn,
@@ -167,10 +165,16 @@ def register(app: dash.Dash, state) -> None:
 
     @app.callback(Output("load-state", "data"), Output("pending-tick", "disabled", allow_duplicate=True),
                   Input("pending-tick", "n_intervals"), State("trace-a", "value"), State("load-state", "data"),
-                  prevent_initial_call=True)
-    def poll_load(_n, path, seen):
+                  State("view-a", "data"), prevent_initial_call=True)
+    def poll_load(_n, path, seen, view):
         """While trace A loads: a cheap check of how far it got; it changes (and so re-draws the
-        timeline) only when the spans, then the analysis, become ready."""
+        timeline) only when the spans, then the analysis, become ready.
+
+        A poll from a page that holds the spans-only view means the page has drawn it (the
+        interval fires only when the page's thread is free again): the analysis may start.
+        Started earlier, it took the CPU and the GIL from sending and drawing those spans."""
+        if list((view or {}).get("drawn") or ()) == ["partial", path]:
+            state.store.drawn(path)
         loaded, err = state.peek(path)
         now = [path, "error" if err else "none" if loaded is None else
                "complete" if loaded.complete else "partial"]

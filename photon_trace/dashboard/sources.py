@@ -18,6 +18,7 @@ from typing import Any, Callable
 from photon_trace.dashboard.openable import TRACE_SUFFIXES, NotOpenable, check_openable
 from photon_trace.dashboard.timeline_data import TimelineData, prepare_spans, with_analysis
 from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.tracerows import gc_paused
 
 EDGE_NS = 200_000_000   # records kept beyond the window's edge when classifying the bubbles outside it
 PARTIAL_GRACE_S = 2.0   # the longest the analysis waits for the page to draw the spans
@@ -263,24 +264,31 @@ class TraceStore:
         """Load (``read``), then the window and the span arrays (handed to ``publish`` as a
         partial view), then the analysis and the bubbles."""
         notes: list[str] = []
+        # The collector stays off until the spans are drawn: its first pass after a load walks
+        # every record (0.3 s at 500k spans), and whichever thread allocates next pays for it.
+        # The analysis pays it instead, after the page has drawn.
+        with gc_paused():
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    trace = read()
+                notes += [str(w.message) for w in caught]
+            except Exception as e:  # any reader failure is the user's file, not our crash
+                raise LoadError(f"could not load {label}: {e}") from None
+            if not trace.device_spans and not trace.host_spans:
+                raise LoadError(f"{label} holds no spans yet")
+            if trace.header.get("incomplete"):
+                notes.append("the trace has no end line (still being written, or the run crashed)")
+            try:
+                if window is None:
+                    from photon_trace.telemetry.analysis import steady_state_window
+                    window = steady_state_window(trace)
+                spans = prepare_spans(trace, window)
+                if publish is not None:
+                    publish(Loaded(path, label, trace, None, spans, notes, complete=False))
+            except Exception as e:
+                raise LoadError(f"could not analyse {label}: {type(e).__name__}: {e}") from None
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                trace = read()
-            notes += [str(w.message) for w in caught]
-        except Exception as e:  # any reader failure is the user's file, not our crash
-            raise LoadError(f"could not load {label}: {e}") from None
-        if not trace.device_spans and not trace.host_spans:
-            raise LoadError(f"{label} holds no spans yet")
-        if trace.header.get("incomplete"):
-            notes.append("the trace has no end line (still being written, or the run crashed)")
-        try:
-            if window is None:
-                from photon_trace.telemetry.analysis import steady_state_window
-                window = steady_state_window(trace)
-            spans = prepare_spans(trace, window)
-            if publish is not None:
-                publish(Loaded(path, label, trace, None, spans, notes, complete=False))
             report = self.analyze(trace, window)
             timeline = with_analysis(spans, trace, report, outside_bubbles(trace, report.window))
         except Exception as e:
