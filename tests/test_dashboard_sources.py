@@ -5,6 +5,7 @@ import argparse
 import importlib
 import os
 import sys
+import threading
 import time
 
 import pytest
@@ -72,6 +73,26 @@ def test_loads_are_analysed_once_and_cached(folder):
     b = store.get(str(folder / "mask_sync.trace.jsonl"))
     assert a is b and len(calls) == 1
     assert a.report.syncs and a.timeline.syncs.in_window.sum() == sum(s.count for s in a.report.syncs)
+
+
+def test_a_page_waiting_for_a_loading_trace_gets_its_spans_or_its_error(folder, tmp_path):
+    """``peek(wait_s=...)`` returns the spans-only view once they are ready (the first draw need
+    not poll for them), and a file that may not be opened is reported, not "loading" forever."""
+    released = threading.Event()
+
+    def slow_load(p):
+        assert released.wait(60)
+        return load_trace(p)
+    store = TraceStore([folder, tmp_path], load=slow_load)
+    path = folder / "mask_sync.trace.jsonl"
+    assert store.peek(path) is None                  # the load starts in the background
+    threading.Timer(0.05, released.set).start()
+    part = store.peek(path, wait_s=60)
+    assert part is not None and part.timeline.n_spans > 0
+    not_ours = tmp_path / "notes.trace.jsonl"
+    not_ours.write_text('{"hello": 1}\n')
+    with pytest.raises(LoadError, match="not a photon_trace trace"):
+        store.peek(not_ours, wait_s=60)
 
 
 def _write_growing(path, trace: Trace, cuts: list[int]):

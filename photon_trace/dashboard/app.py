@@ -34,13 +34,14 @@ class AppState:
                 out.append({"label": _short(p, self.store.allowed), "value": p})
         return out
 
-    def peek(self, path: str | None) -> tuple[Loaded | None, str | None]:
-        """Without waiting: the trace (maybe still partial: spans drawn, analysis running), or
-        None with no error while it loads, or None and the reason it cannot be shown."""
+    def peek(self, path: str | None, wait_s: float = 0.0) -> tuple[Loaded | None, str | None]:
+        """The trace (maybe still partial: spans drawn, analysis running), or None with no error
+        while it loads (after waiting up to ``wait_s`` for its spans), or None and the reason it
+        cannot be shown."""
         if not path:
             return None, "no trace selected: pick one above or open a path"
         try:
-            return self.store.peek(path), None
+            return self.store.peek(path, wait_s), None
         except (PathRefused, LoadError) as e:
             return None, str(e)
 
@@ -76,6 +77,12 @@ def create_app(paths: list[str], allowed_dirs: list[str], live: str | None,
     state = AppState(store, follower, live, initial, guide)
     app = dash.Dash(__name__, title="photon_trace dashboard", update_title=None,
                     suppress_callback_exceptions=True)
+    # plotly.js (4.6 MB) loads with the page's other scripts and runs before the renderer starts,
+    # rather than being fetched when the first graph mounts (after the layout arrived): its
+    # download and its ~1 s of parsing in a software-rendered browser overlap the trace's load
+    # instead of following it. The graphs find it as window.Plotly and fetch nothing more.
+    app.config.external_scripts.append(
+        f"{app.config.requests_pathname_prefix}_dash-component-suites/plotly/package_data/plotly.min.js")
 
     def layout():
         a = LIVE if follower else (initial[0] if initial else None)

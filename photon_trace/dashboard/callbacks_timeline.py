@@ -18,6 +18,7 @@ from photon_trace.dashboard.timeline import View, placeholder_figure, timeline_f
 from photon_trace.dashboard.timeline import window_shapes
 
 LIVE = "live"
+SPANS_WAIT_S = 5.0   # how long the first draw waits for a loading trace's spans before the page polls
 # Keeps only the x-axis part of a relayout event (zoom, pan, reset). Done in the browser so that
 # the events plotly also sends (autosize, legend clicks) never re-trigger, and so cancel, a
 # server re-draw that is in flight.
@@ -137,8 +138,8 @@ def register(app: dash.Dash, state) -> None:
         version = (live_version or {}).get("v")
         if live:
             loaded, err = state.get(path, version)
-        else:
-            loaded, err = state.peek(path)
+        else:   # the page shows "loading…" meanwhile; spans ready within the wait are sent at once
+            loaded, err = state.peek(path, SPANS_WAIT_S if trigger != "load-state" else 0.0)
         if loaded is None:
             waiting = err is None and not live
             msg = f"loading {path}…" if waiting else (err or "no trace")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from contextlib import contextmanager
 import warnings
 from collections import OrderedDict
@@ -151,6 +152,7 @@ class TraceStore:
         self._cache: OrderedDict[tuple, Loaded] = OrderedDict()
         self._max = max_entries
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)   # a load published spans, finished or failed
         self._loading: dict[str, threading.Lock] = {}
         self._partial: dict[tuple, Loaded] = {}   # spans drawn while the analysis runs
         self._go: dict[tuple, threading.Event] = {}   # set when the analysis may start (``drawn``)
@@ -182,6 +184,9 @@ class TraceStore:
             try:
                 check_openable(p, **self.limits)
             except NotOpenable as e:
+                with self._changed:   # a page waiting on a background load is told too
+                    self._failed[key] = str(e)
+                    self._changed.notify_all()
                 raise LoadError(str(e)) from None
         with self._lock:
             if key in self._cache:
@@ -199,7 +204,9 @@ class TraceStore:
                     return self._cache[key]
 
             def publish(part: Loaded) -> None:
-                self._partial[key] = part
+                with self._changed:
+                    self._partial[key] = part
+                    self._changed.notify_all()
                 # Let the page draw the spans before the analysis takes the CPU (and the GIL): a
                 # 500k-span draw contended by the analysis took twice as long. Not forever: no page
                 # may be looking.
@@ -208,16 +215,18 @@ class TraceStore:
             try:
                 loaded = self.build(str(p), p.name, lambda: self.load(p), publish=publish)
             except LoadError as e:
-                with self._lock:
+                with self._changed:
                     self._failed[key] = str(e)
+                    self._changed.notify_all()
                 raise
             finally:
                 self._partial.pop(key, None)
                 self._go.pop(key, None)
-            with self._lock:
+            with self._changed:
                 self._cache[key] = loaded
                 while len(self._cache) > self._max:
                     self._cache.popitem(last=False)
+                self._changed.notify_all()
         return loaded
 
     def drawn(self, path: str | os.PathLike) -> None:
@@ -230,20 +239,30 @@ class TraceStore:
         if ev is not None:
             ev.set()
 
-    def peek(self, path: str | os.PathLike) -> Loaded | None:
-        """Without waiting: the analysed trace, else its spans while the analysis runs, else None
-        (a load is then started in the background). A failed load raises its ``LoadError``."""
+    def peek(self, path: str | os.PathLike, wait_s: float = 0.0) -> Loaded | None:
+        """The analysed trace, else its spans while the analysis runs, else None (a load is then
+        started in the background). A failed load raises its ``LoadError``. ``wait_s``: how long
+        to wait for the spans (or the failure) when neither is there yet."""
         p, key = self._key(path)
-        with self._lock:
-            if key in self._cache:
-                return self._cache[key]
-            if key in self._failed:
-                raise LoadError(self._failed.pop(key))
-            partial = self._partial.get(key)
-            busy = self._loading.get(str(p))
-        if partial is None and not (busy and busy.locked()):
-            self.preload([str(p)])
-        return partial
+        deadline = time.monotonic() + wait_s
+        started = False
+        with self._changed:
+            while True:
+                if key in self._cache:
+                    return self._cache[key]
+                if key in self._failed:
+                    raise LoadError(self._failed.pop(key))
+                partial = self._partial.get(key)
+                if partial is not None:
+                    return partial
+                busy = self._loading.get(str(p))
+                if not started and not (busy and busy.locked()):
+                    self.preload([str(p)])   # its thread takes the lock only once this one waits
+                    started = True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._changed.wait(left)
 
     def preload(self, paths: list[str]) -> threading.Thread:
         """Load and analyse ``paths`` in the background (errors wait for the page to ask)."""
