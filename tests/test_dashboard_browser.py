@@ -114,6 +114,23 @@ def test_zoom_redraws_only_the_visible_range_in_adaptive_units(server, page):
     assert not any("e-" in t for t in zoomed["ticks"])
 
 
+def test_a_graph_is_drawn_again_on_resize_only_when_its_size_changed(server, page):
+    """dcc.Graph asks plotly to resize whenever its box changes, and plotly re-drew the whole
+    figure even at the same size (the timeline replacing its placeholder was drawn twice). The
+    same size draws nothing; a narrower window still re-draws the timeline to fit it."""
+    page.goto(server.url)
+    figure(page, "#timeline")
+    draws_on_resize = """async (sel) => {
+      const gd = document.querySelector(sel + ' .js-plotly-plot'); let n = 0; const count = () => n++;
+      gd.on('plotly_afterplot', count); await Plotly.Plots.resize(gd); gd.removeListener('plotly_afterplot', count);
+      return [n, gd._fullLayout.width]; }"""
+    draws, width = page.evaluate(draws_on_resize, "#timeline")
+    assert draws == 0
+    page.set_viewport_size({"width": 1100, "height": 1000})
+    page.wait_for_function(f"() => document.querySelector('#timeline .js-plotly-plot')._fullLayout.width < {width}",
+                           timeout=20_000)
+
+
 def test_every_card_and_table_header_has_a_definition_on_hover(server, page):
     """Item 7: each card and column header carries its definition (the README's glossary)."""
     page.goto(server.url)
