@@ -197,6 +197,39 @@ def test_the_requests_lane_and_the_analysis_window_are_explained_on_the_chart(pa
     assert "first token" in page.inner_text("#details-ops")
 
 
+def test_the_requests_lane_marks_each_request_finished_or_aborted(browser, tmp_path):
+    """A mark where each request ended (finalized, or aborted: an x), as many as the trace's
+    requests that ended; clicking one shows that request's lifecycle and outlines it."""
+    from helpers.loop_sim import SyntheticRun, synthetic_trace
+    from photon_trace.telemetry.tracefile import write_trace
+    tr = synthetic_trace(SyntheticRun(steps=60, requests=24, abort_every=4, seed=3))
+    ends: dict[int, tuple[int, str]] = {}
+    for r in tr.requests:
+        if r.event in ("finalized", "aborted") and (r.req_id not in ends or r.t < ends[r.req_id][0]):
+            ends[r.req_id] = (r.t, r.event)
+    s = Server([write_trace(tr, tmp_path / "aborts.trace.jsonl")], [tmp_path])
+    ctx = browser.new_context(viewport={"width": 1600, "height": 1100})
+    pg = ctx.new_page()
+    try:
+        pg.goto(s.url)
+        fig = figure(pg, "#timeline")
+        drawn = {t["name"]: t["n"] for t in fig["traces"]}
+        assert drawn["requests: finished"] == sum(1 for _, k in ends.values() if k == "finalized") > 0
+        assert drawn["requests: aborted"] == sum(1 for _, k in ends.values() if k == "aborted") > 0
+        first_abort = min(t for t, k in ends.values() if k == "aborted")
+        first = {f"request {r} · aborted" for r, (t, k) in ends.items() if t == first_abort and k == "aborted"}
+        click_point(pg, "#timeline", "requests: aborted", 0)     # the earliest abort (or one ending with it)
+        pg.wait_for_function("() => document.querySelector('#details-title') && "
+                             "document.querySelector('#details-title').innerText.startsWith('request ')",
+                             timeout=20_000)
+        assert pg.inner_text("#details-title") in first
+        assert "time to first token" in pg.inner_text("#details-fields")
+        figure(pg, "#timeline", until="f.shapes.some(s => s.name === 'selected')")
+    finally:
+        ctx.close()
+        s.close()
+
+
 def test_the_guided_first_view_on_the_engines_sync_trace(browser):
     """The demo's first screen: the flagged sync selected with its bubble and call site, the
     diagnosis row highlighted; host code's fix ranked above the device's dispatch latency."""

@@ -128,3 +128,48 @@ def test_the_bubbles_outside_the_window_are_classified_and_never_counted(mask_sy
     assert outside and all(b.t1 <= rep.window[0] or b.t0 >= rep.window[1] for b in outside)
     assert sum(int(st.in_window.sum()) for st in data.sets if st.group == "bubble") == len(rep.bubbles)
     assert (~data.syncs.in_window).any()          # the warm-up's syncs are marked too
+
+
+def _first_end(trace) -> dict[int, tuple[int, str]]:
+    """Per request, its first end event (time, kind), straight from the records."""
+    out: dict[int, tuple[int, str]] = {}
+    for r in trace.requests:
+        if r.event in ("finalized", "aborted") and (r.req_id not in out or r.t < out[r.req_id][0]):
+            out[r.req_id] = (r.t, r.event)
+    return out
+
+
+def test_the_requests_lane_marks_where_each_request_finished_or_was_aborted():
+    from helpers.loop_sim import SyntheticRun, synthetic_trace
+    from photon_trace.dashboard.timeline import View, timeline_figure
+    tr = synthetic_trace(SyntheticRun(steps=60, requests=24, abort_every=4, seed=3))
+    data = prepare_timeline(tr)
+    ends = _first_end(tr)
+    assert {k for k in ends.values() if k[1] == "aborted"} and {k for k in ends.values() if k[1] == "finalized"}
+    fig = timeline_figure(data, View())
+    drawn = {t.name: t for t in fig.data if t.name in ("requests: finished", "requests: aborted")}
+    for name, kind in (("requests: finished", "finalized"), ("requests: aborted", "aborted")):
+        want = sorted((t, rid) for rid, (t, k) in ends.items() if k == kind)
+        assert list(drawn[name].customdata[:, 0]) == [rid for _, rid in want]
+        assert np.allclose(drawn[name].x, [(t - data.origin) / 1e9 for t, _ in want])
+    i = int(data.requests.ended()[0])
+    rid = int(data.requests.req_id[i])
+    det = selection.details(data, tr, None, {"kind": "request", "i": i})
+    assert det["title"] == f"request {rid} · {ends[rid][1]}"
+    assert dict(det["fields"])["output tokens"] == str(max(r.tokens for r in tr.requests
+                                                           if r.req_id == rid and r.event == ends[rid][1]))
+    box = selection.marks(data, tr, {"kind": "request", "i": i})["shapes"][0]
+    arrival = min(r.t for r in tr.requests if r.req_id == rid)
+    assert math.isclose(box["x0"], (arrival - data.origin) / 1e9)
+
+
+def test_many_request_ends_are_binned_with_their_counts():
+    from helpers.loop_sim import SyntheticRun, synthetic_trace
+    from photon_trace.dashboard.timeline import View, timeline_figure
+    tr = synthetic_trace(SyntheticRun(steps=400, requests=300, streams=8, abort_every=5, seed=4))
+    data = prepare_timeline(tr)
+    ends = _first_end(tr)
+    fig = timeline_figure(data, View(width_px=200))          # 50 bins: fewer marks than ends
+    finished = next(t for t in fig.data if t.name == "requests: finished")
+    n_finalized = sum(1 for _, k in ends.values() if k == "finalized")
+    assert len(finished.x) < n_finalized and finished.customdata[:, 0].sum() == n_finalized

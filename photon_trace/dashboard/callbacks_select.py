@@ -16,7 +16,7 @@ from photon_trace.dashboard.panels import bubble_order, ranked_diagnoses
 from photon_trace.dashboard.search import search, step_range
 from photon_trace.dashboard.stats import range_stats
 from photon_trace.dashboard.timeline import View
-from photon_trace.dashboard.timeline_draw import CLICK_BLOCK, CLICK_REQUESTS, CLICK_SPAN, CLICK_SYNC
+from photon_trace.dashboard.timeline_draw import CLICK_BLOCK, CLICK_REQUEST_END, CLICK_REQUESTS, CLICK_SPAN, CLICK_SYNC
 
 
 def selection_from_click(data, click: dict | None, view: dict) -> dict | None:
@@ -51,6 +51,10 @@ def selection_from_click(data, click: dict | None, view: dict) -> dict | None:
         return {"kind": "range", "a": t - half, "b": t + half}
     if code == CLICK_REQUESTS:
         return {"kind": "requests", "t": t}
+    if code == CLICK_REQUEST_END and data.requests is not None:
+        ends = data.requests.ended()
+        if len(ends):   # the request whose end is nearest the mark (a binned mark: one in its bin)
+            return {"kind": "request", "i": int(ends[np.argmin(np.abs(data.requests.times[ends, 3] - t))])}
     return None
 
 

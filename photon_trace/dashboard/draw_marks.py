@@ -1,5 +1,5 @@
-"""Drawing the timeline's marks (the requests lane, accidental syncs and their links to the
-bubbles they caused) for one ``timeline_draw._Frame``: the same honest rules as the spans."""
+"""Drawing the timeline's marks (the requests lane and where each request ended, accidental
+syncs and their links to the bubbles they caused) for one ``timeline_draw._Frame``: the same honest rules as the spans."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +8,20 @@ import plotly.graph_objects as go
 from photon_trace.dashboard.marks import REQUEST_STATES, mean_counts
 from photon_trace.dashboard.timeline_data import TimelineData
 from photon_trace.dashboard.timeline_draw import (
-    _HOVER, BANDS, HALF, HEIGHT_STEPS, REQUEST_COLOURS, REQUEST_NAMES, SYNC_COLOUR, SYNC_DY, MAX_LINKS, _Frame,
-    _rects, _shown, _uid, _visible)
+    _HOVER, BANDS, HALF, HEIGHT_STEPS, REQUEST_COLOURS, REQUEST_END_NAMES, REQUEST_NAMES, SYNC_COLOUR, SYNC_DY,
+    MAX_LINKS, _Frame, _rects, _shown, _uid, _visible)
+
+REQUEST_END_COLOURS = {"finished": "#2E7D32", "aborted": "#C62828"}
+FINISHED_HOVER = {
+    "finished": "<b>request %{customdata[0]} finished</b> (finalized) · %{customdata[1]} output tokens"
+                "<br>%{customdata[2]:.4~s}s after it arrived<br>click: its lifecycle<extra></extra>",
+    "aborted": "<b>request %{customdata[0]} aborted</b> after %{customdata[1]} output tokens"
+               "<br>%{customdata[2]:.4~s}s after it arrived<br>click: its lifecycle<extra></extra>",
+    "finished (binned)": "<b>%{customdata[0]:,} requests finished here</b> (finalized)"
+                         "<br>e.g. request %{customdata[1]}<extra></extra>",
+    "aborted (binned)": "<b>%{customdata[0]:,} requests aborted here</b><br>e.g. request %{customdata[1]}"
+                        "<extra></extra>",
+}
 
 
 def request_traces(data: TimelineData, f: _Frame, prefix: str, show_legend, common: dict) -> list:
@@ -53,6 +65,41 @@ def request_traces(data: TimelineData, f: _Frame, prefix: str, show_legend, comm
                             hovertemplate=_HOVER["requests"], name=prefix + "requests (hover)",
                             uid=_uid(prefix + "requests (hover)"), showlegend=False,
                             hoverlabel=dict(bgcolor="white"), **common))
+    return out + finished_traces(data, f, prefix, show_legend, common)
+
+
+def finished_traces(data: TimelineData, f: _Frame, prefix: str, show_legend, common: dict) -> list:
+    """A mark just above the requests lane where each request ended: finalized (its last token)
+    or aborted. More ends than a mark per 4 px: one mark per 4-px bin, its hover the count."""
+    rs = data.requests
+    ends = rs.ended()
+    t_end = rs.times[ends, 3]
+    ends = ends[(t_end >= f.a) & (t_end <= f.b)]
+    y = -float(rs.lane) + SYNC_DY
+    out = []
+    for aborted, state in ((False, "finished"), (True, "aborted")):
+        j = ends[rs.aborted[ends] == aborted]
+        if not len(j):
+            continue
+        times = rs.times[j]
+        cd = np.column_stack([rs.req_id[j], rs.output_tokens[j],
+                              np.where(times[:, 0] >= 0, (times[:, 3] - times[:, 0]) / 1e9, np.nan)])
+        x, template = f.x(times[:, 3]), FINISHED_HOVER[state]
+        if len(j) > f.view.width_px / 4:
+            n_b = max(int(f.view.width_px / 4), 1)
+            edges = np.linspace(f.a, f.b, n_b + 1)
+            kb = np.clip(np.searchsorted(edges, times[:, 3], side="right") - 1, 0, n_b - 1)
+            bins, first, inv = np.unique(kb, return_index=True, return_inverse=True)
+            x = f.x((edges[bins] + edges[bins + 1]) / 2)
+            cd = np.column_stack([np.bincount(inv), cd[first, 0]])
+            template = FINISHED_HOVER[state + " (binned)"]
+        name = REQUEST_END_NAMES[state]
+        out.append(go.Scattergl(
+            x=x, y=np.full(len(x), y), mode="markers", customdata=cd, hovertemplate=template,
+            marker=dict(symbol="diamond" if not aborted else "x", size=8, color=REQUEST_END_COLOURS[state],
+                        line=dict(width=1, color="white")),
+            name=prefix + name, uid=_uid(prefix + name), legendgroup=name, showlegend=_shown(show_legend, name),
+            hoverlabel=dict(bgcolor="white"), **common))
     return out
 
 

@@ -84,7 +84,9 @@ GLOSSARY: dict[str, str] = {
     "pixel column": "Zoomed out, spans narrower than a pixel are summed per pixel column and drawn with a "
                     "height equal to the share of that column they occupy; nothing is widened.",
     "requests lane": "How many requests were decoding, in prefill or queued (waiting for admission) over "
-                     "time; the lane's full height is the most in flight at once.",
+                     "time; the lane's full height is the most in flight at once. Above it, a mark where "
+                     "each request ended: a diamond when it finished (finalized), an x when it was aborted; "
+                     "click one for that request's lifecycle.",
 }
 
 

@@ -84,7 +84,8 @@ class RequestStates:
 
     ``t[k]`` is a change point; ``counts[k]`` (decode, prefill, queued) hold from it to
     ``t[k + 1]``. Per request (``req_id`` order): arrival, admitted, first token,
-    finalized (or aborted) and freed, -1 where the trace has no such event."""
+    finalized (or aborted) and freed, -1 where the trace has no such event; ``aborted``:
+    the request's end (``times[:, 3]``) was an abort, not a normal finish."""
     lane: int
     t: np.ndarray
     counts: np.ndarray
@@ -93,6 +94,13 @@ class RequestStates:
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     peak: int                  # most requests in flight at once: the lane's full height
+    aborted: np.ndarray | None = None   # bool per request
+
+    def ended(self) -> np.ndarray:
+        """Indices of the requests that ended (finalized or aborted), in order of their end."""
+        end = self.times[:, 3]
+        idx = np.flatnonzero(end >= 0)
+        return idx[np.argsort(end[idx], kind="stable")]
 
     def in_flight_at(self, t: int) -> np.ndarray:
         """Indices of the requests that had arrived and were not yet finalized at ``t``."""
@@ -112,6 +120,8 @@ def request_states(records: list[RequestRecord], lane: int) -> RequestStates:
     kinds = list(dict.fromkeys(map(itemgetter(1), records)))
     lut = {k: EVENTS.get(k, -1) for k in kinds}
     ev = np.fromiter(map(lut.__getitem__, map(itemgetter(1), records)), np.int64, n)
+    abort_of = {k: k == "aborted" for k in kinds}
+    is_abort = np.fromiter(map(abort_of.__getitem__, map(itemgetter(1), records)), bool, n)
     t = np.fromiter(map(itemgetter(2), records), np.int64, n)
     tok = np.fromiter(map(itemgetter(3), records), np.int64, n)
     ids, inv = np.unique(rid, return_inverse=True)
@@ -119,6 +129,9 @@ def request_states(records: list[RequestRecord], lane: int) -> RequestStates:
     big = np.iinfo(np.int64).max
     times = np.full((len(ids), 5), big, dtype=np.int64)
     np.minimum.at(times, (inv[known], ev[known]), t[known])
+    aborted = np.zeros(len(ids), dtype=bool)    # the request's first end event is an abort
+    ab = np.flatnonzero(is_abort)
+    aborted[inv[ab]] = t[ab] == times[inv[ab], 3]
     times[times == big] = -1
     prompt = np.zeros(len(ids), dtype=np.int64)
     output = np.zeros(len(ids), dtype=np.int64)
@@ -137,7 +150,7 @@ def request_states(records: list[RequestRecord], lane: int) -> RequestStates:
         states.append(np.full(int(ok.sum()), REQUEST_STATES.index(state)))
     a, b, st = np.concatenate(starts), np.concatenate(ends), np.concatenate(states)
     if not len(a):
-        return RequestStates(lane, np.zeros(0, np.int64), np.zeros((0, 3)), ids, times, prompt, output, 0)
+        return RequestStates(lane, np.zeros(0, np.int64), np.zeros((0, 3)), ids, times, prompt, output, 0, aborted)
     when = np.concatenate([a, b])
     which = np.concatenate([st, st])
     delta = np.concatenate([np.ones(len(a), np.int64), -np.ones(len(b), np.int64)])
@@ -148,7 +161,7 @@ def request_states(records: list[RequestRecord], lane: int) -> RequestStates:
     counts = np.cumsum(step, axis=0)
     last = np.concatenate([when[1:] != when[:-1], [True]])   # the counts after every change at a time
     return RequestStates(lane, when[last], counts[last].astype(np.float64), ids, times, prompt, output,
-                         int(counts.sum(axis=1).max()))
+                         int(counts.sum(axis=1).max()), aborted)
 
 
 def mean_counts(rs: RequestStates, edges: np.ndarray) -> np.ndarray:

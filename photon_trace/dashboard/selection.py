@@ -7,7 +7,8 @@ A selection is a small JSON-able dict the page keeps:
   device op, wait or bubble);
 * ``{"kind": "sync", "k": K}``: accidental-sync marker K;
 * ``{"kind": "range", "a": NS, "b": NS}``: a time range (its statistics: ``stats.py``);
-* ``{"kind": "requests", "t": NS}``: the requests in flight at a time.
+* ``{"kind": "requests", "t": NS}``: the requests in flight at a time;
+* ``{"kind": "request", "i": I}``: request I (``RequestStates`` order) from its end mark.
 
 ``details`` returns what the details panel shows; ``marks`` the shapes and arrows: an
 outline on the selection, the flow arrow from the host span that enqueued a device op
@@ -64,6 +65,8 @@ def details(data: TimelineData, trace: Trace, report: Any, sel: dict | None) -> 
         return _sync_details(data, trace, int(sel["k"]))
     if kind == "requests" and data.requests is not None:
         return _request_details(data, int(sel["t"]))
+    if kind == "request" and data.requests is not None and 0 <= int(sel.get("i", -1)) < len(data.requests.req_id):
+        return _one_request(data, trace, int(sel["i"]))
     return None
 
 
@@ -124,7 +127,7 @@ def _sync_details(data: TimelineData, trace: Trace, k: int) -> dict:
 def _request_details(data: TimelineData, t: int) -> dict:
     rs = data.requests
     idx = rs.in_flight_at(t)
-    names = ("arrival", "admitted", "first token", "finalized", "freed")
+    names = REQUEST_EVENTS
     rows = []
     for i in idx[:200]:
         row = {"request": str(int(rs.req_id[i])), "prompt tokens": str(int(rs.prompt_tokens[i])),
@@ -135,6 +138,28 @@ def _request_details(data: TimelineData, t: int) -> dict:
         rows.append(row)
     return {"title": f"requests in flight at {fmt_duration(t - data.origin)}: {len(idx)}",
             "fields": [], "step": [], "ops": rows, "related": []}
+
+
+REQUEST_EVENTS = ("arrival", "admitted", "first token", "finalized", "freed")
+
+
+def _one_request(data: TimelineData, trace: Trace, i: int) -> dict:
+    """One request's lifecycle: each event's time, how long it queued, waited for its first
+    token and ran, and how it ended."""
+    rs = data.requests
+    t = [int(v) for v in rs.times[i]]
+    end = "aborted" if rs.aborted[i] else "finalized"
+    fields = [("request", str(int(rs.req_id[i]))), ("ended", end if t[3] >= 0 else "not in the trace"),
+              ("prompt tokens", str(int(rs.prompt_tokens[i]))), ("output tokens", str(int(rs.output_tokens[i])))]
+    names = [*REQUEST_EVENTS[:3], end, REQUEST_EVENTS[4]]
+    fields += [(nm, fmt_duration(v - data.origin) if v >= 0 else "–") for nm, v in zip(names, t)]
+    for label, a, b in (("queued for", 0, 1), ("time to first token", 0, 2), ("arrival to end", 0, 3)):
+        if t[a] >= 0 and t[b] >= 0:
+            fields.append((label, fmt_duration(t[b] - t[a])))
+    if t[3] >= 0:
+        fields += _times(data, trace, t[3])
+    return {"title": f"request {int(rs.req_id[i])} · {end if t[3] >= 0 else 'in flight'}", "fields": fields,
+            "step": [], "ops": [], "related": []}
 
 
 def _step_record(trace: Trace, step: int) -> list[tuple[str, str]]:
@@ -166,6 +191,11 @@ def target_ns(data: TimelineData, sel: dict) -> tuple[int, int] | None:
         return int(data.syncs.t0[k]), int(max([data.syncs.t1[k], *ends]))
     if sel.get("kind") == "range":
         return int(sel["a"]), int(sel["b"])
+    if sel.get("kind") == "request" and data.requests is not None and 0 <= int(sel.get("i", -1)) < len(
+            data.requests.req_id):
+        t = data.requests.times[int(sel["i"])]
+        known = t[t >= 0]
+        return (int(known.min()), int(known.max())) if len(known) else None
     return None
 
 
@@ -200,6 +230,16 @@ def marks(data: TimelineData, trace: Trace, sel: dict | None, axis: str = "windo
             for k in data.syncs.link_marker[data.syncs.link_bubble == int(st.index[i])]:
                 out["annotations"].append(_arrow(x(data.syncs.t0[k]), -float(data.syncs.lane[k]) + SYNC_DY,
                                                  x((st.t0[i] + st.t1[i]) / 2), c + HALF, LINK, "caused by"))
+        return out
+    if sel.get("kind") == "request" and data.requests is not None and 0 <= int(sel.get("i", -1)) < len(
+            data.requests.req_id):
+        rs, i = data.requests, int(sel["i"])
+        known = rs.times[i][rs.times[i] >= 0]
+        if len(known):   # its lifetime outlined on the requests lane
+            c = -float(rs.lane)
+            out["shapes"].append(dict(type="rect", xref="x", yref="y", x0=x(known.min()), x1=x(known.max()),
+                                      y0=c - HALF - 0.04, y1=c + HALF + 0.04, line=OUTLINE,
+                                      fillcolor="rgba(0,0,0,0)", name="selected"))
         return out
     if sel.get("kind") == "sync" and 0 <= int(sel.get("k", -1)) < len(data.syncs):
         k = int(sel["k"])

@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from photon_trace.dashboard.timeline_data import (  # noqa: F401  (re-exported: the app and tests use them)
     BUBBLE_CAUSES, COLOURS, Lane, SpanSet, TimelineData, bubble_name, prepare_timeline,
 )
-from photon_trace.dashboard.timeline_draw import HALF, draw
+from photon_trace.dashboard.timeline_draw import HALF, REQUEST_END_NAMES, REQUEST_NAMES, draw
 from photon_trace.dashboard.view import View, x_range_from_relayout  # noqa: F401  (re-exported)
 
 timeline_traces = draw
@@ -113,7 +113,7 @@ def compare_figure(a: TimelineData, b: TimelineData, view: View = View(),
     ta, meta_a = draw(a, v, "x", "y")
     shown = {t.name for t in ta if t.showlegend}
     names_b = {st.name for st in b.sets} | {"accidental sync", "accidental sync (outside window)",
-                                            "requests: decoding", "requests: prefill", "requests: queued"}
+                                            *REQUEST_NAMES.values(), *REQUEST_END_NAMES.values()}
     tb, meta_b = draw(b, v, "x", "y2", show_legend=names_b - shown)
     shapes_a, notes_a = window_shapes(a, view, "x", "y domain")
     shapes_b, notes_b = window_shapes(b, view, "x", "y2 domain")

@@ -42,10 +42,11 @@ MAX_LINKS = 400                   # sync -> bubble links drawn when this few are
 REQUEST_COLOURS = {"decode": "rgba(47,109,181,0.45)", "prefill": "rgba(31,59,115,0.75)",
                    "queued": "rgba(150,150,150,0.55)"}
 REQUEST_NAMES = {"decode": "requests: decoding", "prefill": "requests: prefill", "queued": "requests: queued"}
+REQUEST_END_NAMES = {"finished": "requests: finished", "aborted": "requests: aborted"}
 
 DUR = "%{customdata[3]:.4~s}s"
 # What a click on a trace's points selects (``curves``: one entry per trace, in figure order).
-CLICK_SPAN, CLICK_BLOCK, CLICK_SYNC, CLICK_REQUESTS = 1, 2, 3, 4
+CLICK_SPAN, CLICK_BLOCK, CLICK_SYNC, CLICK_REQUESTS, CLICK_REQUEST_END = 1, 2, 3, 4, 5
 _HOVER = {
     "phase": "<b>%{meta}</b> · step %{customdata[0]} · slot %{customdata[1]} · rows %{customdata[2]}"
              "<br>duration " + DUR + " · start %{customdata[5]:.6~s}s<extra></extra>",
@@ -189,6 +190,8 @@ def curves(data: TimelineData, traces: list, prefix: str = "") -> list:
             out.append([CLICK_SYNC, -1])
         elif name == prefix + "requests (hover)":
             out.append([CLICK_REQUESTS, -1])
+        elif name in (prefix + REQUEST_END_NAMES["finished"], prefix + REQUEST_END_NAMES["aborted"]):
+            out.append([CLICK_REQUEST_END, -1])
         else:
             out.append(None)
     return out

@@ -85,6 +85,7 @@ class SyntheticRun:
     prompt_tokens: int = 48         # prefill length of each request
     output_tokens: tuple[int, ...] = (6, 9, 14)   # cycled over requests (in arrival order)
     constrained_every: int = 3      # every n-th request is constrained (0: none, 1: all)
+    abort_every: int = 0            # every n-th request is aborted at its first token (0: none)
     arrival_gap_ns: int = 1_500_000
     costs: LoopCosts = BATCHED_COSTS
     jitter: float = 0.1             # each duration is scaled by a uniform factor in 1 +- jitter
@@ -126,6 +127,7 @@ class _Seq:
     produced: int = 0
     finalized: bool = False
     inflight: int = 0
+    abort: bool = False     # its client goes away once the first token is out
 
 
 @dataclass
@@ -150,10 +152,10 @@ class _Loop:
         self.free = {Stream.COMPUTE: 0, Stream.COPY: 0}
         self.waiting: list[_Seq] = []
         self.active: list[_Seq] = []
-        every = run.constrained_every
+        every, abort = run.constrained_every, run.abort_every
         self.pending = [
             _Seq(i, clock.t + i * run.arrival_gap_ns, run.output_tokens[i % len(run.output_tokens)],
-                 bool(every) and i % every == every - 1)
+                 bool(every) and i % every == every - 1, abort=bool(abort) and i % abort == abort - 1)
             for i in range(run.requests)]
 
     # -- time ----------------------------------------------------------------------------
@@ -275,7 +277,10 @@ class _Loop:
                 tokens += 1
                 if s.produced == 1:
                     tr.request(s.req_id, RequestEvent.FIRST_TOKEN, self.clock.t, 1)
-                if s.produced >= s.target:
+                if s.abort:             # the engine's finish(ABORT): finalized, recorded as aborted
+                    s.finalized = True
+                    tr.request(s.req_id, RequestEvent.ABORTED, self.clock.t, s.produced)
+                elif s.produced >= s.target:
                     s.finalized = True
                     tr.request(s.req_id, RequestEvent.FINALIZED, self.clock.t, s.produced)
             if s.finalized and s.inflight == 0:   # free late: no launched step references it now
