@@ -173,10 +173,12 @@ def step_series_figure(report: Any, title: str | None = None) -> go.Figure:
     mode = "lines" if len(steps) > 1500 else "lines+markers"
     px, py = envelope(idx, period)
     ix, iy = envelope(idx, idle)
-    fig.add_trace(go.Scattergl(x=px, y=py, mode=mode, name="period", marker=dict(size=3),
+    # SVG, not WebGL: at most 2 x ENVELOPE_BUCKETS points a series is one cheap path, and a
+    # second WebGL context (set up when the tab opens) cost Panels ~1 s in a software-GL browser
+    fig.add_trace(go.Scatter(x=px, y=py, mode=mode, name="period", marker=dict(size=3),
                                line=dict(width=1, color="#2F6DB5"),
                                hovertemplate="step %{x}<br>period %{y:.3f} ms<extra></extra>"), 1, 1)
-    fig.add_trace(go.Scattergl(x=ix, y=iy, mode=mode, name="idle", marker=dict(size=3),
+    fig.add_trace(go.Scatter(x=ix, y=iy, mode=mode, name="idle", marker=dict(size=3),
                                line=dict(width=1, color="#F58518"),
                                hovertemplate="step %{x}<br>idle %{y:.3f} ms<extra></extra>"), 2, 1)
     fig.add_trace(_histogram(period, "#2F6DB5", "period"), 1, 2)
