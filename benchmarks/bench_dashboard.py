@@ -43,7 +43,7 @@ def make_trace(spans: int, folder: Path) -> Path:
 
 
 def server_parts(path: Path) -> dict[str, float]:
-    from photon_trace.dashboard.timeline import prepare_timeline
+    from photon_trace.dashboard.timeline_data import prepare_timeline
     from photon_trace.telemetry.analysis import analyze
     from photon_trace.telemetry.tracefile import load_trace
     out = {}

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from photon_trace.dashboard import panels
-from photon_trace.dashboard.timeline import (BUBBLE_CAUSES, View, bubble_name, compare_figure, prepare_timeline,
-                                             timeline_figure, x_range_from_relayout)
+from photon_trace.dashboard.timeline import compare_figure, timeline_figure
+from photon_trace.dashboard.timeline_data import BUBBLE_CAUSES, bubble_name, prepare_timeline
+from photon_trace.dashboard.view import View, x_range_from_relayout
 from photon_trace.telemetry.analysis import analyze, cost_model
 from helpers.dashboard_samples import report, sample, span_count
 

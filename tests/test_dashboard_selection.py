@@ -12,7 +12,7 @@ from photon_trace.dashboard.marks import REQUEST_STATES, mean_counts
 from photon_trace.dashboard.search import search, step_range
 from photon_trace.dashboard.sources import outside_bubbles
 from photon_trace.dashboard.stats import idle_breakdown, range_stats
-from photon_trace.dashboard.timeline import prepare_timeline
+from photon_trace.dashboard.timeline_data import prepare_timeline
 from helpers.dashboard_samples import report, sample
 
 
@@ -141,7 +141,8 @@ def _first_end(trace) -> dict[int, tuple[int, str]]:
 
 def test_the_requests_lane_marks_where_each_request_finished_or_was_aborted():
     from helpers.loop_sim import SyntheticRun, synthetic_trace
-    from photon_trace.dashboard.timeline import View, timeline_figure
+    from photon_trace.dashboard.timeline import timeline_figure
+    from photon_trace.dashboard.view import View
     tr = synthetic_trace(SyntheticRun(steps=60, requests=24, abort_every=4, seed=3))
     data = prepare_timeline(tr)
     ends = _first_end(tr)
@@ -165,7 +166,8 @@ def test_the_requests_lane_marks_where_each_request_finished_or_was_aborted():
 
 def test_many_request_ends_are_binned_with_their_counts():
     from helpers.loop_sim import SyntheticRun, synthetic_trace
-    from photon_trace.dashboard.timeline import View, timeline_figure
+    from photon_trace.dashboard.timeline import timeline_figure
+    from photon_trace.dashboard.view import View
     tr = synthetic_trace(SyntheticRun(steps=400, requests=300, streams=8, abort_every=5, seed=4))
     data = prepare_timeline(tr)
     ends = _first_end(tr)

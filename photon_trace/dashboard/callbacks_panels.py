@@ -9,7 +9,8 @@ from photon_trace.dashboard import panels
 from photon_trace.dashboard.layout import SMALL, error_box, section, table
 from photon_trace.dashboard.sources import Loaded
 from photon_trace.dashboard.stats import idle_breakdown, idle_breakdown_figure
-from photon_trace.dashboard.timeline import View, compare_figure, placeholder_figure, x_range_from_relayout
+from photon_trace.dashboard.timeline import compare_figure, placeholder_figure
+from photon_trace.dashboard.view import View, x_range_from_relayout
 from photon_trace.dashboard.callbacks_timeline import LIVE, ZOOM_FILTER
 
 BUBBLE_ROWS = 100

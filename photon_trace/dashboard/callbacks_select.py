@@ -15,7 +15,7 @@ from photon_trace.dashboard.layout import SMALL, fields_table, section, table
 from photon_trace.dashboard.panels import bubble_order, ranked_diagnoses
 from photon_trace.dashboard.search import search, step_range
 from photon_trace.dashboard.stats import range_stats
-from photon_trace.dashboard.timeline import View
+from photon_trace.dashboard.view import View
 from photon_trace.dashboard.timeline_draw import CLICK_BLOCK, CLICK_REQUEST_END, CLICK_REQUESTS, CLICK_SPAN, CLICK_SYNC
 
 

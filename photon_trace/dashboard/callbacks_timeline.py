@@ -14,8 +14,9 @@ from photon_trace.dashboard import panels, selection
 from photon_trace.dashboard.layout import error_box, section, summary_cards, table
 from photon_trace.dashboard.overview import overview_figure, view_box
 from photon_trace.dashboard.sources import Loaded, LoadError, PathRefused
-from photon_trace.dashboard.timeline import View, placeholder_figure, timeline_figure, x_range_from_relayout
+from photon_trace.dashboard.timeline import placeholder_figure, timeline_figure
 from photon_trace.dashboard.timeline import window_shapes
+from photon_trace.dashboard.view import View, x_range_from_relayout
 
 LIVE = "live"
 SPANS_WAIT_S = 5.0   # how long the first draw waits for a loading trace's spans before the page polls

@@ -17,13 +17,10 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from photon_trace.dashboard.timeline_data import (  # noqa: F401  (re-exported: the app and tests use them)
-    BUBBLE_CAUSES, COLOURS, Lane, SpanSet, TimelineData, bubble_name, prepare_timeline,
-)
-from photon_trace.dashboard.timeline_draw import HALF, REQUEST_END_NAMES, REQUEST_NAMES, draw
-from photon_trace.dashboard.view import View, x_range_from_relayout  # noqa: F401  (re-exported)
+from photon_trace.dashboard.timeline_data import TimelineData
+from photon_trace.dashboard.timeline_draw import REQUEST_END_NAMES, REQUEST_NAMES, draw
+from photon_trace.dashboard.view import View
 
-timeline_traces = draw
 AXIS_TITLES = {"window": "time from the analysis window's start",
                "trace": "time from the trace's first record (the Perfetto export's ts)",
                "step": "step (ticks where a step's launch begins)"}
@@ -147,5 +144,4 @@ def placeholder_figure(message: str, height: int = 260) -> go.Figure:
     return fig
 
 
-__all__ = ["HALF", "View", "timeline_figure", "compare_figure", "placeholder_figure", "prepare_timeline",
-           "timeline_traces", "x_range_from_relayout", "lane_axis", "window_shapes", "bubble_name"]
+__all__ = ["timeline_figure", "compare_figure", "placeholder_figure", "lane_axis", "window_shapes"]
