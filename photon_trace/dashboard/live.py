@@ -202,6 +202,7 @@ class LiveFollower:
         self._views: OrderedDict[int, Loaded] = OrderedDict()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
 
     def start(self, interval_s: float = POLL_S) -> None:
         """Poll in a background thread, so reading and analysing stay off the page's requests."""
@@ -209,11 +210,17 @@ class LiveFollower:
             return
 
         def loop():
-            while True:
+            while not self._stop.is_set():
                 self.poll()
-                time.sleep(interval_s)
+                self._stop.wait(interval_s)
         self._thread = threading.Thread(target=loop, name="dashboard-live", daemon=True)
         self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop polling (the app that owns this follower is shutting down)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
 
     def snapshot(self, version: int | None) -> Loaded | None:
         """The view drawn at ``version`` if it is still kept, else the current one."""

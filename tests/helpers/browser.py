@@ -74,6 +74,8 @@ class Server:
     def close(self):
         self.httpd.shutdown()
         self.thread.join(5)
+        if self.app_state.follower is not None:   # its polling thread would take the GIL from later tests
+            self.app_state.follower.stop()
 
 
 def _accepts(port: int) -> bool:
