@@ -131,6 +131,22 @@ def test_a_graph_is_drawn_again_on_resize_only_when_its_size_changed(server, pag
                            timeout=20_000)
 
 
+def test_webgl_draws_at_the_screens_resolution(server, browser):
+    """plotly fills its WebGL canvases at twice their pixels unless told; the page tells it the
+    screen's ratio: one backing pixel per pixel on an ordinary screen, two on a high-DPI one."""
+    canvases = "() => [...document.querySelectorAll('#timeline canvas')].map(c => [c.width, c.clientWidth])"
+    for ratio in (1, 2):
+        ctx = browser.new_context(viewport={"width": 1400, "height": 900}, device_scale_factor=ratio)
+        pg = ctx.new_page()
+        try:
+            pg.goto(server.url)
+            figure(pg, "#timeline")
+            sizes = pg.evaluate(canvases)
+            assert sizes and all(w == ratio * cw > 0 for w, cw in sizes), sizes
+        finally:
+            ctx.close()
+
+
 def test_every_card_and_table_header_has_a_definition_on_hover(server, page):
     """Item 7: each card and column header carries its definition (the README's glossary)."""
     page.goto(server.url)

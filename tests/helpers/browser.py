@@ -148,12 +148,21 @@ def relayout(page, sel: str, lo: float, hi: float) -> None:
                   " {'xaxis.range[0]': a, 'xaxis.range[1]': b})", [sel, lo, hi])
 
 
+# Whether plotly's hover (what a click selects) is on a point of trace ``name`` in graph ``sel``.
+HOVERS_ON = """([sel, name]) => { const gd = document.querySelector(sel + ' .js-plotly-plot');
+  return !!gd && (gd._hoverdata || []).some(p => p.fullData && p.fullData.name === name); }"""
+
+
 def click_point(page, sel: str, name: str, i: int = 0) -> None:
-    """Click point ``i`` of trace ``name`` as a user would (plotly selects on a real click)."""
+    """Click point ``i`` of trace ``name`` as a user would (plotly selects on a real click).
+    plotly clicks what it hovers, and its hover trails the mouse: a click sent before the hover
+    reached the point selected a neighbour a few pixels back along the way (a device op beside
+    a bubble), so the click waits for the hover to be on this trace."""
     xy = page.evaluate(POINT_XY, [sel, name, i])
     assert xy, f"no point {i} of {name!r} in {sel}"
     page.mouse.move(xy[0] - 20, xy[1] - 20)
     page.mouse.move(*xy, steps=4)
+    page.wait_for_function(HOVERS_ON, arg=[sel, name], timeout=10_000)
     page.mouse.click(*xy)
 
 
