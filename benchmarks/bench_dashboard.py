@@ -40,7 +40,8 @@ def make_trace(spans: int, folder: Path) -> Path:
     from photon_trace.telemetry.tracer import TraceLevel
     steps = max(spans // 10, 10)      # ~10 spans a step at the ON level
     path = folder / f"bench-{spans}.trace.jsonl"
-    if not path.exists():
+    simulator = ROOT / "tests" / "helpers" / "loop_sim.py"
+    if not path.exists() or path.stat().st_mtime < simulator.stat().st_mtime:   # made by an older simulator
         tr = synthetic_trace(SyntheticRun(steps=steps, requests=3 * steps, depth=2, mask_upload_bug=True,
                                           level=TraceLevel.ON))
         write_trace(tr, path)
