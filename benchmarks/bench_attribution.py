@@ -15,7 +15,12 @@ says with what was measured independently:
 * **predicted**: the diagnosis's predicted speedup from removing the family's row (its
   range in brackets), and **observed**: the run without the fault against the run with
   it (ratio of mean step periods over each run's steady state); **err**: predicted gain
-  over observed gain, minus 1 (gain = speedup - 1).
+  over observed gain, minus 1 (gain = speedup - 1);
+* **busy+**: how much longer per step the device was busy in the faulty runs (ms: it ran
+  slower, e.g. beside a host that keeps a core busy, or did more), and **idle-only**: the
+  speedup removing the fault gives were the device as busy as with it (only its idle per
+  step going back to the clean runs'): the part of the observed gain an idle-based
+  prediction can see; the second **err** compares the prediction with that.
 
 The last row is the pipelining the blocking loop lacks: the blocking run's prediction for
 removing every host-made cause at once, observed against the pipelined run.
@@ -165,7 +170,7 @@ def table_rows(runs: Runs, fams, delays: dict) -> list[dict]:
             delay=sum(delays[fam.name]) / len(delays[fam.name]) if delays.get(fam.name) else None,
             predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds),
             high=max(p[2] for p in preds), observed=mean_period(faulty) / mean_period(base),
-            period=mean_period(base)))
+            period=mean_period(base), **busy_split(faulty, base)))
     blk, pipe = runs.reports("clean_blocking"), runs.reports("clean")
     preds = [host_free(r) for r in blk]
     idle = median_ms(blk, every) - median_ms(pipe, every)
@@ -173,8 +178,18 @@ def table_rows(runs: Runs, fams, delays: dict) -> list[dict]:
         family="blocking->pipelined", said="-", right=True, reported=idle, injected=idle,
         growth=mean_period(blk) - mean_period(pipe), delay=None,
         predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds), high=max(p[2] for p in preds),
-        observed=mean_period(blk) / mean_period(pipe), period=mean_period(pipe)))
+        observed=mean_period(blk) / mean_period(pipe), period=mean_period(pipe), **busy_split(blk, pipe)))
     return rows
+
+
+def busy_split(faulty, base) -> dict:
+    """The observed gain split in two: ``busy_plus``, how much longer the device was busy per
+    step in the faulty runs (ms; the device ran slower, or did more), and ``idle_only``, the
+    speedup the fault's removal would give were the device as busy as in the faulty runs (only
+    the idle per step going back to the clean runs'): what an idle-based prediction can see."""
+    idle_f, idle_c = per_step_mean(faulty, every), per_step_mean(base, every)
+    busy_f, busy_c = mean_period(faulty) - idle_f, mean_period(base) - idle_c
+    return dict(busy_plus=busy_f - busy_c, idle_only=mean_period(faulty) / (busy_f + idle_c))
 
 
 def every(bubble) -> bool:
@@ -208,14 +223,18 @@ def main() -> None:
 
     print(f"# {args.model}, {args.streams} streams x {args.tokens} tokens; ms per step; traces in {out}")
     print(f"{'family':20} {'said (costliest cause, share)':50} {'ok':>3} {'reported':>9} {'idle+':>9} "
-          f"{'growth':>8} {'delay':>7} {'predicted [range]':>22} {'observed':>9} {'err':>6}")
+          f"{'growth':>8} {'delay':>7} {'predicted [range]':>22} {'observed':>9} {'err':>6} {'busy+':>7} "
+          f"{'idle-only':>9} {'err':>6}")
     for t in table:
         err = (t["predicted"] - 1) / (t["observed"] - 1) - 1 if t["observed"] != 1 else float("nan")
         t["gain_error"] = err
+        t["idle_only_error"] = err_idle = ((t["predicted"] - 1) / (t["idle_only"] - 1) - 1
+                                           if t["idle_only"] != 1 else float("nan"))
         delay = f"{t['delay']:7.2f}" if t["delay"] is not None else "      -"
         pred = f"{t['predicted']:.3f} [{t['low']:.3f}-{t['high']:.3f}]"
         print(f"{t['family']:20} {t['said'][:50]:50} {'yes' if t['right'] else 'NO':>3} {t['reported']:9.3f} "
-              f"{t['injected']:9.3f} {t['growth']:8.3f} {delay} {pred:>22} {t['observed']:9.3f} {err:+6.0%}")
+              f"{t['injected']:9.3f} {t['growth']:8.3f} {delay} {pred:>22} {t['observed']:9.3f} {err:+6.0%} "
+              f"{t['busy_plus']:7.3f} {t['idle_only']:9.3f} {err_idle:+6.0%}")
     pipe = runs.reports("clean")
     print(f"clean pipelined period {mean_period(pipe):.3f} ms, blocking {mean_period(runs.reports('clean_blocking')):.3f} ms")
     if args.json:
