@@ -20,10 +20,7 @@ Spans (monotonic times mapped to wall clock through the header's anchor):
   Sampled: every ``every_n_steps``-th step, every step with a bubble (a gap on
   the compute stream before or between its ops) over ``bubble_threshold_ns``,
   and every step with an unexpected host wait (``photon_trace.sampled_because``).
-  Children: one span per host phase (``plan``, ``launch``, ``commit``,
-  ``finalize``; the FULL sub-phases are children of the phase around them), one
-  ``host_wait`` span per wait (child of the phase it happened in), and one
-  ``device.<op>`` span per device op.
+  Its children (host phases, waits, device ops) are built in otel_steps.py.
 * ``{operation} {model}`` — one per request (span kind SERVER), arrival to
   finalized (or aborted), with the GenAI semantic conventions' attributes
   (``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.*``,
@@ -49,30 +46,15 @@ import os
 import time
 from collections import defaultdict, deque
 from collections.abc import Generator
-from dataclasses import dataclass, field
 
 from photon_trace.telemetry.otel_requests import ATTR, RequestBuf, RequestSpans
-from photon_trace.telemetry.records import (RECORD_KINDS, DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord,
-                                            Trace)
+from photon_trace.telemetry.otel_steps import COMPUTE_OPS, StepBuf, step_spans
+from photon_trace.telemetry.records import RECORD_KINDS, RequestRecord, Trace
 from photon_trace.telemetry.convert import run_to_end
 from photon_trace.telemetry.otlp_http import ExportError, OtlpHttp, encode, preload, span_collector
 from photon_trace.telemetry.sinks import Chunk
 
 log = logging.getLogger(__name__)
-
-MAIN_PHASES = ("plan", "launch", "commit", "finalize")
-COMPUTE_OPS = frozenset({"stage", "prefill", "forward", "sample", "masked_sample"})
-
-
-@dataclass
-class _StepBuf:
-    host: list[HostSpan] = field(default_factory=list)
-    device: list[DeviceSpan] = field(default_factory=list)
-    waits: list[HostWait] = field(default_factory=list)
-    record: StepRecord | None = None
-    committed: bool = False
-
-
 
 
 class OtelSink:
@@ -106,7 +88,7 @@ class OtelSink:
         self.spans_prepared = 0      # spans built and handed to delivery
         self.lost = 0                # spans whose export failed (the recorder counts them as dropped)
         self.export_ns = 0           # time spent sending (or in the exporter), on the sink's thread
-        self._steps: dict[int, _StepBuf] = defaultdict(_StepBuf)
+        self._steps: dict[int, StepBuf] = defaultdict(StepBuf)
         self._reqs = RequestSpans()
         self._emitted: deque = deque(maxlen=8192)  # (t0, t1, span context) of exported step spans
         self._exported_until = 0     # end time of the latest exported step
@@ -270,11 +252,8 @@ class OtelSink:
     def _wall(self, t: int) -> int:
         return t + self._offset
 
-    def _emit_step(self, index: int, b: _StepBuf) -> Generator[None, None, None]:
-        """The step's spans, if it is sampled; yields after each span (a slice unit)."""
-        from opentelemetry import trace
-        from opentelemetry.context import Context
-
+    def _emit_step(self, index: int, b: StepBuf) -> Generator[None, None, None]:
+        """The step's spans (otel_steps.py), if it is sampled; yields after each span (a slice unit)."""
         plans = [s for s in b.host if s.phase == "plan"]
         if b.record is None and not b.device and len(plans) == len(b.host):
             return  # only idle ticks' plans (nothing launched) carry this index
@@ -306,51 +285,10 @@ class OtelSink:
         if not reasons or not times:
             return
         t0, t1 = min(times), max(ends)
-        attrs = {ATTR + "step": index, ATTR + "sampled_because": ",".join(reasons),
-                 ATTR + "bubble_ns": int(bubble), ATTR + "unexpected_waits": len(unexpected)}
-        r = b.record
-        if r is not None:
-            attrs.update({ATTR + "step.kind": r.kind, ATTR + "slot": r.slot, ATTR + "rows": r.rows,
-                          ATTR + "zombie_rows": r.zombie_rows, ATTR + "constrained_rows": r.constrained_rows,
-                          ATTR + "tokens": r.tokens})
-        root = self._otel().start_span("step", context=Context(), start_time=self._wall(t0), attributes=attrs)
-        root_ctx = trace.set_span_in_context(root)
-        phases: list[tuple[HostSpan, object]] = []
-        for s in sorted(b.host, key=lambda s: (s.phase not in MAIN_PHASES, s.t0)):
-            parent_ctx = root_ctx
-            if s.phase not in MAIN_PHASES:
-                around = _around(phases, s.t0, s.t1, s.thread)
-                parent_ctx = trace.set_span_in_context(around) if around is not None else root_ctx
-            span = self._otel().start_span(s.phase, context=parent_ctx, start_time=self._wall(s.t0),
-                                           attributes={ATTR + "step": s.step, ATTR + "slot": s.slot,
-                                                       "thread.name": s.thread})
-            phases.append((s, span))
-            yield
-        for w in b.waits:
-            around = _around(phases, w.t0, w.t1, None)
-            file, _, line = w.site.rpartition(":")
-            attrs = {ATTR + "step": w.step, ATTR + "wait.reason": w.reason,
-                     ATTR + "wait.expected": w.expected, ATTR + "wait.site": w.site,
-                     "code.file.path": file or w.site}
-            if line.isdigit():
-                attrs["code.line.number"] = int(line)
-            span = self._otel().start_span(
-                "host_wait", start_time=self._wall(w.t0), attributes=attrs,
-                context=trace.set_span_in_context(around) if around is not None else root_ctx)
-            span.end(end_time=self._wall(w.t1))
-            yield
-        for d in sorted(b.device, key=lambda d: d.t0):
-            span = self._otel().start_span(
-                f"device.{d.op}", context=root_ctx, start_time=self._wall(d.t0),
-                attributes={ATTR + "step": d.step, ATTR + "slot": d.slot, ATTR + "stream": d.stream,
-                            ATTR + "op": d.op, ATTR + "enqueued_ns": d.enqueued,
-                            ATTR + "queue_delay_ns": d.t0 - d.enqueued})
-            span.end(end_time=self._wall(d.t1))
-            yield
-        for s, span in reversed(phases):
-            span.end(end_time=self._wall(s.t1))
-        root.end(end_time=self._wall(t1))
-        self._emitted.append((t0, t1, root.get_span_context()))
+        sampled = {ATTR + "sampled_because": ",".join(reasons), ATTR + "bubble_ns": int(bubble),
+                   ATTR + "unexpected_waits": len(unexpected)}
+        root = yield from step_spans(self._otel(), index, b, (t0, t1), sampled, self._wall)
+        self._emitted.append((t0, t1, root))
         self.steps_exported += 1
 
     # -- requests ----------------------------------------------------------------------
@@ -402,16 +340,6 @@ class OtelSink:
         oldest = self._reqs.oldest_open(ended)
         while self._emitted and self._emitted[0][1] < oldest:
             self._emitted.popleft()
-
-
-def _around(phases, t0: int, t1: int, thread: str | None):
-    """The innermost host span in ``phases`` enclosing [t0, t1] (on ``thread`` if given)."""
-    best = None
-    for s, span in phases:
-        if s.t0 <= t0 and t1 <= s.t1 and (thread is None or s.thread == thread):
-            if best is None or s.t1 - s.t0 < best[0].t1 - best[0].t0:
-                best = (s, span)
-    return best[1] if best is not None else None
 
 
 def export_trace(trace: Trace, sink: OtelSink | None = None, **kwargs) -> OtelSink:
