@@ -17,7 +17,8 @@ from pathlib import Path
 
 from photon_trace.engine.engine import Engine
 from photon_trace.telemetry.analysis import analyze
-from photon_trace.workload import Workload, engine_settings, prepare, trace_run
+from photon_trace.traced_run import trace_run
+from photon_trace.workload import Workload, engine_settings, prepare
 
 
 def _quantile(xs: list[float], q: float) -> float:

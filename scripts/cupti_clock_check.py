@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from photon_trace.engine.engine import Engine
     from photon_trace.telemetry.analysis.clock import compare_with_cupti, kineto_activities
-    from photon_trace.workload import Workload, engine_settings, prepare, trace_run
+    from photon_trace.traced_run import trace_run
+    from photon_trace.workload import Workload, engine_settings, prepare
 
     args.out.mkdir(parents=True, exist_ok=True)
     wl = Workload(streams=args.streams, tokens=args.tokens, seed=11)

@@ -105,7 +105,7 @@ def test_device_ops_land_on_the_host_clock_in_stream_order(engines):
     dev.completed_ops = spy
     try:
         from photon_trace.telemetry.recorder import RecordingTracer
-        from photon_trace.workload import attached
+        from photon_trace.traced_run import attached
 
         tracer = RecordingTracer(keep=True, flush_interval_s=None, nvtx=False)
         with attached(eng, tracer):
@@ -141,7 +141,7 @@ def _traced(eng, reqs, sync_debug: bool = False):
     from contextlib import nullcontext
 
     from photon_trace.telemetry.recorder import RecordingTracer
-    from photon_trace.workload import attached
+    from photon_trace.traced_run import attached
 
     tracer = RecordingTracer(keep=True, flush_interval_s=None, nvtx=False)
     with attached(eng, tracer), (eng.device.sync_debug() if sync_debug else nullcontext()):
@@ -223,7 +223,8 @@ def test_no_graph_is_captured_during_a_measured_run(fake):
     so an odd-length schedule meets its batches in alternate slots)."""
     import tempfile
 
-    from photon_trace.workload import Workload, engine_settings, prepare, trace_run, warm_up
+    from photon_trace.traced_run import trace_run
+    from photon_trace.workload import Workload, engine_settings, prepare, warm_up
 
     wl = Workload(streams=5, tokens=12, seed=4)
     with Engine(model="tiny", backend="cuda", dtype="float32", depth=2, **engine_settings(wl)) as pipe, \

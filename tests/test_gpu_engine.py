@@ -64,7 +64,8 @@ def test_no_graph_is_captured_during_a_measured_run(tmp_path):
     """The bench's warm-up (``prepare`` on the pipelined engine, ``warm_up`` on the blocking
     one) captures every (slot, batch, page) bucket its measured runs use: a capture inside
     a traced step would be a synchronize and tens of ms of device idle in the numbers."""
-    from photon_trace.workload import Workload, engine_settings, prepare, trace_run, warm_up
+    from photon_trace.traced_run import trace_run
+    from photon_trace.workload import Workload, engine_settings, prepare, warm_up
 
     wl = Workload(streams=8, tokens=24, seed=2)
     sizes = engine_settings(wl)

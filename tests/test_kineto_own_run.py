@@ -11,7 +11,8 @@ from photon_trace.engine.engine import Engine
 from photon_trace.telemetry.importers.crosscheck import check_against_profiler
 from photon_trace.telemetry.importers.kineto import import_kineto
 from photon_trace.telemetry.profiler_ranges import STEP_ANNOTATION
-from photon_trace.workload import Workload, engine_settings, prepare, trace_run
+from photon_trace.traced_run import trace_run
+from photon_trace.workload import Workload, engine_settings, prepare
 
 
 def test_the_profilers_trace_of_our_run_has_our_steps(tmp_path):

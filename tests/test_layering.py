@@ -53,7 +53,8 @@ def _violations(importers: tuple[str, ...], forbidden: tuple[str, ...], allowed:
 
 
 E = "photon_trace.engine"
-OUTER = ("photon_trace.server", "photon_trace.cli", "photon_trace.dashboard", "photon_trace.workload")
+OUTER = ("photon_trace.server", "photon_trace.cli", "photon_trace.dashboard", "photon_trace.workload",
+         "photon_trace.traced_run")
 
 
 def test_the_model_imports_nothing_above_it():
@@ -74,11 +75,13 @@ def test_nothing_inside_the_engine_imports_the_layers_above_it():
 
 def test_analysis_imports_no_engine_dashboard_or_server():
     assert _violations(("photon_trace.telemetry",), (E, "photon_trace.dashboard", "photon_trace.server",
-                                                     "photon_trace.cli", "photon_trace.workload")) == []
+                                                     "photon_trace.cli", "photon_trace.workload",
+                                                     "photon_trace.traced_run")) == []
 
 
 def test_the_dashboard_imports_no_engine_or_server():
-    assert _violations(("photon_trace.dashboard",), (E, "photon_trace.server", "photon_trace.workload")) == []
+    assert _violations(("photon_trace.dashboard",), (E, "photon_trace.server", "photon_trace.workload",
+                                                     "photon_trace.traced_run")) == []
 
 
 def test_the_server_imports_no_cli_or_dashboard():

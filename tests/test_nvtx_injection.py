@@ -56,7 +56,8 @@ RUN = """
 import json, sys, threading
 from photon_trace.engine.engine import Engine
 from photon_trace.telemetry.tracer import TraceLevel
-from photon_trace.workload import Workload, engine_settings, prepare, trace_run
+from photon_trace.traced_run import trace_run
+from photon_trace.workload import Workload, engine_settings, prepare
 
 wl = Workload(streams=3, tokens=6, constrained="point", constrained_share=0.67, seed=1)
 with Engine(model="tiny", backend="cpu", **engine_settings(wl)) as eng:

@@ -10,7 +10,8 @@ import pytest
 from photon_trace.cli.bench import add_bench_parser, render_tables
 from photon_trace.cli.check import add_check_parser
 from photon_trace.telemetry.tracefile import load_trace
-from photon_trace.workload import Workload, drive, engine_settings, prepare, run_traced
+from photon_trace.traced_run import run_traced
+from photon_trace.workload import Workload, drive, engine_settings, prepare
 
 WL = Workload(streams=4, tokens=24, requests_per_stream=2, seed=7)
 

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from photon_trace.cli.bench_equality import NEAR_TIE_ULPS, ReferenceScores, compare_runs
-from photon_trace.workload import DEFAULT_TOKENS, Workload, engine_settings, prepare, trace_run, warm_up
+from photon_trace.traced_run import trace_run
+from photon_trace.workload import DEFAULT_TOKENS, Workload, engine_settings, prepare, warm_up
 
 MODES = ((1, "blocking"), (2, "pipelined"))
 

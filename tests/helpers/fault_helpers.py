@@ -17,7 +17,7 @@ from pathlib import Path
 
 from photon_trace.telemetry.analysis import COPY_WAIT, DISPATCH, analyze
 from photon_trace.telemetry.tracer import TraceLevel
-from photon_trace.workload import trace_run
+from photon_trace.traced_run import trace_run
 
 from helpers.code_sites import ROOT, engine_line, line_of  # noqa: F401  (the fault tests use them)
 
