@@ -270,7 +270,7 @@ def test_synthetic_runs_are_complete_and_ordered(depth, bug):
 
 
 def test_make_tracer_builds_the_usual_setups(tmp_path):
-    from photon_trace.telemetry.recorder import make_tracer
+    from photon_trace.telemetry.tracer_setup import make_tracer
     from photon_trace.telemetry.tracefile import load_trace
     from photon_trace.telemetry.tracer import NULL_TRACER
 
