@@ -10,17 +10,14 @@ import httpx
 import jsonschema
 import pytest
 
-from photon_trace.engine.engine import Engine
-from helpers.serving import serving
+from helpers.serving import TINY_SERVER, tiny_server
 
-TINY = dict(model="tiny", backend="cpu", max_rows=16, max_step_tokens=64, max_seqs=32,
-            kv_tokens=2048, page_size=8, max_context=256)
 KEY = "test-key"
 
 
 @pytest.fixture(scope="module")
 def server():
-    with serving(lambda tracer: Engine(tracer=tracer, **TINY), api_key=KEY, model_name="tiny") as srv:
+    with tiny_server(KEY) as srv:
         yield srv
 
 
@@ -119,7 +116,7 @@ def test_unknown_route_is_an_openai_error(client):
 def test_models_lists_the_served_model(client):
     body = client.get("/v1/models").json()
     assert body["object"] == "list" and [m["id"] for m in body["data"]] == ["tiny"]
-    assert body["data"][0]["max_model_len"] == TINY["max_context"]
+    assert body["data"][0]["max_model_len"] == TINY_SERVER["max_context"]
 
 
 def test_bad_requests_leave_a_running_request_untouched(server, client):

@@ -11,19 +11,16 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
-from photon_trace.engine.engine import Engine  # noqa: E402
 from photon_trace.engine.params import SamplingParams  # noqa: E402
-from helpers.serving import serving  # noqa: E402
+from helpers.serving import tiny_server  # noqa: E402
 
-TINY = dict(model="tiny", backend="cpu", max_rows=16, max_step_tokens=64, max_seqs=32,
-            kv_tokens=2048, page_size=8, max_context=256)
 KEY = "sk-test"
 HAS_PENALTIES = "presence_penalty" in {f.name for f in dataclasses.fields(SamplingParams)}
 
 
 @pytest.fixture(scope="module")
 def server():
-    with serving(lambda tracer: Engine(tracer=tracer, **TINY), api_key=KEY, model_name="tiny") as srv:
+    with tiny_server(KEY) as srv:
         yield srv
 
 

@@ -9,18 +9,15 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
 
-from photon_trace.engine.engine import Engine  # noqa: E402
-from helpers.serving import serving  # noqa: E402
+from helpers.serving import tiny_server  # noqa: E402
 
-TINY = dict(model="tiny", backend="cpu", max_rows=16, max_step_tokens=64, max_seqs=32,
-            kv_tokens=2048, page_size=8, max_context=128)
 KEY = "schemathesis-key"
 EXAMPLES = 25        # per operation: bounded, so the suite stays minutes, not hours
 
 
 @pytest.fixture(scope="module")
 def server():
-    with serving(lambda tracer: Engine(tracer=tracer, **TINY), api_key=KEY, model_name="tiny") as srv:
+    with tiny_server(KEY, max_context=128) as srv:
         yield srv
 
 

@@ -1,4 +1,5 @@
-"""A real uvicorn server on a thread, on an ephemeral loopback port: for tests and benchmarks."""
+"""A real uvicorn server on a thread, on an ephemeral loopback port: for tests and benchmarks;
+``tiny_server``: the tiny preset on the CPU backend served, as the server tests use it."""
 from __future__ import annotations
 
 import socket
@@ -87,3 +88,19 @@ def serving(engine, **app_kwargs) -> Iterator[ServerThread]:
         yield srv
     finally:
         srv.stop()
+
+
+# The tiny preset on the CPU backend, sized for the server tests: 16 rows, a 256-token context.
+TINY_SERVER = dict(model="tiny", backend="cpu", max_rows=16, max_step_tokens=64, max_seqs=32,
+                   kv_tokens=2048, page_size=8, max_context=256)
+
+
+@contextmanager
+def tiny_server(api_key: str | None = None, **overrides) -> Iterator[ServerThread]:
+    """A server with model id "tiny" whose engines are made with ``TINY_SERVER`` and ``overrides``
+    (``Engine`` keyword arguments), requiring ``api_key`` on ``/v1/*`` when given."""
+    from photon_trace.engine.engine import Engine
+
+    settings = {**TINY_SERVER, **overrides}
+    with serving(lambda tracer: Engine(tracer=tracer, **settings), api_key=api_key, model_name="tiny") as srv:
+        yield srv
