@@ -24,6 +24,15 @@ def two_forwards(gap_start=1000, gap_end=1500, enqueued=1490, **settings) -> Tra
     return b.step(1).step(2)
 
 
+def blocking_tick(phases: tuple[int, int, int, int], wait: tuple[int, int], **gap) -> TraceBuilder:
+    """Blocking (depth 1) ``two_forwards`` whose host runs commit(1), plan(2) and launch(2) back to
+    back between ``phases``' four times, commit waiting on the copy-back over ``wait`` (all µs)."""
+    commit, plan, launch, end = (t * US for t in phases)
+    b = two_forwards(depth=1, **gap)
+    b.host("commit", 1, commit, plan).host("plan", 2, plan, launch).host("launch", 2, launch, end)
+    return b.wait("commit: copy-back", wait[0] * US, wait[1] * US, expected=True, site=COMMIT, step=1)
+
+
 def parts(bubbles: list[Bubble]) -> list[tuple]:
     return [(b.t0 // US, b.t1 // US, b.cause, b.detail) for b in bubbles]
 
@@ -108,10 +117,7 @@ def test_a_wait_that_began_after_the_op_was_enqueued_held_nothing_up():
 
 def test_a_gc_pause_after_the_commit_wait_is_the_commit_phase_not_the_wait():
     # blocking: the commit wait overlaps the gap's first 10 µs, then a 4 ms pause in commit
-    b = two_forwards(gap_end=5200, enqueued=5190, depth=1)
-    b.host("commit", 1, 900 * US, 5000 * US).host("plan", 2, 5000 * US, 5100 * US)
-    b.host("launch", 2, 5100 * US, 5190 * US)
-    b.wait("commit: copy-back", 900 * US, 1010 * US, expected=True, site=COMMIT, step=1)
+    b = blocking_tick((900, 5000, 5100, 5190), wait=(900, 1010), gap_end=5200, enqueued=5190)
     assert split(b) == [(1000, 1010, COMMIT_WAIT, COMMIT), (1010, 5000, HOST_BOUND, "commit"),
                         (5000, 5100, HOST_BOUND, "plan"), (5100, 5190, HOST_BOUND, "launch"),
                         (5190, 5200, *LATENCY)]
@@ -120,10 +126,7 @@ def test_a_gc_pause_after_the_commit_wait_is_the_commit_phase_not_the_wait():
 # -- rule 8: blocking's gap is the copy wait proper, then the host phases after it -------------
 
 def test_blocking_gap_is_the_commit_wait_then_each_host_phase_after_it():
-    b = two_forwards(depth=1)
-    b.host("commit", 1, 700 * US, 1300 * US).host("plan", 2, 1300 * US, 1400 * US)
-    b.host("launch", 2, 1400 * US, 1490 * US)
-    b.wait("commit: copy-back", 710 * US, 1040 * US, expected=True, site=COMMIT, step=1)
+    b = blocking_tick((700, 1300, 1400, 1490), wait=(710, 1040))
     assert split(b) == [(1000, 1040, COMMIT_WAIT, COMMIT), (1040, 1300, HOST_BOUND, "commit"),
                         (1300, 1400, HOST_BOUND, "plan"), (1400, 1490, HOST_BOUND, "launch"),
                         (1490, 1500, *LATENCY)]
