@@ -6,15 +6,14 @@ from __future__ import annotations
 import json
 import re
 
-import numpy as np
 import pytest
 
 from photon_trace.engine.constraints import ConstraintCompiler, ConstraintError, ResponseFormat
 from photon_trace.engine.constraints.grammar import JSON_MAX_WHITESPACE
-from photon_trace.engine.constraints.interface import bitmask_words
 from photon_trace.engine.engine import Engine
 from photon_trace.engine.params import SamplingParams
 from photon_trace.engine.model.tokenizer import ByteTokenizer
+from helpers.constraint_masks import allowed_ids
 
 VOCAB = 2560
 
@@ -24,12 +23,6 @@ def compiler() -> ConstraintCompiler:
     return ConstraintCompiler(ByteTokenizer(), VOCAB)
 
 
-def allowed(constraint) -> set[int]:
-    row = np.zeros(bitmask_words(VOCAB), np.int32)
-    constraint.fill_mask(row)
-    return set(np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")).tolist())
-
-
 @pytest.mark.parametrize("fmt", [ResponseFormat("json_object"),
                                  ResponseFormat("json_schema", schema={"type": "object", "properties": {
                                      "a": {"type": "integer"}}, "required": ["a"]})], ids=["object", "schema"])
@@ -37,9 +30,9 @@ def test_whitespace_between_json_tokens_is_bounded(compiler, fmt):
     c = compiler.make(fmt)
     c.advance(ord("{"))
     for _ in range(JSON_MAX_WHITESPACE):
-        assert ord(" ") in allowed(c)
+        assert ord(" ") in allowed_ids(c, VOCAB)
         c.advance(ord(" "))
-    assert not allowed(c) & {ord(" "), ord("\n"), ord("\t"), ord("\r")}
+    assert not allowed_ids(c, VOCAB) & {ord(" "), ord("\n"), ord("\t"), ord("\r")}
 
 
 def whitespace_runs_outside_strings(text: str) -> list[int]:

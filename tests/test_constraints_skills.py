@@ -13,6 +13,7 @@ from photon_trace.engine.model.tokenizer import (
     SIZE_BASE,
     ByteTokenizer,
 )
+from helpers.constraint_masks import allowed_ids, mask_ids
 
 VOCAB = 2560
 EOS = ByteTokenizer().eos_token_ids
@@ -25,12 +26,6 @@ def compiler() -> ConstraintCompiler:
     return ConstraintCompiler(ByteTokenizer(), VOCAB)
 
 
-def allowed(constraint) -> set[int]:
-    row = np.zeros(bitmask_words(VOCAB), np.int32)
-    constraint.fill_mask(row)
-    return set(np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")).tolist())
-
-
 def coord(b: int) -> int:
     return COORD_BASE + b
 
@@ -41,11 +36,11 @@ def size(b: int) -> int:
 
 def test_point_needs_one_point_then_allows_eos(compiler):
     c = compiler.make(ResponseFormat("point", max_count=3))
-    assert allowed(c) == COORDS  # no empty answer
+    assert allowed_ids(c, VOCAB) == COORDS  # no empty answer
     assert not c.advance(coord(0))
-    assert allowed(c) == COORDS
+    assert allowed_ids(c, VOCAB) == COORDS
     assert not c.advance(coord(NUM_COORD_BINS - 1))
-    assert allowed(c) == COORDS | set(EOS)
+    assert allowed_ids(c, VOCAB) == COORDS | set(EOS)
     assert c.advance(EOS[0])
     assert c.result() == [{"x": 0.5 / NUM_COORD_BINS, "y": (NUM_COORD_BINS - 0.5) / NUM_COORD_BINS}]
 
@@ -54,7 +49,7 @@ def test_point_stops_at_max_count(compiler):
     c = compiler.make(ResponseFormat("point", max_count=2))
     for b in (1, 2, 3, 4):
         assert not c.advance(coord(b))
-    assert allowed(c) == set(EOS)
+    assert allowed_ids(c, VOCAB) == set(EOS)
     with pytest.raises(ConstraintViolation):
         c.advance(coord(5))
     assert len(c.result()) == 2
@@ -62,11 +57,11 @@ def test_point_stops_at_max_count(compiler):
 
 def test_detect_cycles_coordinates_then_sizes(compiler):
     c = compiler.make(ResponseFormat("detect", max_count=2))
-    assert allowed(c) == COORDS | set(EOS)
+    assert allowed_ids(c, VOCAB) == COORDS | set(EOS)
     expected = [COORDS, SIZES, SIZES, COORDS | set(EOS)]
     for token, after in zip((coord(512), coord(256), size(511), size(255)), expected, strict=True):
         assert not c.advance(token)
-        assert allowed(c) == after
+        assert allowed_ids(c, VOCAB) == after
     assert c.advance(EOS[0])
     (box,) = c.result()
     # centre (512.5, 256.5)/1024, size (511.5, 255.5)/1024
@@ -86,7 +81,7 @@ def test_boxes_are_clipped_to_the_unit_square(compiler):
     c = compiler.make(ResponseFormat("detect", max_count=1))
     for token in (coord(0), coord(NUM_COORD_BINS - 1), size(NUM_SIZE_BINS - 1), size(NUM_SIZE_BINS - 1)):
         c.advance(token)
-    assert allowed(c) == set(EOS)
+    assert allowed_ids(c, VOCAB) == set(EOS)
     half = (NUM_SIZE_BINS - 0.5) / NUM_SIZE_BINS / 2
     assert c.result() == [{"x_min": 0.0, "y_min": pytest.approx((NUM_COORD_BINS - 0.5) / NUM_COORD_BINS - half),
                            "x_max": pytest.approx(0.5 / NUM_COORD_BINS + half), "y_max": 1.0}]
@@ -122,4 +117,4 @@ def test_fill_mask_overwrites_the_row(compiler):
     c = compiler.make(ResponseFormat("point"))
     row = np.full(bitmask_words(VOCAB), -1, np.int32)
     c.fill_mask(row)
-    assert set(np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")).tolist()) == COORDS
+    assert mask_ids(row) == COORDS
