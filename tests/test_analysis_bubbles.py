@@ -229,15 +229,76 @@ def test_a_slow_finalize_is_the_finalize_not_the_mask_copy_enqueued_with_the_sam
 
 
 def test_a_device_that_ran_dry_starts_late_because_of_the_host_beyond_its_own_latency():
-    # forward(1) -> sample(1) was queued: the device's own launch latency is 30 µs. Step 2's
-    # forward comes late (plan, then launch) and starts 100 µs after its enqueue: 70 µs of
-    # that is the cost of running dry, charged to the gap's largest host cause.
+    # forward(1) was queued behind sample(0): the device's own latency before a step's first op
+    # is 30 µs (and between a step's ops too: sample(1) after forward(1)). Step 2's forward comes
+    # late (plan, then launch) and starts 100 µs after its enqueue: 70 µs of that is the cost of
+    # running dry, charged to the gap's largest host cause.
     b = TraceBuilder()
-    b.compute("forward", 1, 0, 1000 * US, enqueued=0).compute("sample", 1, 1030 * US, 1100 * US, enqueued=0)
+    b.compute("sample", 0, 0, 100 * US, enqueued=0).compute("forward", 1, 130 * US, 1000 * US, enqueued=0)
+    b.compute("sample", 1, 1030 * US, 1100 * US, enqueued=0)
     b.host("plan", 2, 900 * US, 1400 * US).host("launch", 2, 1400 * US, 1450 * US)
-    b.compute("forward", 2, 1550 * US, 2500 * US, enqueued=1450 * US).step(1).step(2)
-    assert split(b) == [(1000, 1030, *LATENCY), (1100, 1400, HOST_BOUND, "plan"), (1400, 1450, HOST_BOUND, "launch"),
-                        (1450, 1520, HOST_BOUND, "plan"), (1520, 1550, *LATENCY)]
+    b.compute("forward", 2, 1550 * US, 2500 * US, enqueued=1450 * US).step(0).step(1).step(2)
+    assert split(b) == [(100, 130, *LATENCY), (1000, 1030, *LATENCY), (1100, 1400, HOST_BOUND, "plan"),
+                        (1400, 1450, HOST_BOUND, "launch"), (1450, 1520, HOST_BOUND, "plan"), (1520, 1550, *LATENCY)]
+
+
+def queued_steps(start_us: int, within_us: int) -> TraceBuilder:
+    """Three steps of forward + sample, every op queued in time: ``start_us`` before each step's
+    forward, ``within_us`` before its sample."""
+    b, t = TraceBuilder(), 0
+    for step in (1, 2, 3):
+        t += start_us
+        b.compute("forward", step, t * US, (t + 500) * US, enqueued=0)
+        t += 500 + within_us
+        b.compute("sample", step, t * US, (t + 100) * US, enqueued=0)
+        t += 100
+        b.step(step)
+    return b
+
+
+def test_a_step_start_s_launch_latency_is_measured_apart_from_the_latency_between_its_ops():
+    # A device that sets each step up (the host-process device: ~145 µs before a step's first
+    # op, ~5 µs between its ops): one median over both gaps would say 5 µs, and a late step
+    # start's own 145 µs would be charged to the host.
+    b = queued_steps(start_us=150, within_us=5)
+    rep = analyze(b.build(), window=WINDOW)
+    assert rep.queued_gap_ns == 150 * US
+    b.host("plan", 4, 1900 * US, 2600 * US)
+    b.compute("forward", 4, 2800 * US, 3300 * US, enqueued=2600 * US).step(4)
+    got = split(b)
+    assert got[-2:] == [(2265, 2650, HOST_BOUND, "plan"), (2650, 2800, *LATENCY)]
+
+
+def test_where_no_step_started_queued_its_latency_is_the_quickest_start_from_idle():
+    # Every step's forward is late (a sync in every step), after an idle shorter than the
+    # sample before it: the device's own step-start latency is the 10th percentile of how long
+    # after its enqueue a step's first op started (leaving out slower wake-ups), not the 5 µs
+    # between a step's ops.
+    b, t = TraceBuilder(), 0
+    starts = [120, 400, 130, 125, 500, 140, 135, 128, 122, 600, 126, 131]   # from enqueue, µs
+    for step, start in enumerate(starts, 1):
+        b.compute("forward", step, (t + 300 + start) * US, (t + 800 + start) * US, enqueued=(t + 300) * US)
+        b.compute("sample", step, (t + 805 + start) * US, (t + 1805 + start) * US, enqueued=(t + 300) * US)
+        b.host("plan", step, (t + 10) * US, (t + 300) * US).step(step)
+        t += 1805 + start
+    rep = analyze(b.build(), window=(0, t * US))
+    after = starts[1:]                       # the first step's start follows no op: no gap
+    assert rep.queued_gap_ns == sorted(after)[len(after) // 10] * US == 125 * US
+    slow = [p for p in split(b, window=(0, t * US)) if p[2:] == LATENCY and p[1] - p[0] > 10]
+    assert {p[1] - p[0] for p in slow} == {122, 125}   # a slower start's excess is the host's (plan)
+
+
+def test_a_late_start_after_a_long_idle_does_not_measure_the_device_s_own_latency():
+    # The same steps with 5 ms of plan: the device idled longer than the op before it ran (a
+    # host-process worker goes to sleep), so its starts measure its wake-up, the lateness's
+    # cost: without a queued step start, the latency between a step's ops (5 µs) stands in.
+    b, t = TraceBuilder(), 0
+    for step in range(1, 6):
+        b.compute("forward", step, (t + 5300) * US, (t + 5800) * US, enqueued=(t + 5000) * US)
+        b.compute("sample", step, (t + 5805) * US, (t + 6805) * US, enqueued=(t + 5000) * US)
+        b.host("plan", step, (t + 10) * US, (t + 5000) * US).step(step)
+        t += 6805
+    assert analyze(b.build(), window=(0, t * US)).queued_gap_ns == 5 * US
 
 
 # -- a sync's cost carries over the gaps it leaves until the host is ahead again ----------------

@@ -110,24 +110,25 @@ def test_diagnosis_ranks_causes_by_idle_and_predicts_the_window_without_each():
 
 
 def test_a_fix_clears_a_gap_down_to_the_launch_latency_the_trace_measures_where_the_host_was_on_time():
-    # Step 1's two ops: the sample was queued with the forward, and starts 40 µs after it (the
-    # clean launch latency). Step 2's forward comes 500 µs late (plan), then 100 µs more
-    # (the launch latency after a late enqueue: 40 µs the device's own, 60 µs more because it
-    # ran dry, which plan is charged). Removing plan's delay: the gap becomes 40 µs.
+    # forward(1) was queued behind sample(0) and starts 40 µs after it, as sample(1) after
+    # forward(1): the clean launch latency. Step 2's forward comes 500 µs late (plan), then 100 µs
+    # more (the launch latency after a late enqueue: 40 µs the device's own, 60 µs more because
+    # it ran dry, which plan is charged). Removing plan's delay: the gap becomes 40 µs.
     b = TraceBuilder()
-    b.compute("forward", 1, 0, 1000 * US, enqueued=0).compute("sample", 1, 1040 * US, 1100 * US, enqueued=0)
-    b.host("plan", 2, 900 * US, 1600 * US)
-    b.compute("forward", 2, 1700 * US, 2700 * US, enqueued=1600 * US)
-    b.compute("sample", 2, 2740 * US, 2800 * US, enqueued=1600 * US).step(1).step(2)
-    rep = analyze(b.build(), (0, 2800 * US))
+    b.compute("sample", 0, 0, 60 * US, enqueued=0).compute("forward", 1, 100 * US, 1100 * US, enqueued=0)
+    b.compute("sample", 1, 1140 * US, 1200 * US, enqueued=0)
+    b.host("plan", 2, 1000 * US, 1700 * US)
+    b.compute("forward", 2, 1800 * US, 2800 * US, enqueued=1700 * US)
+    b.compute("sample", 2, 2840 * US, 2900 * US, enqueued=1700 * US).step(0).step(1).step(2)
+    rep = analyze(b.build(), (0, 2900 * US))
     assert rep.queued_gap_ns == 40 * US
     (plan,) = [d for d in rep.diagnosis if d.cause == HOST_BOUND]
     assert plan.idle_ns == 560 * US
-    # the device's own: the two queued gaps and 40 µs of the late one
-    assert [(d.cause, d.idle_ns) for d in rep.diagnosis if d.cause == DISPATCH] == [(DISPATCH, 120 * US)]
-    assert plan.predicted_speedup == pytest.approx(2800 / (2800 - 560))    # 600 µs gap -> 40 µs
-    assert plan.speedup_low == pytest.approx(2800 / (2800 - 500))          # the 100 µs latency stays
-    assert plan.speedup_high == pytest.approx(2800 / (2800 - 600))         # the gap closes
+    # the device's own: the three queued gaps and 40 µs of the late one
+    assert [(d.cause, d.idle_ns) for d in rep.diagnosis if d.cause == DISPATCH] == [(DISPATCH, 160 * US)]
+    assert plan.predicted_speedup == pytest.approx(2900 / (2900 - 560))    # 600 µs gap -> 40 µs
+    assert plan.speedup_low == pytest.approx(2900 / (2900 - 500))          # the 100 µs latency stays
+    assert plan.speedup_high == pytest.approx(2900 / (2900 - 600))         # the gap closes
 
 
 def test_blocking_diagnosis_predicts_the_pipelined_period():

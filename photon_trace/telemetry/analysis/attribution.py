@@ -24,12 +24,12 @@ by what actually covers it, so a cause is charged only its own time:
   start, as below); for an op of its step on another stream (an imported trace's NCCL or
   side stream, joined by ``cudaStreamWaitEvent``), ``stream_wait`` naming that stream
   and op; otherwise the device started it late: ``dispatch``, its launch
-  latency. Only as much of it as the device takes where the host is on time (the
-  median gap before an op already queued, ``queued_gap_ns``) is the device's own; a
-  device that ran dry starts later than that (a host-process worker that went to
-  sleep, a GPU queue that emptied), and the excess goes to the host-late part's
-  largest cause, whose lateness let it run dry. Without a queued gap in the trace to
-  measure the device by, all of it stays ``dispatch``. The host's lateness comes
+  latency. Only as much of it as the device takes where the host is on time
+  (``LaunchLatency``, measured in the same trace) is the device's own; a device that
+  ran dry starts later than that (a host-process worker that went to sleep, a GPU
+  queue that emptied), and the excess goes to the host-late part's largest cause,
+  whose lateness let it run dry. Without anything in the trace to measure the device
+  by, all of it stays ``dispatch``. The host's lateness comes
   first: a copy enqueued in the same flush as the op never takes the time before it.
 
 **What a sync costs.** A host wait the design did not expect delays everything the
@@ -98,6 +98,50 @@ class GapSplit(NamedTuple):
     chain: dict[tuple[str, str], int]   # host time per (cause, detail) since the last gap: the serial
                                   # work that led to this enqueue (see ``diagnosis``)
     regained: bool                # the host was ahead of the device again at a step start since the last gap
+    launch_ns: int | None = None  # the device's own launch latency before this gap's next op (None: unknown)
+
+
+class LaunchLatency(NamedTuple):
+    """How long the device takes to start an op where the host is on time, measured in the
+    trace, apart for a step's first op and for the ops after it: a device may set a step up
+    (the host-process device: ~145 us before a step's first op, ~5 us between its ops), so
+    one median over both would call most of a step start's own latency the host's.
+
+    Each is the median gap before an op of its kind already queued when the device ran dry
+    (gaps spent waiting for a copy left out). Where no step began with its op queued (a sync
+    in every step, a blocking loop), a step start's is the 10th percentile of how long after
+    its enqueue a late step's first op started, counting only starts after an idle no longer
+    than the op before it: the device's quickest start while still warm (a host-process
+    worker that idled longer has gone to sleep, and its slower wake-up is the lateness's
+    cost, not the device's own). A kind with no evidence takes the other's."""
+    step_start: int | None = None
+    within_step: int | None = None
+
+    def of(self, prev: DeviceSpan, nxt: DeviceSpan) -> int | None:
+        first = nxt.step != prev.step
+        own, other = (self.step_start, self.within_step) if first else (self.within_step, self.step_start)
+        return own if own is not None else other
+
+    @property
+    def typical(self) -> int | None:
+        """The one a step pays once: a step start's (else the other)."""
+        return self.step_start if self.step_start is not None else self.within_step
+
+
+def _late_start(e: int, x: int, late: list[Part], launch: int | None) -> list[Part]:
+    """[e, x): queued work not started. The device's own launch latency ``launch`` is
+    ``dispatch``; any excess (a device that ran dry starts later) goes to the host-late part's
+    largest cause, whose lateness let it run dry (all ``dispatch`` without a measured latency)."""
+    if x <= e:
+        return []
+    if not late or launch is None:
+        return [Part(e, x, DISPATCH, LAUNCH_LATENCY)]
+    own = min(x - e, launch)
+    share: dict[tuple[str, str], int] = defaultdict(int)
+    for p in late:
+        share[p[2:]] += p.t1 - p.t0
+    largest = max(share.items(), key=lambda kv: kv[1])[0]
+    return [Part(e, x - own, *largest), Part(x - own, x, DISPATCH, LAUNCH_LATENCY)]
 
 
 class _Cover(NamedTuple):
@@ -122,10 +166,10 @@ def outside_detail(enclosing: str | None) -> str:
 class Attribution:
     """Indexes over one trace, built once; ``split`` attributes one gap at a time, in time order."""
 
-    def __init__(self, trace: Trace, slack_ns: int, min_gap_ns: int, launch_ns: int | None = None):
+    def __init__(self, trace: Trace, slack_ns: int, min_gap_ns: int, launch: LaunchLatency | None = None):
         self.slack = slack_ns
         self.min_gap = min_gap_ns
-        self.launch_ns = launch_ns   # the device's own launch latency (``queued_gap_ns``); None: unknown
+        self.launch = launch or LaunchLatency()   # the device's own launch latency (``launch_latency``)
         waits = [w for w in trace.waits if w.t1 > w.t0]
         self.unexpected: IntervalIndex[HostWait] = IntervalIndex(w for w in waits if not w.expected)
         # What can cover host time, each with its precedence (a lower rank wins; among equals
@@ -177,10 +221,11 @@ class Attribution:
             if parts[0].t0 < g0:
                 parts[0] = parts[0]._replace(t0=g0)
             parts = self._host_late(g0, late_end, parts)
+        launch = self.launch.of(prev, nxt)
         if late_end < g1:
-            parts = _merged(parts + self._queued_parts(late_end, g1, nxt, parts))
+            parts = _merged(parts + self._queued_parts(late_end, g1, nxt, parts, launch))
         self._last = (g1, min(nxt.enqueued, late_end))
-        return GapSplit(prev, nxt, parts, late_end - g0, dict(chain), regained)
+        return GapSplit(prev, nxt, parts, late_end - g0, dict(chain), regained, launch)
 
     def _regained(self, g1: int) -> tuple[bool, int]:
         """(whether the host got ahead since the last gap, where the host's serial chain to this
@@ -193,39 +238,38 @@ class Attribution:
             return True, self.ahead[hi - 1][1]
         return False, last_enqueue
 
-    def _queued_parts(self, e: int, g1: int, nxt: DeviceSpan, late: list[Part]) -> list[Part]:
+    def _queued_parts(self, e: int, g1: int, nxt: DeviceSpan, late: list[Part], launch: int | None) -> list[Part]:
+        if not self._copy_waited(e, g1, nxt):
+            return _late_start(e, g1, late, launch)
         copies = [c for c in self.copies.get(nxt.step, ()) if e < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued]
-        if not copies:
-            return self._late_start(e, g1, late)
         c = max(copies, key=lambda c: c.t1)
         wait = Part(0, g1, COPY_WAIT, c.op) if c.stream == COPY else Part(0, g1, STREAM_WAIT, f"{c.stream}: {c.op}")
         # the wait is the copy's own time; before the copy began, the device had started
         # nothing queued: a late start like any other (a worker that ran dry and slept)
         begun = min(max(e, c.t0), g1)
-        return self._late_start(e, begun, late) + [wait._replace(t0=begun)]
+        return _late_start(e, begun, late, launch) + [wait._replace(t0=begun)]
 
-    def _late_start(self, e: int, x: int, late: list[Part]) -> list[Part]:
-        """[e, x): queued work not started. The device's own launch latency is ``dispatch``;
-        any excess (a device that ran dry starts later) goes to the host-late part's largest
-        cause, whose lateness let it run dry (all ``dispatch`` without a measured latency)."""
-        if x <= e:
-            return []
-        if not late or self.launch_ns is None:
-            return [Part(e, x, DISPATCH, LAUNCH_LATENCY)]
-        own = min(x - e, self.launch_ns)
-        share: dict[tuple[str, str], int] = defaultdict(int)
-        for p in late:
-            share[p[2:]] += p.t1 - p.t0
-        largest = max(share.items(), key=lambda kv: kv[1])[0]
-        return [Part(e, x - own, *largest), Part(x - own, x, DISPATCH, LAUNCH_LATENCY)]
+    def _copy_waited(self, e: int, g1: int, nxt: DeviceSpan) -> bool:
+        """Whether a copy of ``nxt``'s step ended inside its queued time [e, g1]."""
+        return any(e < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued for c in self.copies.get(nxt.step, ()))
 
-    def queued_gap_ns(self, gaps) -> int | None:
-        """The device's launch latency where the host was on time: the median gap before an op
-        already queued when the device ran dry, leaving out gaps spent waiting for a copy (None
-        if the trace has none). ``gaps``: ``bubbles.Gap`` s, every size."""
-        queued = [g.full_ns for g in gaps if g.next.enqueued <= g.prev.t1 and not any(
-            g.prev.t1 < c.t1 <= g.next.t0 + self.slack for c in self.copies.get(g.next.step, ()))]
-        return int(median(queued)) if queued else None
+    def launch_latency(self, gaps) -> LaunchLatency:
+        """The device's own launch latency, measured on ``gaps`` (``bubbles.Gap`` s, every
+        size; see ``LaunchLatency``)."""
+        queued: dict[bool, list[int]] = {True: [], False: []}
+        started: list[int] = []    # a late step start: from its enqueue to its start
+        for g in gaps:
+            first = g.next.step != g.prev.step
+            if g.next.enqueued <= g.prev.t1:
+                if not self._copy_waited(g.prev.t1, g.next.t0, g.next):
+                    queued[first].append(g.full_ns)
+            elif (first and g.next.enqueued < g.next.t0 and g.full_ns <= g.prev.t1 - g.prev.t0
+                  and not self._copy_waited(g.next.enqueued, g.next.t0, g.next)):
+                started.append(g.next.t0 - g.next.enqueued)
+        step_start = int(median(queued[True])) if queued[True] else None
+        if step_start is None and started:
+            step_start = sorted(started)[len(started) // 10]
+        return LaunchLatency(step_start, int(median(queued[False])) if queued[False] else None)
 
     def _host_late(self, a: int, b: int, parts: list[Part]) -> list[Part]:
         """Charge the syncs on the coverage ``parts`` of the host-late stretch [a, b)."""

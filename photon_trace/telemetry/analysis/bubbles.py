@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from photon_trace.telemetry.analysis.attribution import (
     ACCIDENTAL_SYNC, CAUSES, COMMIT_WAIT, COPY_WAIT, DISPATCH, HOST_BOUND, LAUNCH_LATENCY, OUTSIDE_PHASES,
-    STREAM_WAIT, Attribution, GapSplit)
+    STREAM_WAIT, Attribution, GapSplit, LaunchLatency)
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.lanes import TOP_PHASES
 from photon_trace.telemetry.analysis.window import compute_ops
@@ -89,8 +89,10 @@ def device_gaps(trace: Trace, window: tuple[int, int]) -> list[Gap]:
 
 
 class Splits(list):
-    """``(Gap, GapSplit)`` per bubble-sized gap, in time order; ``launch_ns`` is the device's own
-    launch latency the trace measures (``Attribution.queued_gap_ns``; None: no evidence)."""
+    """``(Gap, GapSplit)`` per bubble-sized gap, in time order; ``launch`` is the device's own
+    launch latency the trace measures (``attribution.LaunchLatency``), ``launch_ns`` the one a
+    step pays once (its first op's; None: no evidence)."""
+    launch: LaunchLatency = LaunchLatency()
     launch_ns: int | None = None
 
 
@@ -101,9 +103,9 @@ def split_gaps(trace: Trace, gaps: list[Gap], *, min_gap_ns: int = MIN_BUBBLE_NS
     if slack_ns is None:
         slack_ns = min(clock_error_ns(trace.header), min_gap_ns)
     attribution = Attribution(trace, slack_ns, min_gap_ns)
-    attribution.launch_ns = attribution.queued_gap_ns(gaps)
+    attribution.launch = attribution.launch_latency(gaps)
     out = Splits((g, attribution.split(g.prev, g.next)) for g in gaps if g.full_ns >= min_gap_ns)
-    out.launch_ns = attribution.launch_ns
+    out.launch, out.launch_ns = attribution.launch, attribution.launch.typical
     return out
 
 

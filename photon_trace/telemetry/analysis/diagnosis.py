@@ -13,7 +13,8 @@ moves the host ahead for the next gaps, until the host is ahead of the device an
 (a step began with its first op queued early: the shift is then worth nothing). A gap
 the shift leaves with host-late time shrinks by what it took; a gap cleared of it
 would have had its op queued in time, so it shrinks to the device's launch latency
-where the host is on time (``Splits.launch_ns``, measured in the same trace), not to 0.
+where the host is on time (``GapSplit.launch_ns``, measured in the same trace for a step's
+first op and for the ops after it), not to 0.
 The range: **low** keeps a cleared gap's launch latency after the late enqueue as
 measured; **high** closes a cleared gap entirely. Rows the device made (``copy_wait``,
 ``dispatch``) are predicted as their own idle removed.
@@ -64,7 +65,7 @@ def predict_removal(splits: list[tuple[Gap, GapSplit]], window_ns: int, rows: It
 def predict_each(splits: list[tuple[Gap, GapSplit]], window_ns: int, fixes: dict[Hashable, set[tuple[str, str]]],
                  launch_ns: int | None = 0) -> dict[Hashable, Removal]:
     """``predict_removal`` for several fixes (each a set of rows) in one pass over the gaps."""
-    launch_ns = launch_ns or 0      # no queued gap in the trace to measure it by
+    launch_ns = launch_ns or 0      # for a gap that measured none: nothing in the trace to measure it by
     host = {k: [r for r in rows if r[0] not in QUEUED_CAUSES] for k, rows in fixes.items()}
     device = {k: {r for r in rows if r[0] in QUEUED_CAUSES} for k, rows in fixes.items()}
     shift = dict.fromkeys(fixes, 0)
@@ -87,7 +88,8 @@ def predict_each(splits: list[tuple[Gap, GapSplit]], window_ns: int, fixes: dict
             if cut < late:
                 p = lo = hi = cut
             else:   # cleared: the op would have been queued, and started after the clean launch latency
-                p, lo, hi = full - min(full, launch_ns), full - min(full, max(launch_ns, full - late)), full
+                own = s.launch_ns if s.launch_ns is not None else launch_ns
+                p, lo, hi = full - min(full, own), full - min(full, max(own, full - late)), full
             t[0], t[1], t[2] = t[0] + p * inside, t[1] + lo * inside, t[2] + hi * inside
     return {k: Removal(int(p), _speedup(window_ns, p), _speedup(window_ns, lo), _speedup(window_ns, hi))
             for k, (p, lo, hi) in total.items()}
