@@ -6,6 +6,7 @@ figure builders, selection and statistics.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import dash
@@ -23,6 +24,12 @@ class AppState:
     def __init__(self, store: TraceStore, follower: LiveFollower | None, live: str | None,
                  initial: list[str], guide: bool):
         self.store, self.follower, self.live, self.initial, self.guide = store, follower, live, initial, guide
+        # when a zoom or a selection last paused following (time.monotonic()): a live re-draw
+        # computed meanwhile was asked for before it, and would move the user's view away
+        self.live_paused_at = 0.0
+
+    def pause_live(self) -> None:
+        self.live_paused_at = time.monotonic()
 
     def options(self, extra: list[str] = ()) -> list[dict]:
         seen, out = set(), []

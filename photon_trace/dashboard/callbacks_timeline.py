@@ -6,6 +6,8 @@ so a zoom never brings back a category the user hid.
 """
 from __future__ import annotations
 
+import time
+
 import dash
 from dash import Input, Output, Patch, State, ctx
 from dash.exceptions import PreventUpdate
@@ -124,6 +126,7 @@ def register(app: dash.Dash, state) -> None:
         ``poll_load`` says when it is done and this re-draws once, keeping the user's zoom),
         and again on new live data."""
         trigger = ctx.triggered_id
+        asked = time.monotonic()
         live = path == LIVE and state.follower is not None
         if trigger == "live-version" and not live:
             raise PreventUpdate
@@ -155,6 +158,10 @@ def register(app: dash.Dash, state) -> None:
             highlight, guided = 0, True
         uirev = f"live:{(follow or {}).get('epoch', 0)}" if live else f"{path}:{axis}"
         fig = draw(loaded, View(rng, axis), hidden, sel, uirev)
+        if trigger == "live-version" and state.live_paused_at > asked:
+            # the user zoomed or selected while this was drawn: it was asked for before that
+            # paused following, and its response would land after the view they chose
+            raise PreventUpdate
         notes = loaded.notes if not live else []
         drawn = ("complete" if loaded.complete else "partial", path)
         return (summary_cards(loaded.report), fig, error_box(err, notes),
@@ -199,6 +206,8 @@ def register(app: dash.Dash, state) -> None:
         kind, rng = x_range_from_relayout(relayout)
         if kind is None:
             raise PreventUpdate
+        if path == LIVE and kind == "range":
+            state.pause_live()
         view = view or {}
         loaded, _ = state.get(path, view.get("version"))
         if loaded is None:
