@@ -24,12 +24,25 @@ class AppState:
     def __init__(self, store: TraceStore, follower: LiveFollower | None, live: str | None,
                  initial: list[str], guide: bool):
         self.store, self.follower, self.live, self.initial, self.guide = store, follower, live, initial, guide
-        # when a zoom or a selection last paused following (time.monotonic()): a live re-draw
-        # computed meanwhile was asked for before it, and would move the user's view away
-        self.live_paused_at = 0.0
+        # per page (follow-state's "page"): when a zoom or a selection last paused following
+        # (time.monotonic()) and the zoom's nonce (its page time). A live re-draw asked for
+        # before either would move the user's view away when it lands after it.
+        self.live_pauses: dict[str, tuple[float, int]] = {}
 
-    def pause_live(self) -> None:
-        self.live_paused_at = time.monotonic()
+    def pause_live(self, follow: dict | None, zoom_nonce: int = 0) -> None:
+        page = (follow or {}).get("page")
+        if page is None:
+            return
+        _, seen = self.live_pauses.pop(page, (0.0, 0))
+        self.live_pauses[page] = (time.monotonic(), max(seen, zoom_nonce))
+        while len(self.live_pauses) > 256:      # pages long closed
+            self.live_pauses.pop(next(iter(self.live_pauses)))
+
+    def live_redraw_is_stale(self, follow: dict | None, zoom: dict | None, asked: float) -> bool:
+        """A live re-draw asked for (server time ``asked``, page state ``zoom``) before the
+        page's last zoom or selection paused following."""
+        at, nonce = self.live_pauses.get((follow or {}).get("page"), (0.0, 0))
+        return at > asked or (zoom or {}).get("nonce", 0) < nonce
 
     def options(self, extra: list[str] = ()) -> list[dict]:
         seen, out = set(), []

@@ -45,5 +45,5 @@ def register(app: dash.Dash, state) -> None:
         # a new epoch: the re-draw gets a new uirevision, so the user's old zoom is let go (and
         # zooms up to now no longer hold updates back: ``since`` is the last zoom's page time)
         epoch = (follow or {}).get("epoch", 0) + 1
-        return ({"on": True, "epoch": epoch, "since": (zoom or {}).get("nonce", 0)},
+        return ({**(follow or {}), "on": True, "epoch": epoch, "since": (zoom or {}).get("nonce", 0)},
                 {"v": follower.version, "e": epoch})

@@ -129,7 +129,7 @@ def register(app: dash.Dash, state) -> None:
             new_range = focus_range(loaded, sel, axis, current)
         follow_out = {**follow, "on": False} if path == LIVE and (follow or {}).get("on") else dash.no_update
         if path == LIVE:
-            state.pause_live()
+            state.pause_live(follow)
         if new_range == current:
             return sel, marks_patch(loaded, sel, axis), dash.no_update, tab, follow_out, dash.no_update
         fig = draw(loaded, View(new_range, axis), hidden, sel, view.get("uirevision") or str(path))

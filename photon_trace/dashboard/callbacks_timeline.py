@@ -158,9 +158,10 @@ def register(app: dash.Dash, state) -> None:
             highlight, guided = 0, True
         uirev = f"live:{(follow or {}).get('epoch', 0)}" if live else f"{path}:{axis}"
         fig = draw(loaded, View(rng, axis), hidden, sel, uirev)
-        if trigger == "live-version" and state.live_paused_at > asked:
-            # the user zoomed or selected while this was drawn: it was asked for before that
-            # paused following, and its response would land after the view they chose
+        if trigger == "live-version" and state.live_redraw_is_stale(follow, zoom, asked):
+            # the user zoomed or selected while this was asked for or drawn: its response
+            # would land after the view they chose (a loaded server may take the requests
+            # out of order)
             raise PreventUpdate
         notes = loaded.notes if not live else []
         drawn = ("complete" if loaded.complete else "partial", path)
@@ -207,7 +208,7 @@ def register(app: dash.Dash, state) -> None:
         if kind is None:
             raise PreventUpdate
         if path == LIVE and kind == "range":
-            state.pause_live()
+            state.pause_live(follow, (relayout or {}).get("nonce", 0))
         view = view or {}
         loaded, _ = state.get(path, view.get("version"))
         if loaded is None:

@@ -4,6 +4,8 @@ Every card and table header carries its definition (``glossary.py``) as a hover 
 """
 from __future__ import annotations
 
+import uuid
+
 from dash import dcc, html
 
 from photon_trace.dashboard import panels
@@ -175,6 +177,6 @@ def page(store, live: str | None, follower, opts: list[dict], a: str | None, b: 
         dcc.Store(id="view-a", data={"range": None, "axis": "window", "version": None}),
         dcc.Store(id="selection-a"), dcc.Store(id="hidden-a", data=[]), dcc.Store(id="hits-a", data=[]),
         dcc.Store(id="load-state"), dcc.Store(id="row-click"),
-        dcc.Store(id="follow-state", data={"on": follower is not None}),
+        dcc.Store(id="follow-state", data={"on": follower is not None, "page": uuid.uuid4().hex}),
     ])
 
