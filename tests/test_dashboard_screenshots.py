@@ -56,11 +56,15 @@ def test_screenshots_of_the_main_views(tmp_path):
             pg.screenshot(path=str(out / "dashboard-panels.png"), full_page=True)
             pg.fill("#path-input", str(blocking))
             pg.click("#open-a")
+            pg.wait_for_function(f"() => document.querySelector('#trace-a').innerText.includes({blocking.name!r})",
+                                 timeout=30_000)    # A opened before the box is reused for B
             pg.fill("#path-input", str(pipelined))
             pg.click("#open-b")
             pg.get_by_text("Compare", exact=True).click()
-            figure(pg, "#compare-timeline", until="f.meta.labels && f.meta.labels[1].includes('pipelined')"
-                                                  " && f.meta.labels[0].includes('blocking')")
+            # both traces analysed first: a deadline, not a speed (beside two CPU burners this
+            # took over 30 s)
+            figure(pg, "#compare-timeline", timeout_ms=120_000,
+                   until="f.meta.labels && f.meta.labels[1].includes('pipelined') && f.meta.labels[0].includes('blocking')")
             pg.wait_for_selector("#cost-model-table")
             pg.screenshot(path=str(out / "dashboard-compare.png"), full_page=True)
             pg.fill("#path-input", str(long_path))

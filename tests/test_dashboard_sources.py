@@ -47,7 +47,9 @@ def test_a_symlink_out_of_the_allowed_folder_is_refused(folder, tmp_path):
 
 
 def test_listing_holds_trace_files_newest_first(folder):
-    os.utime(folder / "blocking.trace.jsonl", (time.time() + 10, time.time() + 10))
+    # newer than every file the module's other tests touched (the folder is shared, in any order)
+    newest = max(f.stat().st_mtime for f in folder.iterdir()) + 10
+    os.utime(folder / "blocking.trace.jsonl", (newest, newest))
     files = list_traces([folder.resolve()])
     assert files[0].name == "blocking.trace.jsonl"
     assert {f.name for f in files} >= {"pipelined.trace.jsonl", "mask_sync.trace.jsonl", "corrupt.trace.jsonl"}
