@@ -14,8 +14,11 @@ says with what was measured independently:
   injected delay per step, where the family injects one (all in ms);
 * **predicted**: the diagnosis's predicted speedup from removing the family's row (its
   range in brackets), and **observed**: the run without the fault against the run with
-  it (ratio of mean step periods over each run's steady state); **err**: predicted gain
-  over observed gain, minus 1 (gain = speedup - 1);
+  it (ratio of mean step periods over each run's steady state), each faulty run paired with
+  the baseline run recorded just before it: the median over the pairs, and the lowest and
+  highest pair (a machine's drift between repeats moves a pair, not the median); **err**:
+  predicted gain over observed gain, minus 1 (gain = speedup - 1), and **in**: whether the
+  prediction is within 25% of the observed gain;
 * **busy+**: how much longer per step the device was busy in the faulty runs (ms: it ran
   slower, e.g. beside a host that keeps a core busy, or did more), and **idle-only**: the
   speedup removing the fault gives were the device as busy as with it (only its idle per
@@ -37,6 +40,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))   # the fault families live with the tests that use them
@@ -54,6 +58,23 @@ def charged(reports, cause: str, detail: str) -> float:
 
 def mean_period(reports) -> float:
     return sum(r.mean_period_ms for r in reports) / len(reports)
+
+
+def started_ns(trace) -> int:
+    return min(s.t0 for s in trace.host_spans)
+
+
+def paired_speedups(faulty: list, base: list) -> list[float]:
+    """Each faulty run's mean period over that of the baseline run recorded last before it
+    (the first baseline run where none was): the speedup its removal gave, pair by pair.
+    ``faulty`` and ``base`` are (trace, report, path) runs, all on one clock (one process)."""
+    bases = sorted(((started_ns(t), r) for t, r, _ in base), key=lambda x: x[0])
+    out = []
+    for t, r, _ in faulty:
+        before = [b for t0, b in bases if t0 < started_ns(t)]
+        b = before[-1] if before else bases[0][1]
+        out.append(r.mean_period_ms / b.mean_period_ms)
+    return out
 
 
 def prediction(report, row) -> tuple[float, float, float]:
@@ -143,7 +164,11 @@ def load_runs(folder: Path) -> Runs:
     from photon_trace.telemetry.tracefile import load_trace
 
     runs = Runs(folder)
-    for path in sorted(folder.glob("*.trace.jsonl"), key=lambda p: (p.name.rsplit("-", 1)[0], p.name)):
+    def order(p: Path):     # <name>-<repeat>.trace.jsonl, repeats in number order (10 after 9)
+        name, i = p.name.removesuffix(".trace.jsonl").rsplit("-", 1)
+        return name, int(i)
+
+    for path in sorted(folder.glob("*.trace.jsonl"), key=order):
         name = path.name.rsplit("-", 1)[0]
         trace = load_trace(path)
         runs.runs.setdefault(name, []).append((trace, analyze(trace), path))
@@ -169,8 +194,8 @@ def table_rows(runs: Runs, fams, delays: dict) -> list[dict]:
             growth=mean_period(faulty) - mean_period(base),
             delay=sum(delays[fam.name]) / len(delays[fam.name]) if delays.get(fam.name) else None,
             predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds),
-            high=max(p[2] for p in preds), observed=mean_period(faulty) / mean_period(base),
-            period=mean_period(base), **busy_split(faulty, base)))
+            high=max(p[2] for p in preds), period=mean_period(base),
+            **observed(runs[fam.name], runs[fam.baseline]), **busy_split(faulty, base)))
     blk, pipe = runs.reports("clean_blocking"), runs.reports("clean")
     preds = [host_free(r) for r in blk]
     idle = median_ms(blk, every) - median_ms(pipe, every)
@@ -178,8 +203,13 @@ def table_rows(runs: Runs, fams, delays: dict) -> list[dict]:
         family="blocking->pipelined", said="-", right=True, reported=idle, injected=idle,
         growth=mean_period(blk) - mean_period(pipe), delay=None,
         predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds), high=max(p[2] for p in preds),
-        observed=mean_period(blk) / mean_period(pipe), period=mean_period(pipe), **busy_split(blk, pipe)))
+        period=mean_period(pipe), **observed(runs["clean_blocking"], runs["clean"]), **busy_split(blk, pipe)))
     return rows
+
+
+def observed(faulty: list, base: list) -> dict:
+    pairs = paired_speedups(faulty, base)
+    return dict(observed=median(pairs), observed_low=min(pairs), observed_high=max(pairs))
 
 
 def busy_split(faulty, base) -> dict:
@@ -223,8 +253,8 @@ def main() -> None:
 
     print(f"# {args.model}, {args.streams} streams x {args.tokens} tokens; ms per step; traces in {out}")
     print(f"{'family':20} {'said (costliest cause, share)':50} {'ok':>3} {'reported':>9} {'idle+':>9} "
-          f"{'growth':>8} {'delay':>7} {'predicted [range]':>22} {'observed':>9} {'err':>6} {'busy+':>7} "
-          f"{'idle-only':>9} {'err':>6}")
+          f"{'growth':>8} {'delay':>7} {'predicted [range]':>22} {'observed [pairs]':>22} {'err':>6} {'in':>3} "
+          f"{'busy+':>7} {'idle-only':>9} {'err':>6}")
     for t in table:
         err = (t["predicted"] - 1) / (t["observed"] - 1) - 1 if t["observed"] != 1 else float("nan")
         t["gain_error"] = err
@@ -232,9 +262,11 @@ def main() -> None:
                                            if t["idle_only"] != 1 else float("nan"))
         delay = f"{t['delay']:7.2f}" if t["delay"] is not None else "      -"
         pred = f"{t['predicted']:.3f} [{t['low']:.3f}-{t['high']:.3f}]"
+        obs = f"{t['observed']:.3f} [{t['observed_low']:.3f}-{t['observed_high']:.3f}]"
+        t["within_25"] = abs(err) <= 0.25
         print(f"{t['family']:20} {t['said'][:50]:50} {'yes' if t['right'] else 'NO':>3} {t['reported']:9.3f} "
-              f"{t['injected']:9.3f} {t['growth']:8.3f} {delay} {pred:>22} {t['observed']:9.3f} {err:+6.0%} "
-              f"{t['busy_plus']:7.3f} {t['idle_only']:9.3f} {err_idle:+6.0%}")
+              f"{t['injected']:9.3f} {t['growth']:8.3f} {delay} {pred:>22} {obs:>22} {err:+6.0%} "
+              f"{'yes' if t['within_25'] else 'no':>3} {t['busy_plus']:7.3f} {t['idle_only']:9.3f} {err_idle:+6.0%}")
     pipe = runs.reports("clean")
     print(f"clean pipelined period {mean_period(pipe):.3f} ms, blocking {mean_period(runs.reports('clean_blocking')):.3f} ms")
     if args.json:

@@ -225,6 +225,10 @@ def test_the_cost_model_shows_for_a_blocking_and_pipelined_pair_with_noise_calle
         # two pipelined runs of one workload differing only in jitter: nothing is called worse
         pg.fill("#path-input", str(files["pipelined"]))
         pg.click("#open-a")
+        # A has opened before the box is reused: Dash reads the box when it sends the click's
+        # request, which a loaded browser may do after the next fill (then A and B are one file)
+        pg.wait_for_function(f"() => document.querySelector('#trace-a').innerText.includes({files['pipelined'].name!r})",
+                             timeout=30_000)
         pg.fill("#path-input", str(twin))
         pg.click("#open-b")
         pg.wait_for_function("() => document.querySelector('#compare-summary') && "

@@ -73,8 +73,17 @@ def test_every_step_fault_is_named_and_costs_what_it_added(runs, name):
     floor = 0.5 * base.bookkeeping_ms if fam.cause == ACCIDENTAL_SYNC else 0.3 * base.mean_period_ms
     assert added > floor * 1e6, (added, floor)
     # a phase is charged its own part of each gap: the phases after it (launch after plan)
-    # keep theirs, which is why the floor is below 0.85 for a phase early in the tick
-    assert 0.7 * added <= charged(rep, fam) <= 1.1 * added, (charged(rep, fam), added, rep.diagnosis[:4])
+    # keep theirs, which is why the floor is below 0.85 for a phase early in the tick. What the
+    # fault added to its row is compared, as ``added`` is: on a loaded machine the clean run's
+    # host is late too, in the same phase (finalize building masks: ~2 ms a step beside two
+    # CPU burners), and the faulty run's row holds that as well as the fault.
+    # The idle added is measured as a difference of medians; on a loaded machine the host's
+    # other phases run faster beside a sleeping fault, and that difference can fall short of
+    # the delay itself: the delay as it ran (its median, overshoot included) is the other measure.
+    delay = getattr(runs.faults[name], "delay", None)
+    ran = median(delay.took) * 1e9 if delay is not None and delay.took else 0.0
+    more = charged(rep, fam) - charged(base, fam)
+    assert 0.7 * added <= more <= 1.1 * max(added, ran), (more, charged(base, fam), added, ran, rep.diagnosis[:4])
 
 
 def test_wait_copied_outside_commit_is_an_accidental_sync_and_fails_the_gate(runs):
