@@ -60,7 +60,10 @@ def page():
 
 
 def drawn(page) -> dict:
-    page.wait_for_function(f"() => ({FIGURE})() !== null", timeout=60_000)
+    """The timeline as drawn with its analysis: the first draw, of the spans alone, comes before
+    the analysis has finished when the machine is busy (``meta.analysed`` false)."""
+    page.wait_for_function(f"() => {{ const f = ({FIGURE})(); return f !== null && f.meta.analysed !== false; }}",
+                           timeout=60_000)
     return page.evaluate(FIGURE)
 
 
