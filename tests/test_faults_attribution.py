@@ -102,12 +102,18 @@ def test_wait_copied_outside_commit_is_an_accidental_sync_and_fails_the_gate(run
 def test_a_sync_in_a_slow_host_is_charged_its_wait_and_the_slow_phase_keeps_the_rest(runs):
     fam = BY_NAME["sync_in_slow_plan"]
     ((trace, rep, _),) = runs["sync_in_slow_plan"]
-    assert top_host_cause(rep) == (HOST_BOUND, "plan")
     waits = [w.t1 - w.t0 for w in trace.waits if w.site == fam.detail]
+    slow = median(runs.faults[fam.name].delay.took) * 1e9
+    if median(waits) < 0.5 * slow:   # on a loaded machine the round trip can outlast the slow part
+        assert top_host_cause(rep) == (HOST_BOUND, "plan"), (median(waits), slow)
     sync = charged(rep, fam)
     assert sync <= 2 * median(waits) + 50_000, (sync, median(waits))      # its wait, never the gap
     gap = median(per_step(rep, host_made))
-    assert sync < 0.5 * gap, (sync, gap)
+    # the slow phase keeps the rest of the gap. Not "the sync is under half the gap": its round
+    # trip to a worker that slept through the slow plan takes ~4 ms beside two CPU burners,
+    # as long as a period there
+    plan = median(per_step(rep, lambda b: (b.cause, b.detail) == (HOST_BOUND, "plan")))
+    assert plan >= 0.8 * (gap - sync), (plan, sync, gap)
 
 
 def test_a_slow_finalize_is_not_blamed_on_the_mask_copy(runs):
