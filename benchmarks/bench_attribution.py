@@ -169,7 +169,7 @@ def load_runs(folder: Path) -> Runs:
         return name, int(i)
 
     for path in sorted(folder.glob("*.trace.jsonl"), key=order):
-        name = path.name.rsplit("-", 1)[0]
+        name = order(path)[0]
         trace = load_trace(path)
         runs.runs.setdefault(name, []).append((trace, analyze(trace), path))
     return runs

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from photon_trace.telemetry.tracefile import write_trace
-from helpers.browser import (CHROMIUM, CHROMIUM_ARGS, Server, ServerProcess, figure, hover_points, markers,
+from helpers.browser import (CHROMIUM, CHROMIUM_ARGS, Server, ServerProcess, figure, hover_points, markers, open_as_a,
                              polygons, relayout)
 from helpers.dashboard_samples import LONG_STEPS, report, sample, span_count, timeline, write_samples
 from helpers.loop_sim import SyntheticRun, synthetic_trace
@@ -223,12 +223,7 @@ def test_the_cost_model_shows_for_a_blocking_and_pipelined_pair_with_noise_calle
         pg.wait_for_selector("#cost-model-table", timeout=30_000)
         assert "predicted speedup" in pg.inner_text("#cost-model-table")
         # two pipelined runs of one workload differing only in jitter: nothing is called worse
-        pg.fill("#path-input", str(files["pipelined"]))
-        pg.click("#open-a")
-        # A has opened before the box is reused: Dash reads the box when it sends the click's
-        # request, which a loaded browser may do after the next fill (then A and B are one file)
-        pg.wait_for_function(f"() => document.querySelector('#trace-a').innerText.includes({files['pipelined'].name!r})",
-                             timeout=30_000)
+        open_as_a(pg, files["pipelined"])
         pg.fill("#path-input", str(twin))
         pg.click("#open-b")
         pg.wait_for_function("() => document.querySelector('#compare-summary') && "

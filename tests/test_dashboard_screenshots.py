@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from photon_trace.telemetry.tracefile import write_trace
-from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Server, click_point, figure, hover_first, relayout
+from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Server, click_point, figure, hover_first, open_as_a, relayout
 from helpers.dashboard_samples import sample
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
@@ -54,10 +54,7 @@ def test_screenshots_of_the_main_views(tmp_path):
             pg.wait_for_selector("#bubble-table")
             figure(pg, "#idle-breakdown")
             pg.screenshot(path=str(out / "dashboard-panels.png"), full_page=True)
-            pg.fill("#path-input", str(blocking))
-            pg.click("#open-a")
-            pg.wait_for_function(f"() => document.querySelector('#trace-a').innerText.includes({blocking.name!r})",
-                                 timeout=30_000)    # A opened before the box is reused for B
+            open_as_a(pg, blocking)
             pg.fill("#path-input", str(pipelined))
             pg.click("#open-b")
             pg.get_by_text("Compare", exact=True).click()

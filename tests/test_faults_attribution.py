@@ -55,6 +55,12 @@ def charged(report, fam) -> float:
     return median(per_step(report, lambda b: (b.cause, b.detail) == (fam.cause, fam.detail)))
 
 
+def delay_ran_ns(fault) -> float:
+    """The median length of the fault's injected delay as it ran (0: the fault injects none)."""
+    delay = getattr(fault, "delay", None)
+    return median(delay.took) * 1e9 if delay is not None and delay.took else 0.0
+
+
 def injected(runs, fam) -> float:
     """Host-made idle per step the fault added: its run's median less its baseline's."""
     (faulty,), (base,) = runs.reports(fam.name), runs.reports(fam.baseline)
@@ -80,8 +86,7 @@ def test_every_step_fault_is_named_and_costs_what_it_added(runs, name):
     # The idle added is measured as a difference of medians; on a loaded machine the host's
     # other phases run faster beside a sleeping fault, and that difference can fall short of
     # the delay itself: the delay as it ran (its median, overshoot included) is the other measure.
-    delay = getattr(runs.faults[name], "delay", None)
-    ran = median(delay.took) * 1e9 if delay is not None and delay.took else 0.0
+    ran = delay_ran_ns(runs.faults[name])
     more = charged(rep, fam) - charged(base, fam)
     assert 0.7 * added <= more <= 1.1 * max(added, ran), (more, charged(base, fam), added, ran, rep.diagnosis[:4])
 
@@ -103,7 +108,7 @@ def test_a_sync_in_a_slow_host_is_charged_its_wait_and_the_slow_phase_keeps_the_
     fam = BY_NAME["sync_in_slow_plan"]
     ((trace, rep, _),) = runs["sync_in_slow_plan"]
     waits = [w.t1 - w.t0 for w in trace.waits if w.site == fam.detail]
-    slow = median(runs.faults[fam.name].delay.took) * 1e9
+    slow = delay_ran_ns(runs.faults[fam.name])
     if median(waits) < 0.5 * slow:   # on a loaded machine the round trip can outlast the slow part
         assert top_host_cause(rep) == (HOST_BOUND, "plan"), (median(waits), slow)
     sync = charged(rep, fam)

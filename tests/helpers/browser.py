@@ -128,6 +128,16 @@ def figure(page, sel: str, timeout_ms: int = 30_000, until: str = "true", analys
     return page.evaluate(READ_FIGURE, sel)
 
 
+def open_as_a(page, path) -> None:
+    """Open ``path`` as trace A from the path box and wait until A shows it, so the box can be
+    reused: Dash reads the box when it sends the click's request, which a loaded browser may
+    do after the next fill (A and B were then one file)."""
+    page.fill("#path-input", str(path))
+    page.click("#open-a")
+    page.wait_for_function(f"() => document.querySelector('#trace-a').innerText.includes({path.name!r})",
+                           timeout=30_000)
+
+
 def polygons(fig, prefix: str, yaxis: str | None = None) -> int:
     return sum(t["polys"] for t in fig["traces"] if t["name"].startswith(prefix)
                and not t["name"].endswith("(hover)") and (yaxis is None or t["yaxis"] == yaxis))
