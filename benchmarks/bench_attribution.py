@@ -13,12 +13,15 @@ says with what was measured independently:
   intermittent fault); **growth**: the mean step period's growth; **delay**: the
   injected delay per step, where the family injects one (all in ms);
 * **predicted**: the diagnosis's predicted speedup from removing the family's row (its
-  range in brackets), and **observed**: the run without the fault against the run with
-  it (ratio of mean step periods over each run's steady state), each faulty run paired with
-  the baseline run recorded just before it: the median over the pairs, and the lowest and
-  highest pair (a machine's drift between repeats moves a pair, not the median); **err**:
-  predicted gain over observed gain, minus 1 (gain = speedup - 1), and **in**: whether the
-  prediction is within 25% of the observed gain;
+  range in brackets), from the runs with the fault; **observed**: the speedup removing it
+  gave, measured within runs that switch the fault on and off every ``--ab-ticks`` ticks
+  (``interleave.py``: each block with the fault against the blocks without it on either
+  side, over the analysis's steady window; a shared machine's drift over seconds, larger
+  than a sync's gain, cancels), pooled over ``--ab-repeats`` runs, with a 90% bootstrap
+  interval over the blocks; **err**: predicted gain over observed gain, minus 1 (gain =
+  speedup - 1), and **in**: whether the prediction is within 25% of the observed gain;
+  **run pairs**: the same speedup from whole runs, each faulty run against the clean run
+  recorded just before it (median, lowest and highest pair): what the drift does to it;
 * **busy+**: how much longer per step the device was busy in the faulty runs (ms: it ran
   slower, e.g. beside a host that keeps a core busy, or did more), and **idle-only**: the
   speedup removing the fault gives were the device as busy as with it (only its idle per
@@ -26,12 +29,13 @@ says with what was measured independently:
   prediction can see; the second **err** compares the prediction with that.
 
 The last row is the pipelining the blocking loop lacks: the blocking run's prediction for
-removing every host-made cause at once, observed against the pipelined run.
+removing every host-made cause at once, observed on one engine switched between the two
+loops (``interleave.depth_switch``).
 
 Prints numbers only; never fails on speed. The machine it runs on is usually shared:
 read ratios within a run, and repeat.
 
-    python benchmarks/bench_attribution.py --streams 16 --tokens 64 --repeats 2
+    python benchmarks/bench_attribution.py     # ~9 min: 16 streams x 512 tokens, 2 runs + 4 switching runs a family
 """
 from __future__ import annotations
 
@@ -46,7 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))   # the fault families live with the tests that use them
 
 from helpers.fault_families import BASELINES, BY_NAME, ENGINES, FAMILIES, Family  # noqa: E402
-from helpers.fault_helpers import Runs, device_made, median_ms  # noqa: E402
+from helpers.fault_helpers import GATE, Runs, device_made, median_ms  # noqa: E402
+from interleave import compare, depth_switch, run_alternating  # noqa: E402
 from photon_trace.workload import Workload, engine_settings, prepare  # noqa: E402
 
 MS = 1e6
@@ -130,7 +135,8 @@ def run_family(runs: Runs, fam: Family, eng, prepared, period_s: float) -> None:
 
 
 def record(args, fams) -> tuple[Path, dict]:
-    """Run every family and its baseline ``--repeats`` times; the traces go to ``--out``."""
+    """Run every family and its baseline ``--repeats`` times, then each family switched on and
+    off in alternating blocks of one run (``--ab-repeats`` runs); the traces go to ``--out``."""
     names = sorted({f.engine for f in fams} | {"plain", "blocking"} | ({"constrained"} if any(
         f.baseline == "clean_constrained" for f in fams) else set()))
     engines, workloads = make_engines(args, names)
@@ -139,23 +145,46 @@ def record(args, fams) -> tuple[Path, dict]:
     runs = Runs(out)
     runs.delays = {}
     try:
+        periods = {}
         for _ in range(args.repeats):
-            periods = {}
             for name in names:
                 if name in BASELINES:
                     rep = runs.run(BASELINES[name], engines[name], workloads[name])
                     periods[name] = rep.mean_period_ms / 1e3
-            periods["mask_sync"] = periods.get("constrained", 0.0)
             for fam in fams:
                 eng = engines[fam.engine]
                 if fam.baseline not in BASELINES.values():      # a faulty baseline: run it beside
                     run_family(runs, BY_NAME[fam.baseline], eng, workloads[fam.engine], periods[fam.engine])
                 run_family(runs, fam, eng, workloads[fam.engine], periods[fam.engine])
+        ab = record_interleaved(args, fams, engines, workloads, periods, out / "interleaved") if args.ab_repeats else {}
     finally:
         for eng in engines.values():
             eng.close()
     (out / "delays.json").write_text(json.dumps(runs.delays))
+    (out / "interleaved.json").write_text(json.dumps(ab))
     return out, runs.delays
+
+
+def record_interleaved(args, fams, engines, workloads, periods, folder: Path) -> dict[str, list]:
+    """Per family (and blocking -> pipelined): the compared blocks of ``--ab-repeats`` runs of its
+    engine with the fault switched on and off every ``--ab-ticks`` ticks (``interleave``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ab: dict[str, list] = {}
+    for i in range(args.ab_repeats):
+        for fam in fams:
+            eng = engines[fam.engine]
+            fault = fam.inject(eng, periods[fam.engine])
+            ab.setdefault(fam.name, []).extend(run_alternating(
+                eng, workloads[fam.engine], folder / f"{fam.name}-{i}.trace.jsonl", GATE.set, fault, args.ab_ticks,
+                start_on=bool(i % 2)).pairs)
+        eng = engines["plain"]
+        ab.setdefault(PIPELINING, []).extend(run_alternating(
+            eng, workloads["plain"], folder / f"pipelining-{i}.trace.jsonl", depth_switch(eng), None, args.ab_ticks,
+            start_on=bool(i % 2), rest_on=False).pairs)
+    return ab
+
+
+PIPELINING = "blocking->pipelined"
 
 
 def load_runs(folder: Path) -> Runs:
@@ -175,7 +204,7 @@ def load_runs(folder: Path) -> Runs:
     return runs
 
 
-def table_rows(runs: Runs, fams, delays: dict) -> list[dict]:
+def table_rows(runs: Runs, fams, delays: dict, ab: dict) -> list[dict]:
     rows = []
     for fam in fams:
         faulty, base = runs.reports(fam.name), runs.reports(fam.baseline)
@@ -195,21 +224,30 @@ def table_rows(runs: Runs, fams, delays: dict) -> list[dict]:
             delay=sum(delays[fam.name]) / len(delays[fam.name]) if delays.get(fam.name) else None,
             predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds),
             high=max(p[2] for p in preds), period=mean_period(base),
-            **observed(runs[fam.name], runs[fam.baseline]), **busy_split(faulty, base)))
+            **observed(runs[fam.name], runs[fam.baseline], ab.get(fam.name)), **busy_split(faulty, base)))
     blk, pipe = runs.reports("clean_blocking"), runs.reports("clean")
     preds = [host_free(r) for r in blk]
     idle = median_ms(blk, every) - median_ms(pipe, every)
     rows.append(dict(
-        family="blocking->pipelined", said="-", right=True, reported=idle, injected=idle,
+        family=PIPELINING, said="-", right=True, reported=idle, injected=idle,
         growth=mean_period(blk) - mean_period(pipe), delay=None,
         predicted=sum(p[0] for p in preds) / len(preds), low=min(p[1] for p in preds), high=max(p[2] for p in preds),
-        period=mean_period(pipe), **observed(runs["clean_blocking"], runs["clean"]), **busy_split(blk, pipe)))
+        period=mean_period(pipe), **observed(runs["clean_blocking"], runs["clean"], ab.get(PIPELINING)),
+        **busy_split(blk, pipe)))
     return rows
 
 
-def observed(faulty: list, base: list) -> dict:
+def observed(faulty: list, base: list, blocks: list | None) -> dict:
+    """The observed speedup: from the switching runs' compared ``blocks`` where there are
+    some (with a 90% bootstrap interval), else the median of the run pairs (lowest-highest
+    pair); ``runs``: the run pairs' median either way."""
     pairs = paired_speedups(faulty, base)
-    return dict(observed=median(pairs), observed_low=min(pairs), observed_high=max(pairs))
+    runs = dict(runs=median(pairs), runs_low=min(pairs), runs_high=max(pairs))
+    if blocks:
+        ab = compare(blocks)
+        return dict(observed=ab.ratio, observed_low=ab.low, observed_high=ab.high, blocks=ab.blocks, **runs)
+    return dict(observed=runs["runs"], observed_low=runs["runs_low"], observed_high=runs["runs_high"], blocks=0,
+                **runs)
 
 
 def busy_split(faulty, base) -> dict:
@@ -234,8 +272,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--streams", type=int, default=16)
-    ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--tokens", type=int, default=512,
+                    help="per request: long enough for ~30 switching blocks in the steady window")
+    ap.add_argument("--repeats", type=int, default=2, help="whole runs with and without each fault")
+    ap.add_argument("--ab-repeats", type=int, default=4,
+                    help="runs per family alternating blocks with and without it: the observed gain's measure "
+                         "(0: run pairs only)")
+    ap.add_argument("--ab-ticks", type=int, default=13, help="ticks per block of an alternating run")
     ap.add_argument("--families", nargs="*", default=None, help="names (default: all)")
     ap.add_argument("--out", help="folder for the traces (default: a new temporary one)")
     ap.add_argument("--traces", help="analyse the traces a previous run left in this folder instead of running")
@@ -248,13 +291,14 @@ def main() -> None:
         fams = [f for f in fams if (out / f"{f.name}-0.trace.jsonl").exists()]
     else:
         out, delays = record(args, fams)
+    ab = json.loads((out / "interleaved.json").read_text()) if (out / "interleaved.json").exists() else {}
     runs = load_runs(out)
-    table = table_rows(runs, fams, delays)
+    table = table_rows(runs, fams, delays, ab)
 
     print(f"# {args.model}, {args.streams} streams x {args.tokens} tokens; ms per step; traces in {out}")
     print(f"{'family':20} {'said (costliest cause, share)':50} {'ok':>3} {'reported':>9} {'idle+':>9} "
-          f"{'growth':>8} {'delay':>7} {'predicted [range]':>22} {'observed [pairs]':>22} {'err':>6} {'in':>3} "
-          f"{'busy+':>7} {'idle-only':>9} {'err':>6}")
+          f"{'growth':>8} {'delay':>7} {'predicted [range]':>22} {'observed [90%]':>22} {'err':>6} {'in':>3} "
+          f"{'busy+':>7} {'idle-only':>9} {'err':>6} {'run pairs':>22}")
     for t in table:
         err = (t["predicted"] - 1) / (t["observed"] - 1) - 1 if t["observed"] != 1 else float("nan")
         t["gain_error"] = err
@@ -266,7 +310,8 @@ def main() -> None:
         t["within_25"] = abs(err) <= 0.25
         print(f"{t['family']:20} {t['said'][:50]:50} {'yes' if t['right'] else 'NO':>3} {t['reported']:9.3f} "
               f"{t['injected']:9.3f} {t['growth']:8.3f} {delay} {pred:>22} {obs:>22} {err:+6.0%} "
-              f"{'yes' if t['within_25'] else 'no':>3} {t['busy_plus']:7.3f} {t['idle_only']:9.3f} {err_idle:+6.0%}")
+              f"{'yes' if t['within_25'] else 'no':>3} {t['busy_plus']:7.3f} {t['idle_only']:9.3f} {err_idle:+6.0%} "
+              f"{t['runs']:.3f} [{t['runs_low']:.3f}-{t['runs_high']:.3f}]")
     pipe = runs.reports("clean")
     print(f"clean pipelined period {mean_period(pipe):.3f} ms, blocking {mean_period(runs.reports('clean_blocking')):.3f} ms")
     if args.json:

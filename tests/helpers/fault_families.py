@@ -15,11 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import photon_trace.engine.engine as engine_module
-from helpers.fault_helpers import Sleep, delay_before, patched, read_in_commit
+from photon_trace.engine.device.base import NUM_SLOTS
+from helpers.fault_helpers import Sleep, delay_before, patched, read_in_commit, replaced
 from helpers.code_sites import ITEM_SITE, MASK_SYNC_SITE
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, HOST_BOUND
 from photon_trace.telemetry.analysis.bubbles import OUTSIDE_PHASES
@@ -53,6 +54,31 @@ class Every:
             self.spans.append((t0, now_ns()))
 
 
+def engine_only(eng, first_arg_of, wrap):
+    """``wrap`` for a module function every engine in the process calls (``stage_plan``,
+    ``fill_masks``): the fault applies where ``eng`` calls it, told by the first argument
+    being one of its own (``first_arg_of(eng)``); another engine (a twin run beside it,
+    ``benchmarks/interleave.py``) gets the original."""
+    def engine_wrap(original):
+        faulty = wrap(original)
+
+        def gated(first, *args, **kwargs):
+            own = any(first is x for x in first_arg_of(eng))
+            return (faulty if own else original)(first, *args, **kwargs)
+        return gated
+    return engine_wrap
+
+
+def stagings(eng) -> list:
+    """The engine's staging buffers (``stage_plan``'s first argument)."""
+    return [eng.device.staging(slot) for slot in range(NUM_SLOTS)]
+
+
+def mask_buffers(eng) -> list:
+    """Where the engine builds its masks (``fill_masks``'s first argument)."""
+    return [st.mask for st in stagings(eng)] + [eng._pageable_mask]
+
+
 def delay_after(delay):
     """``wrap`` for ``patched``: run ``delay()`` after each call of the original."""
     def wrap(original):
@@ -83,7 +109,7 @@ def read_in_stage(eng, period_s: float) -> AbstractContextManager:
             eng.device.read_token_sync(0, plan.index)   # site: read in stage
             return stage_plan(st, plan, *args)
         return read_then_stage
-    return patched(engine_module, "stage_plan", wrap)
+    return patched(engine_module, "stage_plan", engine_only(eng, stagings, wrap))
 
 
 def wait_in_plan(eng, period_s: float) -> AbstractContextManager:
@@ -105,17 +131,16 @@ def wait_in_plan(eng, period_s: float) -> AbstractContextManager:
 
 def sync_in_slow_plan(eng, period_s: float) -> AbstractContextManager:
     """A host already slow in plan (2 periods) that also reads a device value after the slow
-    part, when the device has long finished: the sync itself costs a round trip."""
-    stack = ExitStack()
-    delay = Sleep(2 * period_s)
-
+    part, when the device has long finished: the sync itself costs a round trip. The slow
+    part is the family's baseline (``plan_delay``), so it stays when the gate turns the read off."""
     def wrap(plan):
-        def slow_then_read():
-            delay()
+        def read_then_plan():
             eng.device.read_token_sync(0, -1)     # site: read in slow plan
             return plan()
-        return slow_then_read
+        return read_then_plan
+    stack = ExitStack()
     stack.enter_context(patched(eng.scheduler, "plan", wrap))
+    stack.enter_context(patched(eng.scheduler, "plan", delay_before(delay := Sleep(2 * period_s)), gated=False))
     stack.delay = delay
     return stack
 
@@ -129,12 +154,14 @@ def plan_delay(eng, period_s: float) -> AbstractContextManager:
 
 def stage_delay(eng, period_s: float) -> AbstractContextManager:
     """Staging every step 2 periods longer (inside launch): host-bound in launch."""
-    return _delayed(patched(engine_module, "stage_plan", delay_before(d := Busy(2 * period_s))), d)
+    d = Busy(2 * period_s)
+    return _delayed(patched(engine_module, "stage_plan", engine_only(eng, stagings, delay_before(d))), d)
 
 
 def slow_finalize(eng, period_s: float) -> AbstractContextManager:
     """Building the masks takes 1.5 periods: finalize outlasts the forward."""
-    return _delayed(patched(engine_module, "fill_masks", delay_before(d := Busy(1.5 * period_s))), d)
+    d = Busy(1.5 * period_s)
+    return _delayed(patched(engine_module, "fill_masks", engine_only(eng, mask_buffers, delay_before(d))), d)
 
 
 def commit_work(eng, period_s: float) -> AbstractContextManager:
@@ -166,8 +193,8 @@ def _delayed(cm: AbstractContextManager, delay) -> AbstractContextManager:
 
 
 def mask_sync(eng, period_s: float) -> AbstractContextManager:
-    """The mask-upload bug is an engine setting (the family's engine has it); nothing to patch."""
-    return ExitStack()
+    """The mask-upload bug, an engine setting: the constrained engine with ``mask_upload="sync"``."""
+    return replaced(eng, "config", replace(eng.config, mask_upload="sync"))
 
 
 # -- the families ------------------------------------------------------------------------------
@@ -194,14 +221,13 @@ class Family:
 ENGINES = {
     "plain": dict(depth=2, constrained=False),
     "constrained": dict(depth=2, constrained=True),
-    "mask_sync": dict(depth=2, constrained=True, mask_upload="sync"),
     "blocking": dict(depth=1, constrained=False),
 }
 BASELINES = {"plain": "clean", "constrained": "clean_constrained", "blocking": "clean_blocking"}
 """The clean run of each engine that has one (the mask-sync engine's clean twin is the constrained one)."""
 
 FAMILIES = [
-    Family("mask_sync", mask_sync, ACCIDENTAL_SYNC, MASK_SYNC_SITE, engine="mask_sync", baseline="clean_constrained"),
+    Family("mask_sync", mask_sync, ACCIDENTAL_SYNC, MASK_SYNC_SITE, engine="constrained", baseline="clean_constrained"),
     Family("read_in_commit", lambda eng, period_s: read_in_commit(eng), ACCIDENTAL_SYNC, ITEM_SITE),
     Family("read_in_plan", read_in_plan, ACCIDENTAL_SYNC, _site("read in plan")),
     Family("read_in_stage", read_in_stage, ACCIDENTAL_SYNC, _site("read in stage")),

@@ -24,14 +24,37 @@ from helpers.code_sites import ROOT, engine_line, line_of  # noqa: F401  (the fa
 MS = 1e6
 
 
+class Gate:
+    """Whether the injected faults act: always, except in a benchmark that alternates blocks of
+    steps with and without them on one engine (``benchmarks/interleave.py``), which flips it
+    between ticks. A patched function asks it on each call; a replaced value is swapped."""
+
+    def __init__(self) -> None:
+        self.on = True
+        self._values: list[list] = []     # [obj, name, faulty value, original value]
+
+    def set(self, on: bool) -> None:
+        self.on = on
+        for obj, name, faulty, original in self._values:
+            setattr(obj, name, faulty if on else original)
+
+
+GATE = Gate()
+
+
 @contextmanager
-def patched(obj, name: str, wrap):
+def patched(obj, name: str, wrap, gated: bool = True):
     """Replace ``obj.name`` by ``wrap(original)`` for the block: a fault injected into a
     collaborator (the scheduler, the device, a module function the tick calls) as a test
-    would fake any collaborator."""
+    would fake any collaborator. ``gated``: the fault acts only while ``GATE`` is on
+    (``False``: a part of the run the fault's comparison keeps on both sides)."""
     original = getattr(obj, name)
     own = name in vars(obj)   # a module's function, or an instance attribute already set
-    setattr(obj, name, wrap(original))
+    faulty = wrap(original)
+
+    def gated_call(*args, **kwargs):
+        return (faulty if GATE.on else original)(*args, **kwargs)
+    setattr(obj, name, gated_call if gated else faulty)
     try:
         yield
     finally:
@@ -39,6 +62,20 @@ def patched(obj, name: str, wrap):
             setattr(obj, name, original)
         else:
             delattr(obj, name)    # the instance attribute goes; the class's method shows again
+
+
+@contextmanager
+def replaced(obj, name: str, value):
+    """Set ``obj.name`` to ``value`` for the block (while ``GATE`` is on; the original while off)."""
+    original = getattr(obj, name)
+    entry = [obj, name, value, original]
+    GATE._values.append(entry)
+    setattr(obj, name, value if GATE.on else original)
+    try:
+        yield
+    finally:
+        GATE._values.remove(entry)
+        setattr(obj, name, original)
 
 
 def delay_before(delay):
