@@ -12,8 +12,8 @@ import numpy as np
 import photon_trace.engine.device.shm as _shm
 
 # opcodes
-STAGE_FORWARD = 1   # slot, LaunchShape, op
-SAMPLE = 2          # slot, lo, hi, masked, SamplingMode, op
+STAGE_FORWARD = 1   # slot, LaunchShape (its wire tuple, ``wire``), op
+SAMPLE = 2          # slot, lo, hi, masked, SamplingMode (its wire tuple), op
 UPLOAD_MASK = 3     # slot, lo, hi
 UPLOAD_MASK_INLINE = 4  # slot, lo, hi, mask bytes (the pageable-copy bug)
 COPY_BACK = 5       # slot, B, logprobs

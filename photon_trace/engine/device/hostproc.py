@@ -26,6 +26,7 @@ import photon_trace.engine.device.shm as _shm
 from photon_trace.engine.device.base import CompletedOp, Device, DeviceError, DeviceSpec, LaunchShape
 from photon_trace.engine.device.sampling import SamplingMode
 from photon_trace.engine.device.staging import SlotStaging
+from photon_trace.engine.device.wire import mode_to_wire, shape_to_wire
 
 _SPIN_NS = 50_000           # a wait first spins this long without yielding
 _YIELD_SPIN_NS = 1_000_000_000  # then, with a core to itself, spins yielding this long before sleeping
@@ -204,13 +205,13 @@ class HostProcessDevice(Device):
         op = DeviceOp.PREFILL if shape.prefill else DeviceOp.FORWARD
         self._issue(slot, DeviceOp.STAGE, Stream.COMPUTE)
         self._issue(slot, op, Stream.COMPUTE)
-        self._send((int(Stream.COMPUTE), P.STAGE_FORWARD, slot, shape, int(op)))
+        self._send((int(Stream.COMPUTE), P.STAGE_FORWARD, slot, shape_to_wire(shape), int(op)))
 
     def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
         self._note_sample(slot, mode)
         self._issue(slot, op, Stream.COMPUTE)
-        self._send((int(Stream.COMPUTE), P.SAMPLE, slot, lo, hi, masked, mode, int(op)))
+        self._send((int(Stream.COMPUTE), P.SAMPLE, slot, lo, hi, masked, mode_to_wire(mode), int(op)))
 
     def upload_mask(self, slot: int, lo: int, hi: int) -> None:
         self._issue(slot, DeviceOp.MASK_UPLOAD, Stream.COPY)

@@ -24,6 +24,7 @@ import photon_trace.engine.device.commands as P
 import photon_trace.engine.device.shm as _shm
 from photon_trace.engine.device.program import DeviceProgram, build_program
 from photon_trace.engine.device.staging import SlotStaging
+from photon_trace.engine.device.wire import FromWire
 
 BLOCK = "block"   # a slot's whole staging block, beside its per-field views
 
@@ -96,6 +97,7 @@ def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict], s
     arrived = batches = 0
     timed: list[tuple[int, int, int, int]] = []   # (slot, op, t0, t1) not yet in shared memory
     ev_gen, ev_time, op_times, waiter, sent = state.ev_gen, state.ev_time, state.op_times, state.waiter, state.sent
+    from_wire = FromWire()
 
     def runnable(cmd) -> bool:
         return cmd[1] != P.WAIT or ev_gen[cmd[2]] >= cmd[3]
@@ -125,7 +127,8 @@ def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict], s
         streams[cmd[0]].popleft()
         op = cmd[1]
         if op == P.STAGE_FORWARD:
-            _, _, slot, shape, fop = cmd
+            _, _, slot, wire, fop = cmd
+            shape = from_wire.shape(wire)
             t0 = time.monotonic_ns()
             program.stage(slot, host[slot][BLOCK], shape.num_rows)
             t1 = time.monotonic_ns()
@@ -133,7 +136,8 @@ def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict], s
             t2 = time.monotonic_ns()
             timed += ((slot, DeviceOp.STAGE, t0, t1), (slot, fop, t1, t2))
         elif op == P.SAMPLE:
-            _, _, slot, lo, hi, masked, mode, sop = cmd
+            _, _, slot, lo, hi, masked, wire, sop = cmd
+            mode = from_wire.mode(wire)
             t0 = time.monotonic_ns()
             program.sample(slot, lo, hi, masked, mode)
             timed.append((slot, sop, t0, time.monotonic_ns()))
