@@ -257,9 +257,9 @@ def queued_steps(start_us: int, within_us: int) -> TraceBuilder:
 
 
 def test_a_step_start_s_launch_latency_is_measured_apart_from_the_latency_between_its_ops():
-    # A device that sets each step up (the host-process device: ~145 µs before a step's first
-    # op, ~5 µs between its ops): one median over both gaps would say 5 µs, and a late step
-    # start's own 145 µs would be charged to the host.
+    # A device that sets each step up (the host-process device: 65-145 µs before a step's
+    # first op, ~5 µs between its ops): one median over both gaps would say 5 µs, and a late
+    # step start's own 150 µs here would be charged to the host.
     b = queued_steps(start_us=150, within_us=5)
     rep = analyze(b.build(), window=WINDOW)
     assert rep.queued_gap_ns == 150 * US

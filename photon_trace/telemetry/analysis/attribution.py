@@ -104,7 +104,7 @@ class GapSplit(NamedTuple):
 class LaunchLatency(NamedTuple):
     """How long the device takes to start an op where the host is on time, measured in the
     trace, apart for a step's first op and for the ops after it: a device may set a step up
-    (the host-process device: ~145 us before a step's first op, ~5 us between its ops), so
+    (the host-process device: 65-145 us before a step's first op, ~5 us between its ops), so
     one median over both would call most of a step start's own latency the host's.
 
     Each is the median gap before an op of its kind already queued when the device ran dry

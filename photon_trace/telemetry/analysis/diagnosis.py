@@ -21,7 +21,12 @@ measured; **high** closes a cleared gap entirely. Rows the device made (``copy_w
 
 Not modelled, so outside the range: the device running at another speed once the fix
 changes how it idles (a worker that sleeps through long bubbles comes back to cold
-caches; on a shared CPU, a host that sleeps leaves the device more of it).
+caches; on a shared CPU, a host that sleeps leaves the device more of it); and a device
+that starts a late op faster than a queued one, measured where the trace has no queued
+step start: the host-process worker reads commands queued early after a forward, with
+cold caches (~70 us to a step's first op), and late ones warm (~15 us), so a sync in every
+step is predicted to give ~50-70 us a step more than its removal does (README,
+"Attribution under injected faults").
 """
 from __future__ import annotations
 
