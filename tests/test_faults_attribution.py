@@ -109,7 +109,9 @@ def test_a_sync_in_a_slow_host_is_charged_its_wait_and_the_slow_phase_keeps_the_
     ((trace, rep, _),) = runs["sync_in_slow_plan"]
     waits = [w.t1 - w.t0 for w in trace.waits if w.site == fam.detail]
     slow = delay_ran_ns(runs.faults[fam.name])
-    if median(waits) < 0.5 * slow:   # on a loaded machine the round trip can outlast the slow part
+    # plan is the top cause where the sync's charge (at most twice its wait, asserted below) is
+    # under half the slow part; on a loaded machine the round trip can outlast that
+    if 2 * median(waits) < 0.5 * slow:
         assert top_host_cause(rep) == (HOST_BOUND, "plan"), (median(waits), slow)
     sync = charged(rep, fam)
     assert sync <= 2 * median(waits) + 50_000, (sync, median(waits))      # its wait, never the gap

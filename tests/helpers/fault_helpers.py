@@ -38,6 +38,19 @@ class Gate:
         for obj, name, faulty, original in self._values:
             setattr(obj, name, faulty if on else original)
 
+    @contextmanager
+    def swapping(self, obj, name: str, value):
+        """``obj.name`` is ``value`` while on, its original while off, for the block."""
+        original = getattr(obj, name)
+        entry = [obj, name, value, original]
+        self._values.append(entry)
+        setattr(obj, name, value if self.on else original)
+        try:
+            yield
+        finally:
+            self._values.remove(entry)
+            setattr(obj, name, original)
+
 
 GATE = Gate()
 
@@ -64,18 +77,9 @@ def patched(obj, name: str, wrap, gated: bool = True):
             delattr(obj, name)    # the instance attribute goes; the class's method shows again
 
 
-@contextmanager
 def replaced(obj, name: str, value):
     """Set ``obj.name`` to ``value`` for the block (while ``GATE`` is on; the original while off)."""
-    original = getattr(obj, name)
-    entry = [obj, name, value, original]
-    GATE._values.append(entry)
-    setattr(obj, name, value if GATE.on else original)
-    try:
-        yield
-    finally:
-        GATE._values.remove(entry)
-        setattr(obj, name, original)
+    return GATE.swapping(obj, name, value)
 
 
 def delay_before(delay):
