@@ -80,9 +80,9 @@ def test_cuda_fault_is_detected_attributed_and_costed(gpu_runs, fault, site, rea
     for trace, rep, _ in gpu_runs[fault]:
         assert rep.syncs and (rep.syncs[0].site, rep.syncs[0].reason) == (site, reason), rep.syncs
         assert top_host_cause(rep) == (ACCIDENTAL_SYNC, site), rep.diagnosis[:3]
-    attributed, injected, growth = cost(gpu_runs, fault, "clean", ACCIDENTAL_SYNC, site)
-    assert injected > 0.01, (injected, growth)
-    assert attributed == pytest.approx(injected, rel=0.2), (attributed, injected, growth)
+    c = cost(gpu_runs, fault, "clean", ACCIDENTAL_SYNC, site)
+    assert c.injected > 0.01, c
+    assert c.matches(rel=0.2), (c, c.truth)
 
 
 # -- without a GPU: how a sync-debug warning becomes a host wait --------------------------------
