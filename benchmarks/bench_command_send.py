@@ -1,8 +1,8 @@
 """What one command send costs the host on the host-process device (its kernel launch).
 
-Every device-API call (forward, sample, copy_back, ...) becomes one pipe write carrying
-that call's commands. Times RECORD commands on a spare event, one and four per write,
-in rounds; prints the median per call. Never fails on speed.
+Each flush puts the commands issued since the last one in the command ring and rings the
+worker's doorbell (``engine/device/ring.py``). Times RECORD commands on a spare event, one
+and four per flush, in rounds; prints the median per call. Never fails on speed.
 
     python benchmarks/bench_command_send.py
 """
@@ -35,7 +35,7 @@ def main() -> None:
         event = dev.state.global_event(P.EV_READ)
         for k in (1, 4):
             runs = per_call_us(dev, event, k)
-            print(f"{k} command(s) per pipe write: median {statistics.median(runs):.1f} us per call "
+            print(f"{k} command(s) per flush: median {statistics.median(runs):.1f} us per call "
                   f"(rounds: {', '.join(f'{r:.1f}' for r in runs)})")
 
 

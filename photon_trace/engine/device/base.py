@@ -80,6 +80,7 @@ class Device:
     backend = "?"
     num_slots = NUM_SLOTS
     anchor_error_ns = 0   # bound on the error of device times placed on the host clock
+    concurrent_streams = True   # a copy runs beside compute (a GPU's copy engine); the trace header says so
 
     def __init__(self, spec: DeviceSpec, tracer: Tracer = NULL_TRACER) -> None:
         self.spec = spec

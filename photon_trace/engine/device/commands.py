@@ -1,8 +1,8 @@
 """Commands between the host and the host-process device, and its shared state.
 
-A command is a small tuple ``(stream, opcode, *args)``; a flush sends the
-commands issued since the last one as one list over a pipe: the pipe write is
-this backend's kernel launch. Events, op timings and the count of batches sent
+A command is a small tuple ``(stream, opcode, *args)``; a flush puts the
+commands issued since the last one, as one pickled list, in the command ring
+(``ring.py``): this backend's kernel launch. Events, op timings and the count of batches sent
 live in shared memory, so reading them costs neither side a syscall.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ READ_TABLE = 8      # row: copy one token-table entry into the shared scalar
 STOP = 9
 
 WAKE = ("wake",)  # worker -> host: the event the host sleeps on was recorded
-CONTROL = -1        # not a stream: taken as soon as the worker reads the pipe
+CONTROL = -1        # not a stream: taken as soon as the worker reads it
 
 WORKER_SPIN_NS = 2_000_000  # an idle worker polls this long before sleeping in the kernel
 
@@ -55,7 +55,7 @@ class SharedState:
         self.scalar = tail[1:2]  # READ_TABLE result
         self.ready = tail[2:3]   # worker finished start-up
         self.waiter = tail[3:5]  # (event, generation) the host sleeps on; event -1: none
-        self.sent = tail[5:6]    # command batches the host has written to the pipe (a doorbell)
+        self.sent = tail[5:6]    # command batches the host has put in the ring (the worker polls it)
         if path is None:
             self.waiter[0] = -1
 

@@ -2,14 +2,16 @@
 
 Slot staging buffers are shared memory mapped into both processes (the
 stand-in for pinned memory a DMA engine reads). Commands collect on the host
-and one pipe write per flush (a launch or a finalize: the step's forward,
-sample and copy-back together) carries them: this backend's kernel launch.
+and each flush (a launch or a finalize: the step's forward, sample and
+copy-back together) puts them in the command ring (``ring.py``) and rings
+the worker's doorbell: this backend's kernel launch.
 Waiting for an event spins on a shared generation counter, checking that the
 worker is alive, so a dead device is a clear error and never a hang.
 """
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -24,6 +26,7 @@ from photon_trace.telemetry.tracer import NULL_TRACER, DeviceOp, Stream, Tracer,
 import photon_trace.engine.device.commands as P
 import photon_trace.engine.device.shm as _shm
 from photon_trace.engine.device.base import CompletedOp, Device, DeviceError, DeviceSpec, LaunchShape
+from photon_trace.engine.device.ring import CommandRing, Doorbell
 from photon_trace.engine.device.sampling import SamplingMode
 from photon_trace.engine.device.staging import SlotStaging
 from photon_trace.engine.device.wire import mode_to_wire, shape_to_wire
@@ -37,12 +40,14 @@ _START_TIMEOUT_S = 600.0
 
 class HostProcessDevice(Device):
     backend = "cpu"
+    concurrent_streams = False   # one worker runs every stream's commands, one at a time
 
     def __init__(self, spec: DeviceSpec, tracer: Tracer = NULL_TRACER) -> None:
         super().__init__(spec, tracer)
         self.state = P.SharedState(self.num_slots)
         maps = [_shm.create(spec.shape.nbytes()) for _ in range(self.num_slots)]
-        self._paths = [self.state.path] + [path for path, _ in maps]
+        self._ring, self._bell = CommandRing(), Doorbell()
+        self._paths = [self.state.path, self._ring.path] + [path for path, _ in maps]
         self._staging = [SlotStaging(spec.shape, m) for _, m in maps]
         self._gen = [0] * self.state.num_events
         self._batch: list[tuple] = []
@@ -58,14 +63,16 @@ class HostProcessDevice(Device):
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "photon_trace.engine.device.worker", str(theirs.fileno()), str(cpu),
              str(spec.threads)],
-            pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
+            pass_fds=(theirs.fileno(), self._bell.read_fd), env=env, stdin=subprocess.DEVNULL)
         theirs.close()
+        os.close(self._bell.read_fd)   # the worker's end: a worker gone makes the bell's writes fail
         self._conn = Connection(ours.detach())
         self._closed = False
         self._pinned: list[int] = []   # the host thread _keep_host_off narrowed, once it has
-        self._finalizer = weakref.finalize(self, _cleanup, self._proc, self._conn, self._paths, self._pinned)
+        self._finalizer = weakref.finalize(self, _cleanup, self._proc, self._conn, self._ring, self._bell, self._sent,
+                                           self._paths, self._pinned)
         try:
-            self._conn.send((spec, self.state.path, [path for path, _ in maps]))
+            self._conn.send((spec, self.state.path, [path for path, _ in maps], self._ring.path, self._bell.read_fd))
             deadline = time.monotonic() + _START_TIMEOUT_S
             while not self.state.ready[0]:
                 self._check_alive()
@@ -93,7 +100,7 @@ class HostProcessDevice(Device):
         self._flush()
 
     def _flush(self) -> None:
-        """One pipe write carries every command issued since the last flush (a launch).
+        """One ring record carries every command issued since the last flush (a launch).
 
         Their ops count as enqueued now, when the device can first see them: the
         analysis blames a gap on the host when the next op was enqueued late.
@@ -106,12 +113,19 @@ class HostProcessDevice(Device):
             for slot, op, stream in self._unsent:
                 self._issued[slot][op] = (stream, t)
             self._unsent.clear()
+        data = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            self._conn.send(batch)
+            if not self._ring.fits(len(data)):
+                self._conn.send_bytes(data)   # too big for the ring: the socket carries it, the ring says so
+                data = b""
+            while not self._ring.put(data):   # the worker is a ring behind: wait for it to take some
+                self._check_alive()
+                os.sched_yield()
+            self._sent[0] += 1   # after the put: a worker that sees the count finds the batch there
+            self._bell.ring()
         except (BrokenPipeError, ConnectionResetError, OSError) as e:
             self._check_alive()
             raise DeviceError(f"the device worker is unreachable: {e}") from e
-        self._sent[0] += 1   # after the write: a worker that sees the count finds the batch there
 
     def _record(self, event: int, stream: Stream) -> int:
         self._gen[event] += 1
@@ -304,18 +318,25 @@ def _release_host(tid: int) -> None:
                 pass   # the thread has ended
 
 
-def _cleanup(proc: subprocess.Popen, conn: Connection, paths: list[str], pinned: list[int]) -> None:
+def _cleanup(proc: subprocess.Popen, conn: Connection, ring: CommandRing, bell: Doorbell, sent,
+             paths: list[str], pinned: list[int]) -> None:
     for tid in pinned:
         _release_host(tid)
+    # A STOP in the ring; where it has no room (a worker stuck or gone), the bell's closing
+    # tells a sleeping worker the host has gone.
+    if ring.put(pickle.dumps((P.CONTROL, P.STOP))):
+        sent[0] += 1
     try:
-        conn.send((P.CONTROL, P.STOP))
-    except (BrokenPipeError, OSError):
+        bell.ring()
+    except OSError:
         pass
+    bell.close()
     try:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=5)
     conn.close()
+    ring.close()
     for path in paths:
         _shm.unlink(path)

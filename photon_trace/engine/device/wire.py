@@ -1,6 +1,6 @@
 """The host-process device's wire form of a launch's host-known values: plain tuples.
 
-A step's commands cross the pipe pickled. Unpickling a class instance (a frozen dataclass,
+A step's commands cross to the worker pickled (``ring.py``). Unpickling a class instance (a frozen dataclass,
 an enum, a named tuple) runs Python code per object, and the worker reads a step's batch
 on its critical path whenever the step was queued early, right after a forward has
 streamed the weights through the caches: a batch carrying a ``LaunchShape`` and a

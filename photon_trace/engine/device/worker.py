@@ -9,11 +9,12 @@ scheduler would.
 """
 from __future__ import annotations
 
+import os
+import pickle
+import sys
 import time
 import traceback
 from collections import deque
-import os
-import sys
 from multiprocessing.connection import Connection
 
 import numpy as np
@@ -23,6 +24,7 @@ from photon_trace.telemetry.tracer import DeviceOp
 import photon_trace.engine.device.commands as P
 import photon_trace.engine.device.shm as _shm
 from photon_trace.engine.device.program import DeviceProgram, build_program
+from photon_trace.engine.device.ring import ON_SOCKET, CommandRing, empty_bell, sleep_on_bell
 from photon_trace.engine.device.staging import SlotStaging
 from photon_trace.engine.device.wire import FromWire
 
@@ -32,9 +34,11 @@ BLOCK = "block"   # a slot's whole staging block, beside its per-field views
 def worker_main(conn: Connection, cpu: int = -1, threads: int = 1) -> None:
     torch.set_num_threads(threads)
     _pin(cpu)
-    spec, state_path, staging_paths = conn.recv()
+    spec, state_path, staging_paths, ring_path, bell = conn.recv()
     state = P.SharedState(2, path=state_path)
     try:
+        ring = CommandRing(path=ring_path)
+        os.set_blocking(bell, False)
         host = []
         for path in staging_paths:
             st = SlotStaging(spec.shape, _shm.attach(path))
@@ -43,7 +47,8 @@ def worker_main(conn: Connection, cpu: int = -1, threads: int = 1) -> None:
         with torch.inference_mode():
             program = build_program(spec, torch.device("cpu"))
             state.ready[0] = 1
-            _run(conn, program, state, host, P.WORKER_SPIN_NS if cpu >= 0 else 0)
+            _run(_Queue(conn, ring, bell, state.sent, P.WORKER_SPIN_NS if cpu >= 0 else 0), conn, program, state,
+                 host)
     except BaseException as e:  # report anything, including a model error, then die
         state.error[0] = 1
         # The exception itself goes too when it is the user's to read (a checkpoint that cannot
@@ -72,31 +77,47 @@ def _pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def _next_message(conn: Connection, sent, taken: int, spin_ns: int):
-    """The next message: watch the host's batch counter for ``spin_ns``, then block in recv.
+class _Queue:
+    """The host's batches, in order: from the ring, or the socket where the ring says so."""
 
-    A GPU's front end polls its queues; here polling keeps the OS wake-up
-    (~0.1-0.3 ms on a VM whose idle vCPU was descheduled) out of the common case
-    where the host's next launch follows within a few hundred microseconds, as
-    in blocking mode. It polls a counter in shared memory, not the socket: a
-    poll syscall right after a forward, with cold caches, costs ~35 us. The
-    blocking recv stays the authority, so a stale counter can only cost a spin.
-    Spinning costs nothing the host needs: this process has its core to itself
-    (``spin_ns`` is 0 when it does not).
-    """
-    if spin_ns and sent[0] <= taken:
-        until = time.monotonic_ns() + spin_ns
+    def __init__(self, conn: Connection, ring: CommandRing, bell: int, sent, spin_ns: int) -> None:
+        self.conn, self.ring, self.bell, self.sent, self.spin_ns = conn, ring, bell, sent, spin_ns
+
+    def next(self, taken: int):
+        """The next batch, the ``taken``-th having been the last: watch the host's batch counter
+        for ``spin_ns``, then sleep until the doorbell rings; a STOP when the host has gone.
+
+        A GPU's front end polls its queues; here polling keeps the OS wake-up (~0.1-0.3 ms on
+        a VM whose idle vCPU was descheduled) out of the common case where the host's next
+        launch follows within a few hundred microseconds, as in blocking mode. It polls a
+        counter in shared memory, not a file descriptor: a syscall right after a forward, with
+        cold caches, costs ~35 us. Spinning costs nothing the host needs: this process has its
+        core to itself (``spin_ns`` is 0 when it does not).
+        """
+        sent = self.sent
+        if self.spin_ns and sent[0] <= taken:
+            until = time.monotonic_ns() + self.spin_ns
+            while sent[0] <= taken:
+                if time.monotonic_ns() > until:
+                    break
         while sent[0] <= taken:
-            if time.monotonic_ns() > until:
+            if not empty_bell(self.bell):
+                return (P.CONTROL, P.STOP)
+            if sent[0] > taken:
                 break
-    return conn.recv()
+            sleep_on_bell(self.bell)
+        record = self.ring.get()
+        msg = self.conn.recv() if len(record) == ON_SOCKET else pickle.loads(record)
+        record.release()
+        self.ring.advance()
+        return msg
 
 
-def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict], spin_ns: int) -> None:
+def _run(queue: _Queue, conn: Connection, program: DeviceProgram, state: P.SharedState, host: list[dict]) -> None:
     streams = (deque(), deque())  # compute, copy: (arrival index, command)
     arrived = batches = 0
     timed: list[tuple[int, int, int, int]] = []   # (slot, op, t0, t1) not yet in shared memory
-    ev_gen, ev_time, op_times, waiter, sent = state.ev_gen, state.ev_time, state.op_times, state.waiter, state.sent
+    ev_gen, ev_time, op_times, waiter = state.ev_gen, state.ev_time, state.op_times, state.waiter
     from_wire = FromWire()
 
     def runnable(cmd) -> bool:
@@ -114,13 +135,13 @@ def _run(conn, program: DeviceProgram, state: P.SharedState, host: list[dict], s
         return True
 
     while True:
-        # Read the pipe only when nothing queued can run: anything still in it arrived
-        # later than everything queued, so the oldest runnable command is already here,
+        # Take the host's next batch only when nothing taken can run: anything still in the
+        # ring arrived later than everything taken, so the oldest runnable command is here,
         # and each read right after a long op runs with cold caches (the weights just
         # streamed through them) on the device's critical path.
         heads = [q[0] for q in streams if q and runnable(q[0][1])]
         if not heads:
-            if not take(_next_message(conn, sent, batches, spin_ns)):
+            if not take(queue.next(batches)):
                 return
             continue
         _, cmd = min(heads)

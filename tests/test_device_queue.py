@@ -1,0 +1,112 @@
+"""The host-process device's command queue (``engine/device/ring.py``): batches come out in
+the order they went in, across the ring's wrap and while the writer waits for room; one too
+big for the ring takes the socket at its place in that order; and a worker whose host has
+gone without closing it leaves."""
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+
+import photon_trace.engine.device.ring as ring
+from photon_trace.engine.constraints import ResponseFormat
+from photon_trace.engine.device.ring import CommandRing
+from photon_trace.engine.params import SamplingParams
+from helpers.code_sites import ROOT
+from helpers.engine_helpers import Req, drive, tiny_engine
+
+
+def _take(reader: CommandRing) -> bytes | None:
+    record = reader.get()
+    if record is None:
+        return None
+    data = bytes(record)
+    record.release()
+    reader.advance()
+    return data
+
+
+def test_records_come_out_in_order_across_wraps_and_a_full_ring():
+    writer = CommandRing(nbytes=1024)
+    reader = CommandRing(path=writer.path)
+    rng = random.Random(7)
+    queued: list[bytes] = []
+    taken: list[bytes] = []
+    refused = 0
+    for i in range(4000):
+        if rng.random() < 0.55:
+            data = bytes([i % 251]) * rng.randrange(0, 200)
+            assert writer.fits(len(data))
+            if writer.put(data):
+                queued.append(data)
+            else:
+                refused += 1        # full: the writer waits for the reader, then puts it
+                while (got := _take(reader)) is not None:
+                    taken.append(got)
+                assert writer.put(data)
+                queued.append(data)
+        elif (got := _take(reader)) is not None:
+            taken.append(got)
+    while (got := _take(reader)) is not None:
+        taken.append(got)
+    assert taken == queued
+    assert refused > 0 and int(writer._count[0]) > 4 * writer.size   # it filled up and wrapped
+    assert not writer.fits(writer.size)   # a record that big goes on the socket
+
+
+def test_an_engine_on_a_tiny_ring_generates_what_it_does_on_the_default_one(monkeypatch):
+    """2 KB of ring: decode batches (40-90 bytes) wrap it every few dozen; the mask-upload
+    bug's inline masks (0.7-2 KB) go on the socket, between batches in the ring."""
+    point = ResponseFormat(kind="point", max_count=3)
+    reqs = [Req(i % 3, [1 + i, 2, 3] * 4, SamplingParams(temperature=0.0, max_tokens=40, ignore_eos=True),
+                response_format=point if i % 2 else None) for i in range(8)]
+    reference = tiny_engine(2, mask_upload="sync")
+    try:
+        expected = drive(reference, reqs).tokens
+    finally:
+        reference.close()
+    monkeypatch.setattr(ring, "RING_BYTES", 2048)
+    eng = tiny_engine(2, mask_upload="sync")
+    on_socket = []
+    send_bytes = eng.device._conn.send_bytes
+    monkeypatch.setattr(eng.device._conn, "send_bytes", lambda data: (on_socket.append(len(data)), send_bytes(data)))
+    try:
+        assert drive(eng, reqs).tokens == expected
+        assert on_socket and min(on_socket) > eng.device._ring.size // 4
+        assert int(eng.device._ring._count[0]) > 2 * eng.device._ring.size
+    finally:
+        eng.close()
+
+
+_ORPHAN = """
+import os, sys
+from photon_trace.engine.engine import Engine
+eng = Engine(model="tiny", backend="cpu", max_rows=4, max_step_tokens=32, max_seqs=4, kv_tokens=256,
+             page_size=8, max_context=64)
+print(eng.device._proc.pid, flush=True)
+os._exit(0)     # gone without closing the engine: no STOP reaches the worker
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return any(line.split()[1:2] == ["Z"] for line in f if line.startswith("State:"))
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_a_worker_whose_host_has_gone_leaves():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-c", _ORPHAN], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    pid = int(proc.stdout.split()[-1])
+    deadline = time.monotonic() + 60     # a deadline, not a pace: it leaves as soon as it reads the bell's end
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid), f"device worker {pid} still running after its host exited"
