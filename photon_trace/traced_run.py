@@ -37,7 +37,8 @@ def run_header(engine, prepared: PreparedWorkload, **extra) -> dict[str, Any]:
                 "streams": prepared.workload.streams, "workload": prepared.workload.to_dict(),
                 "planned_stops": prepared.planned_stops(), **extra}
     header: dict[str, Any] = {"settings": settings, "model": cfg.model, "backend": engine.device.backend,
-                              "device": {"name": engine.device.device_name}}
+                              "device": {"name": engine.device.device_name,
+                                         "concurrent_streams": engine.device.concurrent_streams}}
     return header
 
 

@@ -131,6 +131,46 @@ def test_a_fix_clears_a_gap_down_to_the_launch_latency_the_trace_measures_where_
     assert plan.speedup_high == pytest.approx(2900 / (2900 - 600))         # the gap closes
 
 
+def late_steps_with_a_copy_back(serial: bool) -> tuple[TraceBuilder, int]:
+    """Six steps, each enqueued by a 300 µs plan that starts as the device runs dry and started
+    20 µs after its enqueue; each step's 30 µs copy-back (queued with the step) runs first."""
+    b, t = TraceBuilder(), 0
+    b.header["device"] = {"name": "worker", "concurrent_streams": not serial}
+    for step in range(1, 7):
+        b.host("plan", step, t * US, (t + 300) * US)
+        b.compute("forward", step, (t + 320) * US, (t + 820) * US, enqueued=(t + 300) * US)
+        b.compute("sample", step, (t + 825) * US, (t + 1825) * US, enqueued=(t + 300) * US)
+        b.copy("copy_back", step, (t + 1825) * US, (t + 1855) * US, enqueued=(t + 300) * US).step(step)
+        t += 1825
+    return b, t
+
+
+@pytest.mark.parametrize("serial, floor_us", [(True, 30 + 20), (False, 20)])
+def test_a_cleared_gap_keeps_the_device_s_own_tail_work_where_it_runs_one_op_at_a_time(serial, floor_us):
+    # Every step starts late, so the device's own start latency is the quickest start from
+    # its enqueue (20 µs). A device that runs one op at a time (the host-process worker) was
+    # busy with the previous step's copy-back for the gap's first 30 µs: with plan's delay
+    # removed, each 320 µs gap keeps that and the start latency; a GPU copies beside compute.
+    b, t = late_steps_with_a_copy_back(serial)
+    rep = analyze(b.build(), window=(0, (t + 30) * US))
+    (plan,) = [d for d in rep.diagnosis if d.cause == HOST_BOUND]
+    window = (t + 30) * US
+    removed = 5 * (320 - floor_us) * US         # five gaps, the first step's forward follows none
+    assert plan.predicted_speedup == pytest.approx(window / (window - removed))
+    assert plan.speedup_high == pytest.approx(window / (window - 5 * (320 - (30 if serial else 0)) * US))
+
+
+def test_a_queued_step_start_s_latency_is_measured_after_the_device_s_tail_work():
+    def trace(serial: bool):
+        b = TraceBuilder()
+        b.header["device"] = {"name": "worker", "concurrent_streams": not serial}
+        b.compute("sample", 0, 0, 60 * US, enqueued=0).copy("copy_back", 0, 60 * US, 90 * US, enqueued=0)
+        b.compute("forward", 1, 130 * US, 1130 * US, enqueued=0).compute("sample", 1, 1170 * US, 1230 * US, enqueued=0)
+        return analyze(b.step(0).step(1).build(), (0, 1230 * US))
+    assert trace(serial=True).queued_gap_ns == 40 * US      # 70 µs, 30 of them the copy-back
+    assert trace(serial=False).queued_gap_ns == 70 * US
+
+
 def test_blocking_diagnosis_predicts_the_pipelined_period():
     blk = analyze(blocking_trace(tokens=40))
     pipelined_period = (C.forward_ns + C.sample_ns) / MS

@@ -99,6 +99,8 @@ class GapSplit(NamedTuple):
                                   # work that led to this enqueue (see ``diagnosis``)
     regained: bool                # the host was ahead of the device again at a step start since the last gap
     launch_ns: int | None = None  # the device's own launch latency before this gap's next op (None: unknown)
+    tail_ns: int = 0              # the device's own work at the gap's start that no host fix removes
+                                  # (``Attribution.tail``; 0 on a device that runs streams concurrently)
 
 
 class LaunchLatency(NamedTuple):
@@ -184,6 +186,8 @@ class Attribution:
                 covers.append(_Cover(h.t0, h.t1, (3, -h.t0), HOST_BOUND, outside_detail(h.phase)))
         self._cuts, self._labels = _timeline(covers)
         self.copies: dict[int, list[DeviceSpan]] = defaultdict(list)   # the step's ops on other streams
+        device = trace.header.get("device")
+        self.serial = isinstance(device, dict) and device.get("concurrent_streams") is False
         primary = primary_stream(trace)
         for d in trace.device_spans:
             if d.stream != primary:
@@ -225,7 +229,21 @@ class Attribution:
         if late_end < g1:
             parts = _merged(parts + self._queued_parts(late_end, g1, nxt, parts, launch))
         self._last = (g1, min(nxt.enqueued, late_end))
-        return GapSplit(prev, nxt, parts, late_end - g0, dict(chain), regained, launch)
+        return GapSplit(prev, nxt, parts, late_end - g0, dict(chain), regained, launch, self.tail(prev, nxt))
+
+    def tail(self, prev: DeviceSpan, nxt: DeviceSpan) -> int:
+        """How long into the gap after ``prev`` the device was still busy with work queued before
+        the gap, on its other streams (the previous step's copy-back), where the trace's header
+        says it runs one op at a time (``device.concurrent_streams`` false: the host-process
+        worker). Its compute stream idles then, but the device does not: no host fix shortens
+        that stretch, so a cleared gap keeps it (``diagnosis``), and the device's own launch
+        latency is measured after it. A GPU's copy engine runs beside its compute: 0 there."""
+        if not self.serial:
+            return 0
+        g0, g1 = prev.t1, nxt.t0
+        ends = [c.t1 for step in {prev.step, nxt.step} for c in self.copies.get(step, ())
+                if c.enqueued <= g0 < c.t1 <= g1]
+        return max(ends) - g0 if ends else 0
 
     def _regained(self, g1: int) -> tuple[bool, int]:
         """(whether the host got ahead since the last gap, where the host's serial chain to this
@@ -262,7 +280,7 @@ class Attribution:
             first = g.next.step != g.prev.step
             if g.next.enqueued <= g.prev.t1:
                 if not self._copy_waited(g.prev.t1, g.next.t0, g.next):
-                    queued[first].append(g.full_ns)
+                    queued[first].append(g.full_ns - self.tail(g.prev, g.next))
             elif (first and g.next.enqueued < g.next.t0 and g.full_ns <= g.prev.t1 - g.prev.t0
                   and not self._copy_waited(g.next.enqueued, g.next.t0, g.next)):
                 started.append(g.next.t0 - g.next.enqueued)

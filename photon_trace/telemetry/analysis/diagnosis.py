@@ -92,9 +92,11 @@ def predict_each(splits: list[tuple[Gap, GapSplit]], window_ns: int, fixes: dict
             shift[k] -= cut
             if cut < late:
                 p = lo = hi = cut
-            else:   # cleared: the op would have been queued, and started after the clean launch latency
+            else:   # cleared: the op would have been queued, and started after the device's own tail
+                # work and the clean launch latency
                 own = s.launch_ns if s.launch_ns is not None else launch_ns
-                p, lo, hi = full - min(full, own), full - min(full, max(own, full - late)), full
+                floor = min(full, s.tail_ns + own)
+                p, lo, hi = full - floor, full - min(full, max(floor, full - late)), full - min(full, s.tail_ns)
             t[0], t[1], t[2] = t[0] + p * inside, t[1] + lo * inside, t[2] + hi * inside
     return {k: Removal(int(p), _speedup(window_ns, p), _speedup(window_ns, lo), _speedup(window_ns, hi))
             for k, (p, lo, hi) in total.items()}
