@@ -106,11 +106,13 @@ class GapSplit(NamedTuple):
 class LaunchLatency(NamedTuple):
     """How long the device takes to start an op where the host is on time, measured in the
     trace, apart for a step's first op and for the ops after it: a device may set a step up
-    (the host-process device: 65-145 us before a step's first op, ~5 us between its ops), so
-    one median over both would call most of a step start's own latency the host's.
+    (the host-process device: ~20 us before a step's first op once the previous step's
+    copy-back is done, ~10 us between its ops), so one median over both would call most of
+    a step start's own latency the host's.
 
     Each is the median gap before an op of its kind already queued when the device ran dry
-    (gaps spent waiting for a copy left out). Where no step began with its op queued (a sync
+    (gaps spent waiting for a copy left out), from the end of the device's own tail work in it
+    (``Attribution.tail``: 0 unless the device runs one op at a time). Where no step began with its op queued (a sync
     in every step, a blocking loop), a step start's is the 10th percentile of how long after
     its enqueue a late step's first op started, counting only starts after an idle no longer
     than the op before it: the device's quickest start while still warm (a host-process

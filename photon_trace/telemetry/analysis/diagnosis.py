@@ -14,19 +14,21 @@ moves the host ahead for the next gaps, until the host is ahead of the device an
 the shift leaves with host-late time shrinks by what it took; a gap cleared of it
 would have had its op queued in time, so it shrinks to the device's launch latency
 where the host is on time (``GapSplit.launch_ns``, measured in the same trace for a step's
-first op and for the ops after it), not to 0.
+first op and for the ops after it), not to 0; on a device that runs one op at a time, it
+also keeps the device's own tail work at its start (``GapSplit.tail_ns``: the previous
+step's copy-back on the host-process worker, ~30 us with the bookkeeping before it).
 The range: **low** keeps a cleared gap's launch latency after the late enqueue as
-measured; **high** closes a cleared gap entirely. Rows the device made (``copy_wait``,
-``dispatch``) are predicted as their own idle removed.
+measured; **high** closes a cleared gap but for the tail. Rows the device made
+(``copy_wait``, ``dispatch``) are predicted as their own idle removed.
 
 Not modelled, so outside the range: the device running at another speed once the fix
 changes how it idles (a worker that sleeps through long bubbles comes back to cold
 caches; on a shared CPU, a host that sleeps leaves the device more of it); and a device
 that starts a late op faster than a queued one, measured where the trace has no queued
-step start: the host-process worker reads commands queued early after a forward, with
-cold caches (~70 us to a step's first op), and late ones warm (~15 us), so a sync in every
-step is predicted to give ~50-70 us a step more than its removal does (README,
-"Attribution under injected faults").
+step start: the host-process worker takes a batch queued early from its ring after a
+forward, with cold caches (~20 us to a step's first op after the copy-back), and a late
+one warm (~8 us), so a sync in every step is predicted to give ~10-15 us a step more than
+its removal does (README, "Attribution under injected faults").
 """
 from __future__ import annotations
 
