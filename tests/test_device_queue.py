@@ -14,6 +14,7 @@ import pytest
 
 import photon_trace.engine.device.ring as ring
 from photon_trace.engine.constraints import ResponseFormat
+from photon_trace.engine.device import DeviceError
 from photon_trace.engine.device.ring import CommandRing
 from photon_trace.engine.params import SamplingParams
 from helpers.code_sites import ROOT
@@ -80,6 +81,14 @@ def test_an_engine_on_a_tiny_ring_generates_what_it_does_on_the_default_one(monk
         assert int(eng.device._ring._count[0]) > 2 * eng.device._ring.size
     finally:
         eng.close()
+
+
+def test_a_launch_on_a_closed_device_is_a_device_error():
+    eng = tiny_engine(2)
+    device = eng.device
+    eng.close()
+    with pytest.raises(DeviceError, match="closed"):
+        device.read_token_sync(0, step=0)
 
 
 _ORPHAN = """

@@ -107,6 +107,8 @@ class HostProcessDevice(Device):
         """
         if not self._batch:
             return
+        if self._closed:
+            raise DeviceError("the device is closed")
         batch, self._batch = self._batch, []
         if self._unsent:
             t = now_ns()
