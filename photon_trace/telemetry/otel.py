@@ -48,8 +48,8 @@ from collections import defaultdict, deque
 from collections.abc import Generator
 
 from photon_trace.telemetry.otel_requests import ATTR, RequestBuf, RequestSpans
-from photon_trace.telemetry.otel_steps import COMPUTE_OPS, StepBuf, step_spans
-from photon_trace.telemetry.records import RECORD_KINDS, RequestRecord, Trace
+from photon_trace.telemetry.otel_steps import StepBuf, step_spans
+from photon_trace.telemetry.records import COMPUTE_OPS, RECORD_KINDS, RequestRecord, Trace
 from photon_trace.telemetry.convert import run_to_end
 from photon_trace.telemetry.otlp_http import ExportError, OtlpHttp, encode, preload, span_collector
 from photon_trace.telemetry.sinks import Chunk

@@ -22,7 +22,6 @@ from photon_trace.telemetry.otel_requests import ATTR
 from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, StepRecord
 
 MAIN_PHASES = ("plan", "launch", "commit", "finalize")
-COMPUTE_OPS = frozenset({"stage", "prefill", "forward", "sample", "masked_sample"})
 
 
 @dataclass

@@ -28,6 +28,10 @@ class DeviceSpan(NamedTuple):
     enqueued: int  # host time the op was issued: a gap whose next op was enqueued late is host-bound
 
 
+COMPUTE_OPS = frozenset({"stage", "prefill", "forward", "sample", "masked_sample"})
+"""The ops the engine runs on its compute stream (a ``DeviceSpan.op``)."""
+
+
 class HostWait(NamedTuple):
     reason: str    # e.g. "commit: copy-back", "mask upload: drain (sync)"
     expected: bool
