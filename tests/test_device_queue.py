@@ -91,6 +91,20 @@ def test_a_launch_on_a_closed_device_is_a_device_error():
         device.read_token_sync(0, step=0)
 
 
+def test_closing_a_device_closes_only_its_own_file_descriptors():
+    # The host hands the doorbell's read end to the worker and closes its copy at start-up; the
+    # number is free from then on, and the lowest free number is the next file's.
+    eng = tiny_engine(2)
+    files = [open(os.devnull) for _ in range(64)]
+    try:
+        eng.close()
+        for f in files:
+            os.fstat(f.fileno())       # EBADF had the close closed one of them again
+    finally:
+        for f in files:
+            f.close()
+
+
 _ORPHAN = """
 import os, sys
 from photon_trace.engine.engine import Engine

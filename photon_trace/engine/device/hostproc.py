@@ -57,22 +57,23 @@ class HostProcessDevice(Device):
         # OpenMP state, and no re-import of the caller's main module.
         cpu = _device_cpu() if spec.threads == 1 else -1   # more threads: the OS places them
         ours, theirs = socket.socketpair()
+        bell = self._bell.read_fd     # the same number in the worker (pass_fds)
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "photon_trace.engine.device.worker", str(theirs.fileno()), str(cpu),
              str(spec.threads)],
-            pass_fds=(theirs.fileno(), self._bell.read_fd), env=env, stdin=subprocess.DEVNULL)
+            pass_fds=(theirs.fileno(), bell), env=env, stdin=subprocess.DEVNULL)
         theirs.close()
-        os.close(self._bell.read_fd)   # the worker's end: a worker gone makes the bell's writes fail
+        self._bell.handed_over()
         self._conn = Connection(ours.detach())
         self._closed = False
         self._pinned: list[int] = []   # the host thread _keep_host_off narrowed, once it has
         self._finalizer = weakref.finalize(self, _cleanup, self._proc, self._conn, self._ring, self._bell, self._sent,
                                            self._paths, self._pinned)
         try:
-            self._conn.send((spec, self.state.path, [path for path, _ in maps], self._ring.path, self._bell.read_fd))
+            self._conn.send((spec, self.state.path, [path for path, _ in maps], self._ring.path, bell))
             deadline = time.monotonic() + _START_TIMEOUT_S
             while not self.state.ready[0]:
                 self._check_alive()

@@ -106,12 +106,22 @@ class Doorbell:
         except BlockingIOError:
             pass
 
+    def handed_over(self) -> None:
+        """The worker holds the read end now: the host's copy goes (a worker gone then makes
+        ``ring`` fail instead of filling a pipe nobody reads)."""
+        self._close_read()
+
     def close(self) -> None:
-        for fd in (self.read_fd, self.write_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self._close_read()
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def _close_read(self) -> None:
+        # each end is closed once: its number may belong to another file right after
+        if self.read_fd >= 0:
+            os.close(self.read_fd)
+            self.read_fd = -1
 
 
 def empty_bell(fd: int) -> bool:
