@@ -1,10 +1,12 @@
 """The host-process device's command queue: each flush's batch, pickled, in a shared-memory ring.
 
-The worker reads a step queued early right after the previous forward has streamed the
-weights through the caches, on its critical path. From a socket that read took ~25 us
-a step start (the worker timed itself; a syscall and the connection's framing, cold),
-from shared memory it is a few loads and an unpickle. So batches go through this ring,
-and the pipe only rings a bell for a worker that went to sleep (``Doorbell``).
+Through a socket, each batch cost the host a write syscall and the worker a read syscall and
+the connection's framing: a launch cost the host 4.3 us (one command) and a step enqueued while
+the worker waited started 16-19 us later. Through this ring: 2.3 us and 8-9 us
+(``benchmarks/bench_command_send.py`` and the traces' late starts, same session). A step queued
+early is still read ~20 us after the previous step's copy-back: right after a forward that read
+pays for the interpreter's cold caches more than for the transport. The pipe only rings a bell
+for a worker that went to sleep (``Doorbell``).
 
 One writer (the host), one reader (the worker). A record is a length word and the
 pickled batch, padded to 8 bytes; ``head`` and ``tail`` count the bytes written and
