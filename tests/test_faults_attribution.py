@@ -116,11 +116,14 @@ def test_a_sync_in_a_slow_host_is_charged_its_wait_and_the_slow_phase_keeps_the_
     sync = charged(rep, fam)
     assert sync <= 2 * median(waits) + 50_000, (sync, median(waits))      # its wait, never the gap
     gap = median(per_step(rep, host_made))
-    # the slow phase keeps the rest of the gap. Not "the sync is under half the gap": its round
-    # trip to a worker that slept through the slow plan takes ~4 ms beside two CPU burners,
-    # as long as a period there
+    # the host's phases keep the rest of the gap, the slow plan most of it. Not "the sync is
+    # under half the gap": its round trip to a worker that slept through the slow plan takes
+    # ~4 ms beside two CPU burners, as long as a period there; and there the other phases are
+    # late too (plan 8.1 of the 11.1 ms left once, the rest in launch and commit)
     plan = median(per_step(rep, lambda b: (b.cause, b.detail) == (HOST_BOUND, "plan")))
-    assert plan >= 0.8 * (gap - sync), (plan, sync, gap)
+    phases = median(per_step(rep, lambda b: b.cause == HOST_BOUND))
+    assert phases >= 0.8 * (gap - sync), (phases, sync, gap)
+    assert plan >= 0.5 * (gap - sync), (plan, sync, gap)
 
 
 def test_a_slow_finalize_is_not_blamed_on_the_mask_copy(runs):
