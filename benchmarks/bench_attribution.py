@@ -139,9 +139,11 @@ def record(args, fams) -> tuple[Path, dict]:
     off in alternating blocks of one run (``--ab-repeats`` runs); the traces go to ``--out``."""
     names = sorted({f.engine for f in fams} | {"plain", "blocking"} | ({"constrained"} if any(
         f.baseline == "clean_constrained" for f in fams) else set()))
-    engines, workloads = make_engines(args, names)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-attr-"))
     out.mkdir(parents=True, exist_ok=True)
+    if any(out.glob("*.trace.jsonl")):    # the table reads every trace there: old ones would join the new
+        sys.exit(f"{out} already holds traces: give an empty or new folder (or --traces {out} to analyse them)")
+    engines, workloads = make_engines(args, names)
     runs = Runs(out)
     runs.delays = {}
     try:
