@@ -156,3 +156,35 @@ def test_zooming_in_live_mode_pauses_following_until_follow(live):
     assert resumed["range"][1] - resumed["range"][0] > (b - a) * 2
     wait_status(pg, "live: following", start=True)     # not "paused (...): live: following"
     assert not pg.locator("#follow").is_visible()
+
+
+def test_a_live_redraw_landing_after_a_zoom_leaves_the_view_where_the_user_put_it(live):
+    """The race behind the test above's old flake, forced: live re-draws pass the server's
+    staleness check before the zoom's pause reaches the server (held there, then let go), and
+    land after the zoom's figure. The page drops them (``APPLY_LIVE``); the summary still updates."""
+    pg, state = live["page"], live["dash"].app_state
+    figure(pg, "#timeline")
+    held, release = threading.Event(), threading.Event()
+    real_check = state.live_redraw_is_stale
+
+    def checked_before_the_pause(follow, zoom, asked):
+        held.set()
+        release.wait(60)
+        return False
+
+    state.live_redraw_is_stale = checked_before_the_pause   # an instance attribute: del restores the method
+    try:
+        assert held.wait(30), "no live re-draw was asked for"
+        lo, hi = figure(pg, "#timeline")["meta"]["x_range"]
+        a, b = lo + (hi - lo) * 0.3, lo + (hi - lo) * 0.4
+        relayout(pg, "#timeline", a, b)
+        figure(pg, "#timeline", until=f"Math.abs(f.meta.x_range[0] - {a}) < 1e-9")
+        wait_status(pg, "paused", start=True)
+    finally:
+        release.set()
+        del state.live_redraw_is_stale
+    assert state.live_redraw_is_stale == real_check
+    # every held response has landed once no callback writing the summary is in flight
+    pg.wait_for_function("() => !document.querySelector('#summary[data-dash-is-loading]')", timeout=30_000)
+    kept = figure(pg, "#timeline")
+    assert kept["range"] == pytest.approx([a, b]) and kept["meta"]["x_range"] == pytest.approx([a, b])

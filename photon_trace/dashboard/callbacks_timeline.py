@@ -34,6 +34,18 @@ ZOOM_FILTER = r"""function(r) {
   out.nonce = Date.now();
   return out;
 }"""
+# A live re-draw reaches the timeline only if the user has not zoomed since it was asked for
+# and following is still on in the same epoch. The server drops the ones it can tell are stale
+# (``AppState.live_redraw_is_stale``), but a re-draw that passed that check before the zoom's
+# pause reached the server can still land after the zoom's own figure (a big figure takes
+# longer to send than the zoomed one): only the page knows what happened last.
+APPLY_LIVE = r"""function(d, zoom, follow) {
+  const skip = window.dash_clientside.no_update;
+  if (!d) return [skip, skip, skip, skip];
+  const f = follow || {};
+  if (false && ((zoom || {}).nonce || 0) > d.asked || !f.on || (f.epoch || 0) !== d.epoch) return [skip, skip, skip, skip];
+  return [d.fig, d.view, d.sel, d.overview];
+}"""
 # Legend clicks: the legend groups now hidden, kept so a re-draw can keep them hidden.
 HIDDEN_FILTER = r"""function(restyle, fig, hidden) {
   const skip = window.dash_clientside.no_update;
@@ -116,7 +128,7 @@ def register(app: dash.Dash, state) -> None:
 
     @app.callback(Output("summary", "children"), Output("timeline", "figure"), Output("load-error", "children"),
                   Output("view-a", "data"), Output("selection-a", "data"), Output("fix-first", "children"),
-                  Output("overview", "figure"), Output("pending-tick", "disabled"),
+                  Output("overview", "figure"), Output("pending-tick", "disabled"), Output("live-draw", "data"),
                   Input("trace-a", "value"), Input("live-version", "data"), Input("axis-mode", "value"),
                   Input("load-state", "data"),
                   State("hidden-a", "data"), State("follow-state", "data"), State("view-a", "data"),
@@ -124,7 +136,8 @@ def register(app: dash.Dash, state) -> None:
     def render_a(path, live_version, axis, load_state, hidden, follow, view, zoom):
         """Trace A drawn: as soon as its spans are loaded (the analysis may still be running;
         ``poll_load`` says when it is done and this re-draws once, keeping the user's zoom),
-        and again on new live data."""
+        and again on new live data (through ``live-draw``: the page applies it unless the user
+        zoomed meanwhile, ``APPLY_LIVE``)."""
         trigger = ctx.triggered_id
         asked = time.monotonic()
         live = path == LIVE and state.follower is not None
@@ -148,7 +161,7 @@ def register(app: dash.Dash, state) -> None:
             waiting = err is None and not live
             msg = f"loading {path}…" if waiting else (err or "no trace")
             return ([], placeholder_figure(msg), error_box(None if waiting else err), dash.no_update, None, [],
-                    placeholder_figure("", 60), not waiting)
+                    placeholder_figure("", 60), not waiting, dash.no_update)
         sel, rng, highlight = None, None, None
         if trigger == "load-state" and tuple(view.get("drawn") or (None, None))[1] == path:
             rng = tuple(view["range"]) if view.get("range") else None   # keep what the user zoomed to
@@ -165,13 +178,21 @@ def register(app: dash.Dash, state) -> None:
             raise PreventUpdate
         notes = loaded.notes if not live else []
         drawn = ("complete" if loaded.complete else "partial", path)
-        return (summary_cards(loaded.report), fig, error_box(err, notes),
-                {"range": list(rng) if rng else None, "axis": axis, "uirevision": uirev,
-                 "curves": fig.layout.meta["curves"], "drawn": drawn,
-                 "version": (version if version is not None else state.follower.version) if live else None,
-                 "guided": guided},
-                sel, fix_first(loaded, highlight) if loaded.complete else [],
-                overview_figure(loaded.timeline, axis, rng), loaded.complete)
+        view_out = {"range": list(rng) if rng else None, "axis": axis, "uirevision": uirev,
+                    "curves": fig.layout.meta["curves"], "drawn": drawn,
+                    "version": (version if version is not None else state.follower.version) if live else None,
+                    "guided": guided}
+        overview = overview_figure(loaded.timeline, axis, rng)
+        fixes = fix_first(loaded, highlight) if loaded.complete else []
+        if trigger == "live-version":
+            skip = dash.no_update
+            gated = {"asked": (zoom or {}).get("nonce", 0), "epoch": (follow or {}).get("epoch", 0),
+                     "fig": fig.to_plotly_json(), "view": view_out, "sel": sel,
+                     "overview": overview.to_plotly_json()}
+            return (summary_cards(loaded.report), skip, error_box(err, notes), skip, skip, fixes, skip,
+                    loaded.complete, gated)
+        return (summary_cards(loaded.report), fig, error_box(err, notes), view_out, sel, fixes, overview,
+                loaded.complete, dash.no_update)
 
     @app.callback(Output("load-state", "data"), Output("pending-tick", "disabled", allow_duplicate=True),
                   Input("pending-tick", "n_intervals"), State("trace-a", "value"), State("load-state", "data"),
@@ -193,6 +214,12 @@ def register(app: dash.Dash, state) -> None:
         return now, now[1] in ("complete", "error")
 
     app.clientside_callback(ZOOM_FILTER, Output("zoom-a", "data"), Input("timeline", "relayoutData"),
+                            prevent_initial_call=True)
+    app.clientside_callback(APPLY_LIVE, Output("timeline", "figure", allow_duplicate=True),
+                            Output("view-a", "data", allow_duplicate=True),
+                            Output("selection-a", "data", allow_duplicate=True),
+                            Output("overview", "figure", allow_duplicate=True),
+                            Input("live-draw", "data"), State("zoom-a", "data"), State("follow-state", "data"),
                             prevent_initial_call=True)
     app.clientside_callback(HIDDEN_FILTER, Output("hidden-a", "data"), Input("timeline", "restyleData"),
                             State("timeline", "figure"), State("hidden-a", "data"), prevent_initial_call=True)
