@@ -6,7 +6,8 @@ import json
 import pytest
 
 from photon_trace.telemetry.analysis import (
-    ACCIDENTAL_SYNC, COMMIT_WAIT, DISPATCH, HOST_BOUND, Bubble, analyze, sync_sites)
+    ACCIDENTAL_SYNC, COMMIT_WAIT, DEVICE_BUSY, DISPATCH, HOST_BOUND, Bubble, analyze, sync_sites)
+from photon_trace.telemetry.analysis.causes import fixable_by_host
 from photon_trace.telemetry.analysis.bubbles import LAUNCH_LATENCY
 from helpers.trace_builder import (
     COMMIT_SITE, MS, US, LoopCosts, TraceBuilder, blocking_trace, pipelined_trace)
@@ -158,6 +159,36 @@ def test_a_cleared_gap_keeps_the_device_s_own_tail_work_where_it_runs_one_op_at_
     removed = 5 * (320 - floor_us) * US         # five gaps, the first step's forward follows none
     assert plan.predicted_speedup == pytest.approx(window / (window - removed))
     assert plan.speedup_high == pytest.approx(window / (window - 5 * (320 - (30 if serial else 0)) * US))
+
+
+@pytest.mark.parametrize("serial", [True, False])
+def test_the_device_s_own_tail_work_is_its_own_idle_not_the_host_s(serial):
+    # Each 320 µs gap: the host's plan enqueues the step 300 µs in and the device starts it
+    # 20 µs later. A device that runs one op at a time spends the first 30 µs on the previous
+    # step's copy-back: that stretch is the device's (no plan fix shortens it), the rest plan's.
+    b, t = late_steps_with_a_copy_back(serial)
+    rep = analyze(b.build(), window=(0, (t + 30) * US))
+    gaps = [[(x.cause, x.detail, x.duration_ns // US) for x in rep.bubbles if x.step == s] for s in range(2, 7)]
+    tail = [(DEVICE_BUSY, "copy_back", 30)] if serial else []
+    assert gaps == [tail + [(HOST_BOUND, "plan", 300 - (30 if serial else 0)), (DISPATCH, LAUNCH_LATENCY, 20)]] * 5
+    assert not fixable_by_host(DEVICE_BUSY)
+
+
+def test_a_sync_over_the_device_s_tail_work_is_charged_the_host_time_it_delayed_after_it():
+    # The device is busy with step 1's copy-back for the gap's first 30 µs; the host waits on a
+    # sync for 110 µs from 10 µs before the gap, then plans until it enqueues step 2 at 200 µs.
+    # Without the sync the host enqueues 110 µs sooner (at 90 µs, the copy-back long done):
+    # the sync is charged 110 µs, none of it the copy-back's 30.
+    b = TraceBuilder()
+    b.header["device"] = {"name": "worker", "concurrent_streams": False}
+    b.compute("forward", 1, 0, 1000 * US, enqueued=0).copy("copy_back", 1, 1000 * US, 1030 * US, enqueued=0)
+    b.wait("read", 990 * US, 1100 * US, expected=False, site="x.py:7", step=1)
+    b.host("plan", 2, 1100 * US, 1200 * US)
+    b.compute("forward", 2, 1220 * US, 2220 * US, enqueued=1200 * US).step(1).step(2)
+    rep = analyze(b.build(), (0, 2220 * US))
+    assert [(x.cause, x.detail, x.duration_ns // US) for x in rep.bubbles] == [
+        (DEVICE_BUSY, "copy_back", 30), (ACCIDENTAL_SYNC, "x.py:7", 110), (HOST_BOUND, "plan", 60),
+        (DISPATCH, LAUNCH_LATENCY, 20)]
 
 
 def test_a_queued_step_start_s_latency_is_measured_after_the_device_s_tail_work():

@@ -51,6 +51,7 @@ BUBBLE_COLOURS = {
     "host_bound": "rgba(245,133,24,0.55)", "commit_wait": "rgba(148,103,189,0.60)",
     "accidental_sync": "rgba(214,39,40,0.55)", "copy_wait": "rgba(157,117,93,0.55)",
     "dispatch": "rgba(127,127,127,0.45)", "stream_wait": "rgba(23,190,207,0.55)",
+    "device_busy": "rgba(188,189,34,0.50)",
 }
 
 

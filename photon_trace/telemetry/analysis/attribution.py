@@ -18,6 +18,14 @@ by what actually covers it, so a cause is charged only its own time:
   4. nothing the engine recorded: ``host_bound`` "outside phases" (naming the
      innermost other host span that encloses it, if any), never a neighbour's name.
 
+* **The device's own tail**, ``[g0, g0 + tail)``, on a device that runs one op at a time
+  (the trace header's ``device.concurrent_streams`` false: the host-process worker): the
+  device was still busy with work queued before the gap on its other streams (the previous
+  step's copy-back): ``device_busy`` naming that op, whether or not the host had enqueued
+  the next op yet (unless the next op waited for that very copy: ``copy_wait`` below). No
+  host fix shortens it; it comes first, and the host-late and queued rules below share
+  the rest.
+
 * **Queued**, ``[max(e, g0), g1)``: the op was in the device's queue. If it waited
   for a copy of its step (the mask upload) that ended after it was enqueued, the copy's
   time is ``copy_wait`` (before the copy began, the device had started nothing: a late
@@ -69,9 +77,10 @@ ACCIDENTAL_SYNC = "accidental_sync"
 COPY_WAIT = "copy_wait"
 DISPATCH = "dispatch"
 STREAM_WAIT = "stream_wait"
-CAUSES = (HOST_BOUND, COMMIT_WAIT, ACCIDENTAL_SYNC, COPY_WAIT, STREAM_WAIT, DISPATCH)
-QUEUED_CAUSES = frozenset({COPY_WAIT, STREAM_WAIT, DISPATCH})
-"""The causes of a gap's queued part: what is left of a gap once the host is on time."""
+DEVICE_BUSY = "device_busy"
+CAUSES = (HOST_BOUND, COMMIT_WAIT, ACCIDENTAL_SYNC, COPY_WAIT, STREAM_WAIT, DEVICE_BUSY, DISPATCH)
+QUEUED_CAUSES = frozenset({COPY_WAIT, STREAM_WAIT, DEVICE_BUSY, DISPATCH})
+"""The causes the device makes: what is left of a gap once the host is on time."""
 
 SUB_PHASES = frozenset({"stage", "mask_build", "mask_upload", "stream_out"})   # always inside a top phase
 OUTSIDE_PHASES = "outside phases"
@@ -138,6 +147,7 @@ def _late_start(e: int, x: int, late: list[Part], launch: int | None) -> list[Pa
     largest cause, whose lateness let it run dry (all ``dispatch`` without a measured latency)."""
     if x <= e:
         return []
+    late = [p for p in late if p.cause != DEVICE_BUSY]   # the host's lateness let the device run dry
     if not late or launch is None:
         return [Part(e, x, DISPATCH, LAUNCH_LATENCY)]
     own = min(x - e, launch)
@@ -214,6 +224,8 @@ class Attribution:
         """Attribute the gap between ``prev`` and ``nxt``; call for each gap in time order."""
         g0, g1 = prev.t1, nxt.t0
         late_end = min(max(nxt.enqueued, g0), g1)
+        tail_op = self._tail(prev, nxt)
+        tail_end = tail_op[0] if tail_op else g0
         regained, chain_from = self._regained(g1)
         if regained:
             self._carry = None
@@ -226,12 +238,25 @@ class Attribution:
             parts = [p for p in covered if p.t1 > g0]
             if parts[0].t0 < g0:
                 parts[0] = parts[0]._replace(t0=g0)
+            if tail_op:     # before the syncs are charged: a sync costs only host time the device could use
+                parts = _relabel(parts, g0, min(tail_end, late_end), DEVICE_BUSY, tail_op[1])
             parts = self._host_late(g0, late_end, parts)
         launch = self.launch.of(prev, nxt)
         if late_end < g1:
             parts = _merged(parts + self._queued_parts(late_end, g1, nxt, parts, launch))
+            if tail_op and tail_end > late_end:
+                parts = _relabel(parts, late_end, tail_end, DEVICE_BUSY, tail_op[1])
         self._last = (g1, min(nxt.enqueued, late_end))
-        return GapSplit(prev, nxt, parts, late_end - g0, dict(chain), regained, launch, self.tail(prev, nxt))
+        return GapSplit(prev, nxt, parts, late_end - g0, dict(chain), regained, launch, tail_end - g0)
+
+    def _tail(self, prev: DeviceSpan, nxt: DeviceSpan) -> tuple[int, str] | None:
+        """(where the device's own tail work ends, its op) for the gap after ``prev``; None without one."""
+        if not self.serial:
+            return None
+        g0, g1 = prev.t1, nxt.t0
+        ends = [(c.t1, c.op) for step in {prev.step, nxt.step} for c in self.copies.get(step, ())
+                if c.enqueued <= g0 < c.t1 <= g1]
+        return max(ends) if ends else None
 
     def tail(self, prev: DeviceSpan, nxt: DeviceSpan) -> int:
         """How long into the gap after ``prev`` the device was still busy with work queued before
@@ -240,12 +265,8 @@ class Attribution:
         worker). Its compute stream idles then, but the device does not: no host fix shortens
         that stretch, so a cleared gap keeps it (``diagnosis``), and the device's own launch
         latency is measured after it. A GPU's copy engine runs beside its compute: 0 there."""
-        if not self.serial:
-            return 0
-        g0, g1 = prev.t1, nxt.t0
-        ends = [c.t1 for step in {prev.step, nxt.step} for c in self.copies.get(step, ())
-                if c.enqueued <= g0 < c.t1 <= g1]
-        return max(ends) - g0 if ends else 0
+        t = self._tail(prev, nxt)
+        return t[0] - prev.t1 if t else 0
 
     def _regained(self, g1: int) -> tuple[bool, int]:
         """(whether the host got ahead since the last gap, where the host's serial chain to this
@@ -363,6 +384,20 @@ def _charge(parts: list[Part], start: int, budget: int, site: str) -> tuple[list
             out.append(p._replace(t0=x + take))
         budget -= take
     return _merged(out), max(budget, 0)
+
+
+def _relabel(parts: list[Part], a: int, b: int, cause: str, detail: str) -> list[Part]:
+    """``parts`` (in time order) with [a, b) given to (``cause``, ``detail``), but for a wait
+    on a copy the next op needs (``copy_wait``, ``stream_wait``: the more specific cause)."""
+    if b <= a:
+        return parts
+    out = []
+    for p in parts:
+        if p.t1 <= a or p.t0 >= b or p.cause in (COPY_WAIT, STREAM_WAIT):
+            out.append(p)
+            continue
+        out += [p._replace(t1=a), Part(max(p.t0, a), min(p.t1, b), cause, detail), p._replace(t0=b)]
+    return _merged(out)
 
 
 def _merged(parts: list[Part]) -> list[Part]:

@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from photon_trace.telemetry.analysis.attribution import (
-    ACCIDENTAL_SYNC, CAUSES, COMMIT_WAIT, COPY_WAIT, DISPATCH, HOST_BOUND, LAUNCH_LATENCY, OUTSIDE_PHASES,
-    STREAM_WAIT, Attribution, GapSplit, LaunchLatency)
+    ACCIDENTAL_SYNC, CAUSES, COMMIT_WAIT, COPY_WAIT, DEVICE_BUSY, DISPATCH, HOST_BOUND, LAUNCH_LATENCY,
+    OUTSIDE_PHASES, STREAM_WAIT, Attribution, GapSplit, LaunchLatency)
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.lanes import TOP_PHASES
 from photon_trace.telemetry.analysis.window import compute_ops
@@ -28,8 +28,8 @@ from photon_trace.telemetry.records import DeviceSpan, Trace
 __all__ = ["Gap", "Bubble", "busy_intervals", "device_gaps", "split_gaps", "Splits", "bubbles_of", "classify",
            "find_bubbles",
            "MIN_BUBBLE_NS", "GapSplit",
-           "CAUSES", "HOST_BOUND", "COMMIT_WAIT", "ACCIDENTAL_SYNC", "COPY_WAIT", "STREAM_WAIT", "DISPATCH",
-           "TOP_PHASES", "OUTSIDE_PHASES", "LAUNCH_LATENCY"]
+           "CAUSES", "HOST_BOUND", "COMMIT_WAIT", "ACCIDENTAL_SYNC", "COPY_WAIT", "STREAM_WAIT", "DEVICE_BUSY",
+           "DISPATCH", "TOP_PHASES", "OUTSIDE_PHASES", "LAUNCH_LATENCY"]
 
 MIN_BUBBLE_NS = 20_000
 """Gaps under 20 µs are dispatch overhead, not bubbles: the host-process device

@@ -13,7 +13,9 @@ program's own ordering, which its code can overlap or reorder.
 *Device dispatch* is the device starting work it already had late: a GPU's
 launch latency, the host-process device's command pickup. No change in host
 code shortens it; it belongs to the device and its driver, so a diagnosis ranks
-it apart from what host code can fix.
+it apart from what host code can fix. So is *device busy on another stream*: a
+device that runs one op at a time (the host-process worker) still finishing the
+previous step's copy-back while its compute stream idles.
 """
 from __future__ import annotations
 
@@ -23,10 +25,11 @@ CAUSE_LABELS: dict[str, str] = {
     "accidental_sync": "accidental sync",
     "copy_wait": "copy wait",
     "stream_wait": "wait on another stream",
+    "device_busy": "device busy on another stream",
     "dispatch": "device dispatch",
 }
 
-DEVICE_SIDE_CAUSES = frozenset({"dispatch"})
+DEVICE_SIDE_CAUSES = frozenset({"dispatch", "device_busy"})
 """Causes that are the device's own latency: host code cannot shorten them."""
 
 

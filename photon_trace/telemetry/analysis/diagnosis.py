@@ -16,10 +16,12 @@ would have had its op queued in time, so it shrinks to the device's launch laten
 where the host is on time (``GapSplit.launch_ns``, measured in the same trace for a step's
 first op and for the ops after it), not to 0; on a device that runs one op at a time, it
 also keeps the device's own tail work at its start (``GapSplit.tail_ns``: the previous
-step's copy-back on the host-process worker, ~30 us with the bookkeeping before it).
+step's copy-back on the host-process worker, ~30 us with the bookkeeping before it; its
+own row, ``device_busy``): a shift that reaches into it clears the gap.
 The range: **low** keeps a cleared gap's launch latency after the late enqueue as
 measured; **high** closes a cleared gap but for the tail. Rows the device made
-(``copy_wait``, ``dispatch``) are predicted as their own idle removed.
+(``copy_wait``, ``device_busy``, ``dispatch``) are predicted as their own idle removed (for
+``device_busy``: were the copies to run beside the compute, as on a GPU).
 
 Not modelled, so outside the range: the device running at another speed once the fix
 changes how it idles (a worker that sleeps through long bubbles comes back to cold
@@ -92,13 +94,17 @@ def predict_each(splits: list[tuple[Gap, GapSplit]], window_ns: int, fixes: dict
                 continue
             cut = min(shift[k], late)
             shift[k] -= cut
-            if cut < late:
+            beyond_tail = late - min(late, s.tail_ns)   # the host's lateness the device could have used
+            if cut < beyond_tail:
                 p = lo = hi = cut
+            elif beyond_tail == 0:      # late only while the device was busy anyway
+                continue
             else:   # cleared: the op would have been queued, and started after the device's own tail
                 # work and the clean launch latency
                 own = s.launch_ns if s.launch_ns is not None else launch_ns
                 floor = min(full, s.tail_ns + own)
-                p, lo, hi = full - floor, full - min(full, max(floor, full - late)), full - min(full, s.tail_ns)
+                p, lo, hi = (full - floor, full - min(full, max(floor, full - beyond_tail)),
+                             full - min(full, s.tail_ns))
             t[0], t[1], t[2] = t[0] + p * inside, t[1] + lo * inside, t[2] + hi * inside
     return {k: Removal(int(p), _speedup(window_ns, p), _speedup(window_ns, lo), _speedup(window_ns, hi))
             for k, (p, lo, hi) in total.items()}
