@@ -25,8 +25,7 @@ STOP = 9
 WAKE = ("wake",)  # worker -> host: the event the host sleeps on was recorded
 CONTROL = -1        # not a stream: taken as soon as the worker reads it
 
-WORKER_SPIN_NS = 50_000_000  # an idle worker polls this long before sleeping in the kernel: longer
-# than any host delay a running engine has, so a late host meets a device as awake as a GPU (worker._Queue)
+WORKER_SPIN_NS = 2_000_000  # an idle worker polls this long before sleeping in the kernel
 
 # events per slot, then the global ones
 EV_SAMPLED, EV_COPIED, EV_MASK = 0, 1, 2

@@ -87,18 +87,12 @@ class _Queue:
         """The next batch, the ``taken``-th having been the last: watch the host's batch counter
         for ``spin_ns``, then sleep until the doorbell rings; a STOP when the host has gone.
 
-        A GPU's front end polls its queues and stays awake through a host stall of a few
-        milliseconds. So the worker polls through any host delay a running engine has (a
-        slow phase, a GC pause: ``WORKER_SPIN_NS``), not only the few hundred microseconds
-        of blocking mode's turnaround. A worker that went to sleep plays a worse GPU than
-        the one traced: it wakes ~0.1 ms late (an idle vCPU on a VM is descheduled). Measured
-        with 2 ms of polling and a host 11 ms late each step: a step's first op started
-        102-119 us after its enqueue (28-32 us with 50 ms), and a host read of a device value
-        cost 130-138 us (37 us), the wake-up moving to the launch once the read was gone.
-        It polls a counter in shared memory, not a file descriptor: a syscall right after a
-        forward, with cold caches, costs ~35 us. Spinning costs nothing the host needs: this
-        process has its core to itself (``spin_ns`` is 0 when it does not), and an engine
-        left idle sleeps after it.
+        A GPU's front end polls its queues; here polling keeps the OS wake-up (~0.1-0.3 ms on
+        a VM whose idle vCPU was descheduled) out of the common case where the host's next
+        launch follows within a few hundred microseconds, as in blocking mode. It polls a
+        counter in shared memory, not a file descriptor: a syscall right after a forward, with
+        cold caches, costs ~35 us. Spinning costs nothing the host needs: this process has its
+        core to itself (``spin_ns`` is 0 when it does not).
         """
         sent = self.sent
         if self.spin_ns and sent[0] <= taken:
