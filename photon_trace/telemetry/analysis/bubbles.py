@@ -90,7 +90,7 @@ def device_gaps(trace: Trace, window: tuple[int, int]) -> list[Gap]:
 
 class Splits(list):
     """``(Gap, GapSplit)`` per bubble-sized gap, in time order; ``launch`` is the device's own
-    launch latency the trace measures (``attribution.LaunchLatency``), ``launch_ns`` the one a
+    launch latency the trace measures (``launch.LaunchLatency``), ``launch_ns`` the one a
     step pays once (its first op's; None: no evidence)."""
     launch: LaunchLatency = LaunchLatency()
     launch_ns: int | None = None

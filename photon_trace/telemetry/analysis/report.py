@@ -42,7 +42,7 @@ class Report:
     dispatch_ns: int        # idle in shorter gaps: per-command overhead
     host_idle_ns: int       # idle before the next op was enqueued: the host was late
     launch_idle_ns: int     # idle after it was enqueued: the device's launch latency
-    queued_gap_ns: int      # the device's own launch latency before a step's first op (attribution.LaunchLatency),
+    queued_gap_ns: int      # the device's own launch latency before a step's first op (launch.LaunchLatency),
                             # which no host fix removes (0: nothing in the trace measures it)
     tokens: int
     tokens_per_s: float
