@@ -43,7 +43,7 @@ APPLY_LIVE = r"""function(d, zoom, follow) {
   const skip = window.dash_clientside.no_update;
   if (!d) return [skip, skip, skip, skip];
   const f = follow || {};
-  if (false && ((zoom || {}).nonce || 0) > d.asked || !f.on || (f.epoch || 0) !== d.epoch) return [skip, skip, skip, skip];
+  if (((zoom || {}).nonce || 0) > d.asked || !f.on || (f.epoch || 0) !== d.epoch) return [skip, skip, skip, skip];
   return [d.fig, d.view, d.sel, d.overview];
 }"""
 # Legend clicks: the legend groups now hidden, kept so a re-draw can keep them hidden.
