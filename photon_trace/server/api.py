@@ -29,6 +29,7 @@ from photon_trace.server.errors import NOT_FOUND, APIError, bad_request, error_b
 from photon_trace.server.middleware import DEFAULT_MAX_BODY_BYTES, LOOPBACK_HOSTS, Guard
 from photon_trace.server.metrics import CONTENT_TYPE
 from photon_trace.server.openapi import document_bodies
+from photon_trace.server.served_engine import EngineSource
 from photon_trace.server.state import ClientGone, ServerState
 from photon_trace.server.streaming import TextStream, chat_stream_parts, completion_stream_parts, sse_events
 
@@ -40,7 +41,7 @@ SKILL_FIELDS = {"point": 2, "detect": 4}  # tokens per point / box
 OFF_LOOP_CHARS = 4096                 # prompts longer than this are tokenized on a worker thread
 
 
-def create_app(engine: Any, *, api_key: str | None = None, model_name: str | None = None,
+def create_app(engine: EngineSource, *, api_key: str | None = None, model_name: str | None = None,
                otlp: bool = False, sinks: tuple = (), live_chunks: int = 120,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                allowed_hosts: frozenset[str] | set[str] | None = None) -> FastAPI:
@@ -50,7 +51,8 @@ def create_app(engine: Any, *, api_key: str | None = None, model_name: str | Non
     ``RecordingTracer``, feeds the live and device metrics), or a callable
     ``factory(tracer) -> Engine`` that the app calls on its engine thread at start-up
     with the server's ``RecordingTracer`` (the app then closes it at shutdown, and
-    calls it again to replace an engine whose device died).
+    calls it again to replace an engine whose device died). What the server uses of
+    an engine: ``served_engine.ServedEngine``.
     ``api_key``: required as ``Authorization: Bearer KEY`` on ``/v1/*`` when set; an
     empty key is an error, not "no key".
     ``otlp``: also export request and sampled step spans over OTLP (standard

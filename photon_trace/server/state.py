@@ -8,7 +8,6 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from fastapi import Request
 
@@ -24,6 +23,7 @@ from photon_trace.server.errors import UNAVAILABLE, APIError, bad_request
 from photon_trace.server.loop import EngineLoop, RequestStream
 from photon_trace.server.metrics import ServerMetrics
 from photon_trace.server.protocol import finish_reason
+from photon_trace.server.served_engine import EngineSource
 
 
 class ClientGone(Exception):
@@ -33,7 +33,7 @@ class ClientGone(Exception):
 class ServerState:
     """The engine thread, the tracer's sinks, the metrics and the limits: what the routes share."""
 
-    def __init__(self, engine: Any, *, model_name: str | None, otlp: bool,
+    def __init__(self, engine: EngineSource, *, model_name: str | None, otlp: bool,
                  sinks: tuple, live_chunks: int) -> None:
         self.model_name = model_name
         self.created = int(time.time())
