@@ -223,5 +223,11 @@ def test_bad_skill_requests(client, body, param):
         assert err["param"] == param
 
 
+def test_the_engine_has_every_member_the_server_relies_on(server):
+    """``ServedEngine`` names what the server uses of an engine; the one it runs has all of it."""
+    from photon_trace.server.served_engine import ServedEngine
+    assert isinstance(server.app.state.server.loop.engine, ServedEngine)
+
+
 def test_trace_recent_needs_the_key(server):
     assert_error(httpx.get(server.url + "/v1/trace/recent", timeout=30), 401)

@@ -1,10 +1,12 @@
 """The HTTP server: an OpenAI-compatible API over one engine thread.
 
 ``create_app`` builds the FastAPI app (``photon-trace serve`` runs it: ``cli/serve.py``).
-Files: ``api`` (routes), ``middleware`` (what every request passes first: request id,
-Host allowlist, API key, cross-origin and Content-Type checks, body size, the last-resort
-500), ``body`` (JSON bytes to a checked model), ``loop`` (the engine thread, which heals),
-``state`` (what the routes share: submit, wait, abort), ``protocol`` (request and response
+Files: ``api`` (the app: middleware, error handlers, routers), ``routes/`` (the handlers,
+one module per concern), ``served_engine`` (what the server uses of an engine),
+``middleware`` (what every request passes first: request id, Host allowlist, API key,
+cross-origin and Content-Type checks, body size, the last-resort 500), ``body`` (JSON
+bytes to a checked model), ``loop`` (the engine thread, which heals), ``state`` (what
+the routes share: tokenize, submit, wait, abort), ``protocol`` (request and response
 shapes), ``validate`` (value rules), ``openapi`` (request bodies in the schema),
 ``streaming`` (server-sent events), ``metrics`` and ``device_stats`` (Prometheus),
 ``errors`` (the OpenAI error body).

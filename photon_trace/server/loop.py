@@ -36,6 +36,8 @@ from photon_trace.engine.outputs import RequestOutput
 from photon_trace.engine.params import SamplingParams
 from photon_trace.telemetry.tracer import RequestEvent, now_ns
 
+from photon_trace.server.served_engine import ServedEngine
+
 log = logging.getLogger(__name__)
 
 
@@ -89,12 +91,13 @@ class EngineLoop:
     ``on_failed(req_id)`` for every request a failure ended.
     """
 
-    def __init__(self, engine: Any, *, on_finished: Callable[[RequestOutput], None] | None = None,
+    def __init__(self, engine: ServedEngine | Callable[[], ServedEngine], *,
+                 on_finished: Callable[[RequestOutput], None] | None = None,
                  on_added: Callable[[int, dict | None], None] | None = None,
                  on_failed: Callable[[int], None] | None = None, name: str = "photon-engine",
                  max_restarts: int = 5, restart_window_s: float = 60.0) -> None:
         self._factory = engine if callable(engine) and not hasattr(engine, "step") else None
-        self.engine = None if self._factory else engine
+        self.engine: ServedEngine | None = None if self._factory else engine
         self._on_finished = on_finished
         self._on_added = on_added
         self._on_failed = on_failed

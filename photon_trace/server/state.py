@@ -1,16 +1,18 @@
 """What the routes share: the engine thread, the tracer's sinks, the metrics, the limits,
-and the request path through them (submit, wait, abort on disconnect)."""
+and the request path through them (tokenize, submit, wait, abort on disconnect); the
+routes get it through ``StateDep``."""
 from __future__ import annotations
 
 import asyncio
 import functools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
-from fastapi import Request
+from fastapi import Depends, FastAPI, Request
 
 from photon_trace.engine.constraints import ConstraintError, ResponseFormat
 from photon_trace.engine.outputs import RequestOutput
@@ -24,6 +26,11 @@ from photon_trace.server.errors import UNAVAILABLE, APIError, bad_request
 from photon_trace.server.loop import EngineLoop, RequestStream
 from photon_trace.server.metrics import ServerMetrics
 from photon_trace.server.protocol import finish_reason
+from photon_trace.server.served_engine import EngineSource
+
+OFF_LOOP_CHARS = 4096     # prompts longer than this are tokenized on a worker thread
+
+T = TypeVar("T")
 
 
 class ClientGone(Exception):
@@ -33,7 +40,7 @@ class ClientGone(Exception):
 class ServerState:
     """The engine thread, the tracer's sinks, the metrics and the limits: what the routes share."""
 
-    def __init__(self, engine: Any, *, model_name: str | None, otlp: bool,
+    def __init__(self, engine: EngineSource, *, model_name: str | None, otlp: bool,
                  sinks: tuple, live_chunks: int) -> None:
         self.model_name = model_name
         self.created = int(time.time())
@@ -120,6 +127,10 @@ class ServerState:
         return attrs
 
     # -- the request path ------------------------------------------------------------------
+    async def tokenize(self, text: str) -> list[int]:
+        """``text``'s token ids, with BOS and the like."""
+        return await off_loop(len(text), self.tokenizer.encode, text, True)
+
     def precompile(self, fmt: ResponseFormat | None) -> None:
         """Compile ``fmt``'s grammar into the engine's cache on a worker thread, so the engine
         thread's add_request finds it ready instead of stalling every request on a compile."""
@@ -184,3 +195,23 @@ async def _until_disconnected(request: Request) -> None:
     # it (as Starlette's StreamingResponse does) instead of polling.
     while (await request.receive())["type"] != "http.disconnect":
         pass
+
+
+async def off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, on a worker thread when ``size`` (characters) is large."""
+    if size > OFF_LOOP_CHARS:   # a long prompt must not stall every other request
+        return await asyncio.to_thread(fn, *args)
+    return fn(*args)
+
+
+def state_of(app: FastAPI) -> ServerState:
+    """The one place the app's shared state is read (``create_app`` puts it there)."""
+    return app.state.server
+
+
+async def server_state(request: Request) -> ServerState:
+    # async: FastAPI would run a plain function on its thread pool for every request
+    return state_of(request.app)
+
+
+StateDep = Annotated[ServerState, Depends(server_state)]   # a route's ``st: StateDep``
