@@ -34,3 +34,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
         if "browser" in item.keywords and not has_chromium:
             item.add_marker(pytest.mark.skip(reason="needs /usr/bin/chromium (apt-get install chromium)"))
+
+
+@pytest.fixture(scope="session")
+def fault_runs(tmp_path_factory):
+    """Both fault modules' traced runs (``helpers/fault_runs.py``), made once: five engine
+    starts and two sets of clean runs were the suite's costliest setup."""
+    from helpers.fault_runs import traced_fault_runs
+
+    return traced_fault_runs(tmp_path_factory.mktemp("faults"))
