@@ -43,3 +43,20 @@ def fault_runs(tmp_path_factory):
     from helpers.fault_runs import traced_fault_runs
 
     return traced_fault_runs(tmp_path_factory.mktemp("faults"))
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the session (Playwright); every test or module opens its own
+    context on it, so no page, cookie or cache passes between them.
+
+    While it lives, Playwright's sync API leaves its event loop marked as running on this
+    thread between calls, so a test that runs asyncio itself must run it on a thread of its
+    own (``test_server_stream``), whatever the order the tests run in."""
+    from helpers.browser import CHROMIUM, CHROMIUM_ARGS
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()

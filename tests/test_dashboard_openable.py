@@ -114,8 +114,9 @@ CHROMIUM = "/usr/bin/chromium"
 
 @pytest.mark.browser
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing")
-def test_the_modebar_has_no_share_chart_button(folder):
-    sync_api = pytest.importorskip("playwright.sync_api")
+def test_the_modebar_has_no_share_chart_button(folder, browser):
+    from contextlib import closing
+
     from werkzeug.serving import make_server
 
     from photon_trace.dashboard.app import create_app
@@ -126,14 +127,12 @@ def test_the_modebar_has_no_share_chart_button(folder):
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-            page = browser.new_page()
+        with closing(browser.new_context()) as ctx:
+            page = ctx.new_page()
             page.goto(f"http://127.0.0.1:{httpd.server_port}/")
             page.wait_for_selector("#timeline .modebar-btn", state="attached", timeout=60_000)
             titles = wait_until(lambda: page.eval_on_selector_all(
                 ".modebar-btn", "els => els.map(e => e.getAttribute('data-title'))"), 30, "the modebar")
-            browser.close()
     finally:
         httpd.shutdown()
         thread.join(5)
