@@ -60,3 +60,40 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="session")
+def _tiny_pair():
+    from helpers.engine_helpers import tiny_engine, unpinned
+
+    engines: dict[int, object] = {}
+    try:
+        with unpinned():
+            for depth in (1, 2):
+                engines[depth] = tiny_engine(depth, seed=0)
+        yield engines
+    finally:
+        for eng in engines.values():
+            eng.close()
+
+
+@pytest.fixture
+def tiny_engines(_tiny_pair):
+    """The session's two tiny engines (``helpers/engine_helpers.TINY``, seed 0, unpinned):
+    ``{1: blocking, 2: pipelined}``, for tests that only put requests through them, each
+    start being a worker process that imports torch. After each test both are settled
+    (``settle``: what is in flight committed) and must then be alive with everything free:
+    one that is not fails that test's teardown and is replaced, so the next test gets a
+    clean one whatever the order."""
+    yield _tiny_pair
+    from helpers.engine_helpers import settle, tiny_engine, unpinned
+
+    wrong = {}
+    for depth, eng in list(_tiny_pair.items()):
+        problem = settle(eng)
+        if problem is not None:
+            wrong[depth] = problem
+            eng.close()
+            with unpinned():
+                _tiny_pair[depth] = tiny_engine(depth, seed=0)
+    assert not wrong, f"the test left a shared engine unclean: {wrong}"

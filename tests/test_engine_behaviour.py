@@ -12,11 +12,10 @@ from photon_trace.engine.params import SamplingParams
 from helpers.engine_helpers import Req, drive, tiny_engine
 
 
-@pytest.fixture(scope="module")
-def engine():
-    eng = tiny_engine(2)
-    yield eng
-    eng.close()
+@pytest.fixture
+def engine(tiny_engines):
+    """The session's pipelined tiny engine (conftest)."""
+    return tiny_engines[2]
 
 
 def test_bad_requests_are_rejected_and_the_engine_keeps_serving(engine):

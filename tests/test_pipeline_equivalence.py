@@ -12,19 +12,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from photon_trace.engine.params import SamplingParams
-from helpers.engine_helpers import Req, drive, tiny_engine
+from helpers.engine_helpers import Req, drive
 from helpers.inprocess_device import in_process_engine
 from helpers.request_strategies import VOCAB, assert_same_outputs, requests
 
 PROPERTY = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
-@pytest.fixture(scope="module")
-def engines():
-    blocking, pipelined = tiny_engine(1), tiny_engine(2)
-    yield blocking, pipelined
-    blocking.close()
-    pipelined.close()
+@pytest.fixture
+def engines(tiny_engines):
+    """The session's real tiny engines (conftest), blocking and pipelined."""
+    return tiny_engines[1], tiny_engines[2]
 
 
 @pytest.fixture(scope="module")
