@@ -63,7 +63,9 @@ def browser():
 
 
 @pytest.fixture(scope="session")
-def _tiny_pair():
+def shared_tiny_engines():
+    """The session's two tiny engines, for ``tiny_engines`` (what a test takes); a fixture of
+    wider scope takes them here and leaves them settled (``engine_helpers.settle``) itself."""
     from helpers.engine_helpers import tiny_engine, unpinned
 
     engines: dict[int, object] = {}
@@ -78,22 +80,22 @@ def _tiny_pair():
 
 
 @pytest.fixture
-def tiny_engines(_tiny_pair):
+def tiny_engines(shared_tiny_engines):
     """The session's two tiny engines (``helpers/engine_helpers.TINY``, seed 0, unpinned):
     ``{1: blocking, 2: pipelined}``, for tests that only put requests through them, each
     start being a worker process that imports torch. After each test both are settled
     (``settle``: what is in flight committed) and must then be alive with everything free:
     one that is not fails that test's teardown and is replaced, so the next test gets a
     clean one whatever the order."""
-    yield _tiny_pair
+    yield shared_tiny_engines
     from helpers.engine_helpers import settle, tiny_engine, unpinned
 
     wrong = {}
-    for depth, eng in list(_tiny_pair.items()):
+    for depth, eng in list(shared_tiny_engines.items()):
         problem = settle(eng)
         if problem is not None:
             wrong[depth] = problem
             eng.close()
             with unpinned():
-                _tiny_pair[depth] = tiny_engine(depth, seed=0)
+                shared_tiny_engines[depth] = tiny_engine(depth, seed=0)
     assert not wrong, f"the test left a shared engine unclean: {wrong}"
