@@ -1,4 +1,6 @@
-"""Test-wide setup: the engine-test helpers are importable; GPU and browser tests skip cleanly."""
+"""Test-wide setup: the engine-test helpers are importable; GPU and browser tests skip cleanly;
+what the session shares, each made once: the fault modules' traced runs, one Chromium, and
+two tiny engines."""
 from __future__ import annotations
 
 import os
