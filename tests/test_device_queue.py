@@ -81,26 +81,32 @@ def test_an_engine_on_a_tiny_ring_generates_what_it_does_on_the_default_one(tiny
         eng.close()
 
 
-def test_a_launch_on_a_closed_device_is_a_device_error():
-    eng = tiny_engine(2)
-    device = eng.device
-    eng.close()
-    with pytest.raises(DeviceError, match="closed"):
-        device.read_token_sync(0, step=0)
-
-
-def test_closing_a_device_closes_only_its_own_file_descriptors():
-    # The host hands the doorbell's read end to the worker and closes its copy at start-up; the
-    # number is free from then on, and the lowest free number is the next file's.
+@pytest.fixture(scope="module")
+def closed():
+    """(the device, files opened before it closed) of one engine closed right after start-up:
+    what both tests below read. The host hands the doorbell's read end to the worker and
+    closes its copy at start-up; the number is free from then on, and the lowest free number
+    is the next file's."""
     eng = tiny_engine(2)
     files = [open(os.devnull) for _ in range(64)]
     try:
         eng.close()
-        for f in files:
-            os.fstat(f.fileno())       # EBADF had the close closed one of them again
+        yield eng.device, files
     finally:
         for f in files:
             f.close()
+
+
+def test_a_launch_on_a_closed_device_is_a_device_error(closed):
+    device, _ = closed
+    with pytest.raises(DeviceError, match="closed"):
+        device.read_token_sync(0, step=0)
+
+
+def test_closing_a_device_closes_only_its_own_file_descriptors(closed):
+    _, files = closed
+    for f in files:
+        os.fstat(f.fileno())       # EBADF had the close closed one of them again
 
 
 _ORPHAN = """
