@@ -116,10 +116,7 @@ class Engine:
         if seq is None or seq.finalized:
             return False
         self.requests.finish(seq, FinishReason.ABORT)
-        if self.scheduler.abort_waiting(seq):
-            seq.freed = True
-        elif seq.inflight_refs == 0:
-            self.scheduler.release(seq)   # zombies are freed by their last commit instead
+        if self.scheduler.settle(seq, committed=False):   # a zombie is freed by its last commit instead
             self.requests.note_freed(seq)
         return True
 
@@ -210,14 +207,12 @@ class Engine:
         zombies = emitted = 0
         for b, (row, token) in enumerate(zip(plan.rows, tokens)):
             seq = row.seq
-            seq.inflight_refs -= 1
             if seq.finalized:
                 zombies += 1                    # launched before its sequence stopped: no-op
             elif row.samples:
                 self.requests.accept(seq, token, read_logprob(st, b, token, seq.params.logprobs))
                 emitted += 1
-            if seq.finalized and seq.inflight_refs == 0 and not seq.freed:
-                self.scheduler.release(seq)     # free late: no launched step references it now
+            if self.scheduler.settle(seq, committed=True):   # free late: no launched step holds it now
                 self.requests.note_freed(seq)
         tr.end(Phase.STREAM_OUT, plan.index, slot, ts)
         self._slot_busy[slot] = False
