@@ -52,7 +52,7 @@ class Scheduler:
     token budget, so prefill interleaves with decode instead of stalling it.
     """
 
-    def __init__(self, allocator: PageAllocator, page_size: int, max_rows: int,
+    def __init__(self, allocator: PageAllocator, *, page_size: int, max_rows: int,
                  max_step_tokens: int, max_seqs: int, max_context: int) -> None:
         self.allocator = allocator
         self.page_size = page_size
