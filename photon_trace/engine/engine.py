@@ -13,10 +13,10 @@ from collections.abc import Iterator, Sequence as Seq
 
 import numpy as np
 
-from photon_trace.telemetry.tracer import NULL_TRACER, Phase, StepKind, Tracer
+from photon_trace.telemetry.tracer import NULL_TRACER, Phase, Tracer
 from photon_trace.engine.constraints.interface import bitmask_words
 from photon_trace.engine.device import make_device
-from photon_trace.engine.device.base import NUM_SLOTS, DeviceError, DeviceSpec, LaunchShape
+from photon_trace.engine.device.base import NUM_SLOTS, DeviceError, DeviceSpec
 from photon_trace.engine.device.staging import SlotShape
 from photon_trace.engine.engine_config import EngineConfig
 from photon_trace.engine.pages import PageAllocator
@@ -25,7 +25,7 @@ from photon_trace.engine.params import MAX_TOP_LOGPROBS, SamplingParams
 from photon_trace.engine.request_book import RequestBook
 from photon_trace.engine.scheduler import Scheduler, StepPlan
 from photon_trace.engine.sequence import FinishReason
-from photon_trace.engine.stage import fill_masks, read_logprob, sampling_mode, stage_plan
+from photon_trace.engine.stage import fill_masks, launch_shape, read_logprob, sampling_mode, stage_plan
 
 
 class Engine:
@@ -169,9 +169,7 @@ class Engine:
         stage_plan(self.device.staging(slot), plan, self.config.page_size, self._scratch_row)
         tr.end(Phase.STAGE, plan.index, slot, ts)
         B = plan.num_rows
-        self.device.forward(slot, LaunchShape(num_tokens=plan.num_tokens, num_rows=B, max_pages=plan.max_pages,
-                                              max_query_len=plan.max_query_len,
-                                              prefill=plan.kind != StepKind.DECODE, segments=plan.segments))
+        self.device.forward(slot, launch_shape(plan))
         if plan.split:
             self.device.sample(slot, 0, plan.split, masked=False, mode=sampling_mode(plan, 0, plan.split))
         if plan.split == B:
