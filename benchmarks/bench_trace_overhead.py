@@ -105,7 +105,8 @@ def call_costs(level: TraceLevel) -> dict[str, float]:
         "span": lambda t: t.end(Phase.LAUNCH, 5, 1, t.begin(Phase.LAUNCH, 5, 1)),
         "device_op": lambda t: t.device_op(Stream.COMPUTE, DeviceOp.FORWARD, 5, 1, 10, 20, 5),
         "wait": lambda t: t.host_wait("commit: copy-back", True, 10, 20, "engine/engine.py:1", 5),
-        "step": lambda t: t.step(5, StepKind.DECODE, 1, 8, 0, 0, 8),
+        "step": lambda t: t.step(5, kind=StepKind.DECODE, slot=1, rows=8, zombie_rows=0, constrained_rows=0,
+                                 tokens=8),
         "request": lambda t: t.request(3, RequestEvent.FIRST_TOKEN, 10, 1),
     }
     out = {}

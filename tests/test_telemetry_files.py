@@ -40,15 +40,15 @@ def test_the_file_is_readable_while_the_run_is_going_and_complete_after_close(tm
     tr = RecordingTracer(TraceLevel.ON, sinks=[TraceFileWriter(path)], keep=True, flush_interval_s=None,
                          nvtx=False)
     for i in range(3):
-        tr.step(i, StepKind.DECODE, i % 2, 2, 0, 0, 2)
+        tr.step(i, kind=StepKind.DECODE, slot=i % 2, rows=2, zombie_rows=0, constrained_rows=0, tokens=2)
     tr.flush()
     tr.describe(model="late-model")
-    tr.step(3, StepKind.DECODE, 1, 2, 0, 0, 2)
+    tr.step(3, kind=StepKind.DECODE, slot=1, rows=2, zombie_rows=0, constrained_rows=0, tokens=2)
     tr.flush()
     during = load_trace(path)
     assert [s.step for s in during.steps] == [0, 1, 2, 3]
     assert during.header["incomplete"] is True and during.header["model"] == "late-model"
-    tr.step(4, StepKind.DECODE, 0, 2, 0, 0, 2)
+    tr.step(4, kind=StepKind.DECODE, slot=0, rows=2, zombie_rows=0, constrained_rows=0, tokens=2)
     tr.close()
     after = load_trace(path)
     assert "incomplete" not in after.header
@@ -60,7 +60,7 @@ def test_ring_drops_are_recorded_in_the_file(tmp_path):
     tr = RecordingTracer(TraceLevel.ON, sinks=[TraceFileWriter(path)], capacity=16, flush_interval_s=None,
                          nvtx=False)
     for i in range(20):
-        tr.step(i, StepKind.DECODE, 0, 1, 0, 0, 1)
+        tr.step(i, kind=StepKind.DECODE, slot=0, rows=1, zombie_rows=0, constrained_rows=0, tokens=1)
     tr.close()
     assert load_trace(path).header["dropped"] == {"steps": 4}
 

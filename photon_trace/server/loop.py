@@ -262,7 +262,7 @@ class EngineLoop:
         tracer = getattr(engine, "tracer", None)
         by_loop: dict[asyncio.AbstractEventLoop, list] = {}
         for rid, stream in self._streams.items():
-            by_loop.setdefault(stream.loop, []).append((stream, Update([], True, error=message)))
+            by_loop.setdefault(stream.loop, []).append((stream, Update([], finished=True, error=message)))
             if tracer is not None:
                 tracer.request(rid, RequestEvent.ABORTED, now_ns())
             if failed and self._on_failed is not None:

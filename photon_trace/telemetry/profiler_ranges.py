@@ -49,8 +49,8 @@ class ProfilerRanges(Tracer):
     def device_ops(self, step: int, slot: int, read) -> None:
         self.inner.device_ops(step, slot, read)
 
-    def step(self, *args) -> None:
-        self.inner.step(*args)
+    def step(self, step: int, **counts) -> None:
+        self.inner.step(step, **counts)
 
     def request(self, *args, **kwargs) -> None:
         self.inner.request(*args, **kwargs)

@@ -184,7 +184,7 @@ class RecordingTracer(Tracer):
         self._device_spans[i & self._mask] = (stream, op, step, slot, t0, t1, enqueued)
         self._device_spans_n = i + 1
 
-    def step(self, step: int, kind: StepKind, slot: int, rows: int, zombie_rows: int,
+    def step(self, step: int, *, kind: StepKind, slot: int, rows: int, zombie_rows: int,
              constrained_rows: int, tokens: int) -> None:
         i = self._steps_n
         self._steps[i & self._mask] = (step, kind, slot, rows, zombie_rows, constrained_rows, tokens)

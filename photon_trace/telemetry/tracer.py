@@ -99,9 +99,9 @@ class Tracer:
             for stream, op, t0, t1, enqueued in read():
                 self.device_op(stream, op, step, slot, t0, t1, enqueued)
 
-    def step(self, step: int, kind: StepKind, slot: int, rows: int, zombie_rows: int,
+    def step(self, step: int, *, kind: StepKind, slot: int, rows: int, zombie_rows: int,
              constrained_rows: int, tokens: int) -> None:
-        """One record per committed step."""
+        """One record per committed step; the counts by name (seven ints in a row read alike)."""
 
     def request(self, req_id: int, event: RequestEvent, t: int, tokens: int = 0) -> None:
         """A request lifecycle event; ``tokens`` carries prompt/output counts where meaningful."""
