@@ -5,6 +5,7 @@ Every card and table header carries its definition (``glossary.py``) as a hover 
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 from dash import dcc, html
 
@@ -131,6 +132,12 @@ def timeline_tab(live: bool) -> dcc.Tab:
     ])
 
 
+def _as_typed(folder: Path) -> str:
+    """An allowed folder as a path typed in the box would name it: relative to the server's
+    working directory (which the box resolves paths against) when it lies inside it."""
+    return folder.relative_to(Path.cwd()).as_posix() if folder.is_relative_to(Path.cwd()) else str(folder)
+
+
 def page(store, live: str | None, follower, opts: list[dict], a: str | None, b: str | None) -> html.Div:
     return html.Div(style=PAGE, children=[
         html.Div(style={**ROW, "justifyContent": "space-between"}, children=[
@@ -150,7 +157,7 @@ def page(store, live: str | None, follower, opts: list[dict], a: str | None, b: 
                       style={"width": "520px"}, debounce=False, n_submit=0),
             html.Button("open as A", id="open-a", n_clicks=0),
             html.Button("open as B", id="open-b", n_clicks=0),
-            html.Span(f"allowed: {', '.join(str(d) for d in store.allowed)}", style=SMALL),
+            html.Span(f"allowed: {', '.join(_as_typed(d) for d in store.allowed)}", style=SMALL),
         ]),
         html.Div(id="path-error"),
         html.Div(id="load-error"),
