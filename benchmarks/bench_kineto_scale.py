@@ -33,8 +33,8 @@ from photon_trace.dashboard.timeline_data import prepare_timeline  # noqa: E402
 from photon_trace.dashboard.timeline_draw import draw as timeline_traces  # noqa: E402
 from photon_trace.dashboard.view import View  # noqa: E402
 from photon_trace.telemetry.analysis import analyze  # noqa: E402
-from photon_trace.telemetry.importers import load_any  # noqa: E402
-from photon_trace.telemetry.tracefile import write_trace  # noqa: E402
+from photon_trace.telemetry.trace.file import write_trace  # noqa: E402
+from photon_trace.telemetry.trace.importers import load_any  # noqa: E402
 from photon_trace.telemetry.tracer import TraceLevel  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"

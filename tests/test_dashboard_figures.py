@@ -210,7 +210,7 @@ def test_axis_is_linear_seconds_with_adaptive_units_from_the_window_start(mask_s
 
 
 def test_the_trace_axis_matches_the_perfetto_export_and_the_step_axis_labels_steps(mask_sync):
-    from photon_trace.telemetry.perfetto import chrome_trace
+    from photon_trace.telemetry.export.perfetto import chrome_trace
     tr, rep, data = mask_sync
     ev = [e for e in chrome_trace(tr)["traceEvents"] if e.get("ph") == "X" and e.get("name") == "forward"]
     fig = timeline_figure(data, View(axis="trace"))

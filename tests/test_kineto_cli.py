@@ -5,9 +5,9 @@ import json
 from pathlib import Path
 
 from photon_trace.cli import main as cli
-from photon_trace.telemetry.importers import load_any
-from photon_trace.telemetry.perfetto import BUBBLES_TRACK, main as perfetto
-from photon_trace.telemetry.tracefile import load_trace
+from photon_trace.telemetry.export.perfetto import BUBBLES_TRACK, main as perfetto
+from photon_trace.telemetry.trace.file import load_trace
+from photon_trace.telemetry.trace.importers import load_any
 
 DATA = Path(__file__).parent / "data" / "kineto"
 TRAINING = DATA / "trace_filter_sampled_rank-0.json.gz"

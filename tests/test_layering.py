@@ -93,6 +93,33 @@ def test_the_dashboard_imports_no_engine_or_server():
                                                      "photon_trace.traced_run")) == []
 
 
+T = "photon_trace.telemetry"
+TRACE, RECORDING, EXPORT, ANALYSIS, TRACER = (f"{T}.trace", f"{T}.recording", f"{T}.export", f"{T}.analysis",
+                                              f"{T}.tracer")
+
+
+def test_the_tracer_interface_imports_nothing_of_the_package():
+    """The engine imports it: whatever it imported, the engine would too."""
+    assert _violations((TRACER,), ("photon_trace",)) == []
+
+
+def test_the_trace_layer_imports_nothing_else_of_telemetry():
+    """Records, the file, importers: what recording, analysis and export all read."""
+    assert _violations((TRACE,), (T,), allowed=(TRACE,)) == []
+
+
+def test_recording_imports_only_the_tracer_interface_and_the_trace_layer():
+    assert _violations((RECORDING,), (T,), allowed=(RECORDING, TRACE, TRACER)) == []
+
+
+def test_analysis_imports_only_the_trace_layer():
+    assert _violations((ANALYSIS,), (T,), allowed=(ANALYSIS, TRACE)) == []
+
+
+def test_export_imports_only_the_trace_layer_and_the_analysis():
+    assert _violations((EXPORT,), (T,), allowed=(EXPORT, TRACE, ANALYSIS)) == []
+
+
 def test_the_server_imports_no_cli_or_dashboard():
     assert _violations(("photon_trace.server",), ("photon_trace.cli", "photon_trace.dashboard")) == []
 

@@ -6,10 +6,10 @@ from collections import defaultdict
 
 import pytest
 
-from photon_trace.telemetry.perfetto import DEVICE_PID, HOST_PID, main, write_chrome_trace
+from photon_trace.telemetry.export.perfetto import DEVICE_PID, HOST_PID, main, write_chrome_trace
 from helpers.code_sites import MASK_SYNC_SITE
 from helpers.loop_sim import SyntheticRun, synthetic_trace
-from photon_trace.telemetry.tracefile import write_trace
+from photon_trace.telemetry.trace.file import write_trace
 
 PHASES = {"M", "X", "s", "f", "b", "e", "n", "i"}
 
@@ -123,7 +123,7 @@ def test_command_line_converts_a_trace_file(tmp_path, trace, capsys):
 
 def test_bubbles_are_a_track_with_their_causes_and_syncs_are_instants_with_their_call_site(doc, trace):
     from photon_trace.telemetry.analysis import analyze
-    from photon_trace.telemetry.perfetto import BUBBLES_TRACK
+    from photon_trace.telemetry.export.perfetto import BUBBLES_TRACK
     evs = doc["traceEvents"]
     tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
     bubbles = [e for e in evs if e.get("cat") == "bubble"]

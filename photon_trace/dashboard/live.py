@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Callable
 
 from photon_trace.dashboard.sources import Loaded, LoadError, TraceStore, tail
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
-from photon_trace.telemetry.sinks import merge_header
+from photon_trace.telemetry.trace.header import merge_header
+from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
 
 LIVE_SECONDS = 5.0
 POLL_S = 0.5          # how often the source is read

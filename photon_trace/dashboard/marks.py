@@ -10,7 +10,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from photon_trace.telemetry.records import RequestRecord, Trace
+from photon_trace.telemetry.trace.records import RequestRecord, Trace
 
 REQUEST_STATES = ("decode", "prefill", "queued")   # stacked bottom to top in the requests lane
 

@@ -25,8 +25,8 @@ from photon_trace.dashboard.panels import fmt_duration
 from photon_trace.dashboard.timeline_data import TimelineData
 from photon_trace.dashboard.timeline_draw import BANDS, HALF, SYNC_DY
 from photon_trace.telemetry.analysis.causes import cause_label, who_fixes
-from photon_trace.telemetry.perfetto import issuer
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.trace.records import Trace
+from photon_trace.telemetry.trace.time import issuer
 
 OUTLINE = dict(color="#111", width=2)
 FLOW = "#1565C0"

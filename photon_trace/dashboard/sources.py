@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 from photon_trace.dashboard.openable import TRACE_SUFFIXES, NotOpenable, check_openable
 from photon_trace.dashboard.timeline_data import TimelineData, prepare_spans, with_analysis
-from photon_trace.telemetry.records import Trace
-from photon_trace.telemetry.tracerows import gc_paused
+from photon_trace.telemetry.trace.records import Trace
+from photon_trace.telemetry.trace.rows import gc_paused
 
 EDGE_NS = 200_000_000   # records kept beyond the window's edge when classifying the bubbles outside it
 PARTIAL_GRACE_S = 2.0   # the longest the analysis waits for the page to draw the spans
@@ -62,7 +62,7 @@ def _held(lock: threading.Lock):
 def _loader():
     from functools import partial
 
-    from photon_trace.telemetry.importers import load_any
+    from photon_trace.telemetry.trace.importers import load_any
     # A damaged profiler trace is shown as far as it is valid; its warnings become the page's notes.
     return partial(load_any, strict=False)
 

@@ -21,10 +21,10 @@ import numpy as np
 
 from photon_trace.dashboard.marks import RequestStates, SyncMarkers, request_states, sync_markers
 from photon_trace.telemetry.analysis.causes import CAUSE_LABELS, cause_label
-from photon_trace.telemetry.analysis.lanes import primary_stream
 from photon_trace.telemetry.analysis.window import COMPUTE
-from photon_trace.telemetry.perfetto import trace_origin_ns
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.trace.lanes import primary_stream
+from photon_trace.telemetry.trace.records import Trace
+from photon_trace.telemetry.trace.time import trace_origin_ns
 
 HOST_PHASES = ("plan", "launch", "commit", "finalize")
 HOST_SUBPHASES = ("stage", "mask_build", "mask_upload", "stream_out")

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from photon_trace.engine.constraints import ConstraintError, ResponseFormat
-from photon_trace.telemetry.records import RECORD_KINDS
+from photon_trace.telemetry.trace.records import RECORD_KINDS
 
 from photon_trace.server import logprobs, protocol, validate
 from photon_trace.server.body import parse

@@ -11,9 +11,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from photon_trace.telemetry.analysis import analyze
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.trace.records import Trace
 from helpers.loop_sim import SyntheticRun, synthetic_trace
-from photon_trace.telemetry.tracefile import write_trace
+from photon_trace.telemetry.trace.file import write_trace
 from photon_trace.telemetry.tracer import TraceLevel
 
 WORKLOAD = dict(steps=80, requests=30)

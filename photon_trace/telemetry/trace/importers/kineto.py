@@ -36,12 +36,12 @@ from bisect import bisect_right
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from photon_trace.telemetry.analysis.lanes import IMPORTED_STEP
-from photon_trace.telemetry.importers.kineto_read import (
+from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, photon_trace_version
+from photon_trace.telemetry.trace.importers.kineto_read import (
     DEVICE_CATS, SYNC_CAT, Event, KinetoDoc, KinetoFormatError, check_stream_order, read_kineto)
-from photon_trace.telemetry.importers.kineto_stack import call_site, sweep
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, StepRecord, Trace
-from photon_trace.telemetry.tracefile import FORMAT_NAME, FORMAT_VERSION, photon_trace_version
+from photon_trace.telemetry.trace.importers.kineto_stack import call_site, sweep
+from photon_trace.telemetry.trace.lanes import IMPORTED_STEP
+from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, StepRecord, Trace
 
 DEFAULT_STEP_ANNOTATION = "ProfilerStep"
 

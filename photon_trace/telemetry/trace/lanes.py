@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.trace.records import Trace
 
 COMPUTE = "compute"
 COPY = "copy"

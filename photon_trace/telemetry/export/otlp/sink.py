@@ -1,9 +1,9 @@
 """OpenTelemetry export: sampled per-step spans and one span per request, over OTLP/HTTP.
 
-``OtelSink`` is a recorder sink in two halves (sinks.py): ``prepare`` builds the
+``OtelSink`` is a recorder sink in two halves (recording/sinks.py): ``prepare`` builds the
 spans of each chunk one span at a time and encodes them a few spans at a time,
 in the engine's device waits; ``deliver`` POSTs the encoded request on the
-sink's own thread (otlp_http.py), so the engine never waits on the network and
+sink's own thread (http.py), so the engine never waits on the network and
 no exporter thread competes with it for the GIL. The endpoint is configured by
 the standard variables: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (spans go to
 ``<endpoint>/v1/traces``) or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``,
@@ -20,7 +20,7 @@ Spans (monotonic times mapped to wall clock through the header's anchor):
   Sampled: every ``every_n_steps``-th step, every step with a bubble (a gap on
   the compute stream before or between its ops) over ``bubble_threshold_ns``,
   and every step with an unexpected host wait (``photon_trace.sampled_because``).
-  Its children (host phases, waits, device ops) are built in otel_steps.py.
+  Its children (host phases, waits, device ops) are built in steps.py.
 * ``{operation} {model}`` — one per request (span kind SERVER), arrival to
   finalized (or aborted), with the GenAI semantic conventions' attributes
   (``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.*``,
@@ -47,12 +47,11 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Generator
 
-from photon_trace.telemetry.otel_requests import ATTR, RequestBuf, RequestSpans
-from photon_trace.telemetry.otel_steps import StepBuf, step_spans
-from photon_trace.telemetry.records import COMPUTE_OPS, RECORD_KINDS, RequestRecord, Trace
-from photon_trace.telemetry.convert import run_to_end
-from photon_trace.telemetry.otlp_http import ExportError, OtlpHttp, encode, preload, span_collector
-from photon_trace.telemetry.sinks import Chunk
+from photon_trace.telemetry.export.otlp.http import ExportError, OtlpHttp, encode, preload, span_collector
+from photon_trace.telemetry.export.otlp.requests import ATTR, RequestBuf, RequestSpans
+from photon_trace.telemetry.export.otlp.steps import StepBuf, step_spans
+from photon_trace.telemetry.trace.pieces import run_to_end
+from photon_trace.telemetry.trace.records import COMPUTE_OPS, RECORD_KINDS, Chunk, RequestRecord, Trace
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +168,7 @@ class OtelSink:
         self._reqs.attributes(req_id, attrs, final)
 
     def open(self, header: dict) -> None:
-        from photon_trace.telemetry.sinks import merge_header
+        from photon_trace.telemetry.trace.header import merge_header
 
         self._header = {}
         merge_header(self._header, header)
@@ -218,7 +217,7 @@ class OtelSink:
 
     def _buffer(self, chunk: Chunk) -> None:
         if chunk.header:
-            from photon_trace.telemetry.sinks import merge_header
+            from photon_trace.telemetry.trace.header import merge_header
             merge_header(self._header, chunk.header)
         if "clock" in chunk.header:
             c = self._header.get("clock", {})
@@ -253,7 +252,7 @@ class OtelSink:
         return t + self._offset
 
     def _emit_step(self, index: int, b: StepBuf) -> Generator[None, None, None]:
-        """The step's spans (otel_steps.py), if it is sampled; yields after each span (a slice unit)."""
+        """The step's spans (steps.py), if it is sampled; yields after each span (a slice unit)."""
         plans = [s for s in b.host if s.phase == "plan"]
         if b.record is None and not b.device and len(plans) == len(b.host):
             return  # only idle ticks' plans (nothing launched) carry this index

@@ -13,7 +13,7 @@ import re
 from collections import defaultdict
 from typing import Hashable, Iterable
 
-from photon_trace.telemetry.importers.kineto_read import Event
+from photon_trace.telemetry.trace.importers.kineto_read import Event
 
 NESTING_KINDS = frozenset({"cpu_op", "user_annotation", "python_function"})
 _FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>.*)$")

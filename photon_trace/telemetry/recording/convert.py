@@ -1,4 +1,4 @@
-"""Ring tuples to records (records.py types): draining a ring, converting in pieces.
+"""Ring tuples to records (trace/records.py types): draining a ring, converting in pieces.
 
 The recorder converts inside the engine's device waits, a slice of tens of
 microseconds at a time, so conversion is a generator that yields after every
@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
+from photon_trace.telemetry.trace.pieces import PIECE
+from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
 from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream
-
-PIECE = 64  # records per piece: ~20-60 us of conversion
 
 _PHASE = [p.name.lower() for p in sorted(Phase)]
 _STREAM = [s.name.lower() for s in sorted(Stream)]
@@ -79,12 +78,3 @@ def convert(kind: str, raw: list) -> Generator[None, None, list]:
         out += fn(raw[i:i + PIECE])
         yield
     return out
-
-
-def run_to_end(gen: Generator):
-    """Drive a generator to its end; its return value."""
-    try:
-        while True:
-            next(gen)
-    except StopIteration as stop:
-        return stop.value

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from photon_trace.telemetry.records import DeviceSpan
+from photon_trace.telemetry.trace.records import DeviceSpan
 
 
 class LaunchLatency(NamedTuple):

@@ -17,7 +17,7 @@ Timestamps are µs since the trace's first record; the monotonic origin is in
 The file is written event by event (``write_chrome_trace``), so memory stays the
 trace's own plus a small buffer, however long the trace.
 
-    python -m photon_trace.telemetry.perfetto traces/run.trace.jsonl out.json
+    python -m photon_trace.telemetry.export.perfetto traces/run.trace.jsonl out.json
 
 TRACE may also be a PyTorch profiler trace (read through ``importers.load_any``).
 """
@@ -36,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from photon_trace.telemetry.records import HostSpan, Trace
+from photon_trace.telemetry.trace.records import HostSpan, Trace
+from photon_trace.telemetry.trace.time import issuer, trace_origin_ns
 
 HOST_PID = 1
 DEVICE_PID = 2
@@ -47,17 +48,6 @@ _PHASE_DEPTH = {"plan": 0, "launch": 0, "commit": 0, "finalize": 0}  # others ne
 
 def _us(ns: int) -> float:
     return round(ns / 1000, 3)
-
-
-def trace_origin_ns(trace: Trace) -> int:
-    """Monotonic ns of ts = 0 in the export: the trace's first record (the dashboard's
-    "trace start" axis uses the same origin, so its times match Perfetto's)."""
-    firsts = [min(s.t0 for s in trace.host_spans) if trace.host_spans else None,
-              min(d.t0 for d in trace.device_spans) if trace.device_spans else None,
-              min(w.t0 for w in trace.waits) if trace.waits else None,
-              min(r.t for r in trace.requests) if trace.requests else None]
-    firsts = [t for t in firsts if t is not None]
-    return min(firsts) if firsts else int(trace.header.get("clock", {}).get("mono_ns", 0) or 0)
 
 
 def _waiters(trace: Trace, default: str) -> list[str]:
@@ -77,17 +67,6 @@ def _waiters(trace: Trace, default: str) -> list[str]:
         if open_:
             out[i] = min(open_, key=lambda e: e[0] + e[1])[2]
     return out
-
-
-def issuer(spans, t: int) -> HostSpan | None:
-    """The deepest host span of a step containing time ``t``, else the step's launch."""
-    best = None
-    for s in spans:
-        if s.t0 <= t <= s.t1 and (best is None or s.t1 - s.t0 < best.t1 - best.t0):
-            best = s
-    if best is None:
-        best = next((s for s in spans if s.phase == "launch"), None)
-    return best
 
 
 def trace_events(trace: Trace, bubbles: list | None = None,
@@ -287,12 +266,12 @@ def write_chrome_trace(trace: Trace, path: str | os.PathLike, *, bubbles: bool =
 
 
 def main(argv: list[str] | None = None) -> int:
-    from photon_trace.telemetry.importers import load_any
-    from photon_trace.telemetry.tracefile import TraceFormatError
+    from photon_trace.telemetry.trace.file import TraceFormatError
+    from photon_trace.telemetry.trace.importers import load_any
 
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) not in (1, 2):
-        print("usage: python -m photon_trace.telemetry.perfetto TRACE [OUT.json]", file=sys.stderr)
+        print("usage: python -m photon_trace.telemetry.export.perfetto TRACE [OUT.json]", file=sys.stderr)
         return 2
     src = Path(argv[0])
     out = Path(argv[1]) if len(argv) == 2 else src.with_name(src.name.split(".")[0] + ".perfetto.json")

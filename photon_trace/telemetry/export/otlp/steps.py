@@ -1,6 +1,6 @@
 """The step side of ``OtelSink``: a step's records as they arrive, and the spans of a sampled one.
 
-Which steps are sampled, and their bubble, is the sink's decision (otel.py); this module
+Which steps are sampled, and their bubble, is the sink's decision (sink.py); this module
 builds what a sampled step exports, under one ``step`` span (its own trace, from the
 step's first to last record):
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
-from photon_trace.telemetry.otel_requests import ATTR
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, StepRecord
+from photon_trace.telemetry.export.otlp.requests import ATTR
+from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, StepRecord
 
 MAIN_PHASES = ("plan", "launch", "commit", "finalize")
 

@@ -25,9 +25,9 @@ requests), so it is kept as a diagnostic only.
 """
 from __future__ import annotations
 
-from photon_trace.telemetry.analysis.lanes import primary_stream
 from photon_trace.telemetry.analysis.steps import step_periods
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.trace.lanes import primary_stream
+from photon_trace.telemetry.trace.records import Trace
 
 
 def mean_generated_tokens(trace: Trace) -> float:

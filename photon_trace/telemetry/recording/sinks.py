@@ -1,33 +1,21 @@
-"""What a recorder hands its consumers: chunks of converted records, and the sink protocol.
+"""What a recorder hands its consumers: the sink protocol, and the two in-memory sinks.
 
 A ``RecordingTracer`` drains its ring buffers every flush interval into a
-``Chunk`` (records.py types) and hands it to each attached sink. Every sink has
+``Chunk`` (``trace/records.py``) and hands it to each attached sink. Every sink has
 its own delivery thread (sink_port.py): its calls never run on the engine's hot
 path nor in its device waits, and a sink that blocks holds up only itself. This
 module holds the two in-memory sinks; the trace file writer is in
-``tracefile.py`` and the OpenTelemetry exporter in ``otel.py``.
+``file_writer.py`` and the OpenTelemetry exporter in ``export/otlp/sink.py``.
 """
 from __future__ import annotations
 
 import copy
 import threading
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Protocol
 
-from photon_trace.telemetry.records import RECORD_KINDS, Trace
-
-@dataclass
-class Chunk(Trace):
-    """A fragment of a trace: the records drained in one flush, in recording order (a host
-    span is recorded when it ends), and as ``header`` only the header fields set by
-    ``describe()`` since the sinks were opened (empty: none)."""
-    header: dict = field(default_factory=dict)
-    seq: int = 0
-    dropped: dict[str, int] = field(default_factory=dict)  # kind -> records lost to ring wrap-around
-
-    def __len__(self) -> int:
-        return sum(len(getattr(self, k)) for k in RECORD_KINDS)
+from photon_trace.telemetry.trace.header import add_dropped, merge_header
+from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
 
 
 class Sink(Protocol):
@@ -56,24 +44,6 @@ class Sink(Protocol):
     def open(self, header: dict) -> None: ...
     def write(self, chunk: Chunk) -> None: ...
     def close(self) -> None: ...
-
-
-def merge_header(header: dict, update: dict) -> None:
-    """Merge ``update`` into ``header`` in place, one level deep for dict values (e.g. ``clock``)."""
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(header.get(key), dict):
-            header[key].update(copy.deepcopy(value))
-        else:
-            header[key] = copy.deepcopy(value)
-
-
-def add_dropped(header: dict, dropped: dict[str, int]) -> None:
-    """Accumulate ring-buffer drop counts into ``header["dropped"]``."""
-    if any(dropped.values()):
-        total = header.setdefault("dropped", {})
-        for kind, n in dropped.items():
-            if n:
-                total[kind] = total.get(kind, 0) + n
 
 
 def extend_trace(trace: Trace, chunk: Chunk) -> None:

@@ -1,9 +1,12 @@
-"""The usual tracer setup in one call: the no-op tracer, or a recorder (recorder.py) with its
-trace file, OTLP export and live view as asked.
+"""The usual tracer setup in one call: the no-op tracer, or a recorder (``recording/``) with
+its trace file, OTLP export (``export/otlp/``) and live view as asked.
+
+It sits beside the tracer interface it returns, above both folders it assembles: inside
+``recording/`` it would make the recorder's side import the exporters.
 """
 from __future__ import annotations
 
-from photon_trace.telemetry.recorder import RecordingTracer
+from photon_trace.telemetry.recording.recorder import RecordingTracer
 from photon_trace.telemetry.tracer import NULL_TRACER, Tracer, TraceLevel
 
 
@@ -18,13 +21,14 @@ def make_tracer(level: str | TraceLevel | int = "on", *, path=None, trace_dir="t
     level = TraceLevel(level)
     if level == TraceLevel.OFF:
         return NULL_TRACER
-    from photon_trace.telemetry.tracefile import TraceFileWriter, default_trace_path
+    from photon_trace.telemetry.recording.file_writer import TraceFileWriter
+    from photon_trace.telemetry.trace.file import default_trace_path
 
     sinks: list = []
     if path is not False:
         sinks.append(TraceFileWriter(path if path is not None else default_trace_path(trace_dir)))
     if otlp:
-        from photon_trace.telemetry.otel import OtelSink
+        from photon_trace.telemetry.export.otlp.sink import OtelSink
         sinks.append(otlp if isinstance(otlp, OtelSink) else OtelSink())
     if live is not None:
         sinks.append(live)

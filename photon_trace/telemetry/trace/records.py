@@ -1,4 +1,5 @@
-"""The loaded form of a trace: what analysis, the dashboard and exporters consume.
+"""The loaded form of a trace: what analysis, the dashboard and exporters consume; and
+``Chunk``, the fragment of one that a recorder hands its sinks.
 
 Names (phase, op, stream, kind, event) are the lower-case enum names from
 ``tracer.py`` so a trace reads without the enums. Times are host monotonic ns.
@@ -72,3 +73,16 @@ class Trace:
     waits: list[HostWait] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
     requests: list[RequestRecord] = field(default_factory=list)
+
+
+@dataclass
+class Chunk(Trace):
+    """A fragment of a trace: the records a recorder drained in one flush (a chunk line of
+    the file), in recording order (a host span is recorded when it ends), and as ``header``
+    only the header fields set by ``describe()`` since the sinks were opened (empty: none)."""
+    header: dict = field(default_factory=dict)
+    seq: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)  # kind -> records lost to ring wrap-around
+
+    def __len__(self) -> int:
+        return sum(len(getattr(self, k)) for k in RECORD_KINDS)

@@ -12,7 +12,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 
-from photon_trace.telemetry.records import RequestRecord
+from photon_trace.telemetry.trace.records import RequestRecord
 
 ATTR = "photon_trace."
 GEN_AI_PROVIDER = "photon_trace"

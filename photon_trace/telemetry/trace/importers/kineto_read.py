@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from photon_trace.telemetry.tracefile import TraceFormatError, TraceTruncatedWarning
+from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning
 
 SCHEMA_VERSION = 1
 """The newest Kineto ``schemaVersion`` this reader knows (PyTorch 1.8 to 2.x write 1)."""

@@ -11,8 +11,8 @@ import re
 import zlib
 from pathlib import Path
 
-from photon_trace.telemetry.records import Trace
-from photon_trace.telemetry.tracefile import TraceFormatError, load_trace
+from photon_trace.telemetry.trace.file import TraceFormatError, load_trace
+from photon_trace.telemetry.trace.records import Trace
 
 _HEAD = 4096
 _OUR_FORMAT = re.compile(rb'"format"\s*:\s*"photon_trace"')   # our writer is compact; a hand-made header may not be
@@ -57,7 +57,7 @@ def load_any(path: str | os.PathLike, *, strict: bool | None = None, step_annota
     """
     path = Path(path)
     if is_kineto(path):
-        from photon_trace.telemetry.importers.kineto import import_kineto
+        from photon_trace.telemetry.trace.importers.kineto import import_kineto
         return import_kineto(path, step_annotation=step_annotation, strict=True if strict is None else strict)
     try:
         return load_trace(path, strict=bool(strict))

@@ -1,4 +1,5 @@
-"""The trace file: versioned JSON lines, written while the engine runs.
+"""The trace file: versioned JSON lines, written while the engine runs (the recorder's sink,
+``recording/file_writer.py``) or at once (``write_trace``), and loaded (``load_trace``).
 
 Layout (one JSON object per line, UTF-8; gzip-compressed when the name ends in ``.gz``)::
 
@@ -11,8 +12,8 @@ Layout (one JSON object per line, UTF-8; gzip-compressed when the name ends in `
     ...
     {"end": {"records": {"host_spans": n, ...}}}   <- only on a clean close
 
-Rows are the fields of the records.py NamedTuples, in order. The writer appends
-one chunk line per flush (every ~0.5 s) and flushes the file each time, so a
+The header's fields are ``header.py``'s; rows are the fields of the records.py
+NamedTuples, in order. The recorder's writer appends one chunk line per flush (every ~0.5 s) and flushes the file each time, so a
 crash loses at most the last flush interval; gzip output is sync-flushed per
 chunk so a crashed run's file is readable up to its last chunk. A chunk's
 ``dropped`` counts records lost to ring wrap-around (by kind) and what other
@@ -34,72 +35,19 @@ import gzip
 import io
 import json
 import os
-import platform
-import socket
 import time
 import warnings
 import zlib
 from collections.abc import Generator
 from pathlib import Path
 
-from photon_trace.telemetry.records import RECORD_KINDS, Trace
-from photon_trace.telemetry.convert import PIECE, run_to_end
-from photon_trace.telemetry.sinks import Chunk, add_dropped, merge_header
-from photon_trace.telemetry.tracerows import ROW_TYPES, TraceFormatError, check_rows, gc_paused, json_line
-
-FORMAT_NAME = "photon_trace"
-FORMAT_VERSION = 1
-
+from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, add_dropped, merge_header
+from photon_trace.telemetry.trace.pieces import PIECE, run_to_end
+from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
+from photon_trace.telemetry.trace.rows import ROW_TYPES, TraceFormatError, check_rows, gc_paused, json_line
 
 class TraceTruncatedWarning(UserWarning):
     """The file ends in a partial line (the writer stopped mid-write); the rest loaded."""
-
-
-def photon_trace_version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("photon_trace")
-    except Exception:  # run from a working tree without installing (the GPU machine)
-        from photon_trace import __version__
-        return __version__
-
-
-def clock_anchor() -> dict:
-    """A (wall, monotonic) pair taken together; ``wall_error_ns`` bounds the pairing error."""
-    best = None
-    for _ in range(5):
-        m0 = time.monotonic_ns()
-        w = time.time_ns()
-        m1 = time.monotonic_ns()
-        if best is None or m1 - m0 < best[2] - best[0]:
-            best = (m0, w, m1)
-    m0, w, m1 = best
-    return {"wall_ns": w, "mono_ns": (m0 + m1) // 2, "wall_error_ns": (m1 - m0 + 1) // 2,
-            "device_error_ns": 0}
-
-
-def new_header(level: str = "on", **fields: object) -> dict:
-    """A complete header for a new trace; ``fields`` (settings, model, backend, device...) merge in.
-
-    ``clock.device_error_ns`` defaults to 0, true for the host-process device,
-    which stamps events with the host's own monotonic clock; the CUDA backend
-    overrides it with its measured anchor error."""
-    header = {
-        "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
-        "photon_trace_version": photon_trace_version(),
-        "trace_level": level,
-        "created_wall_ns": time.time_ns(),
-        "settings": {},
-        "model": None,
-        "backend": None,
-        "device": {"name": None},
-        "host": {"hostname": socket.gethostname(), "pid": os.getpid(),
-                 "python": platform.python_version(), "platform": platform.platform()},
-        "clock": clock_anchor(),
-    }
-    merge_header(header, fields)
-    return header
 
 
 def default_trace_path(directory: str | os.PathLike = "traces", stem: str = "run",
@@ -111,92 +59,67 @@ def default_trace_path(directory: str | os.PathLike = "traces", stem: str = "run
     return d / f"{stem}-{stamp}-{os.getpid()}.trace.jsonl{'.gz' if compress else ''}"
 
 
+# -- writing -----------------------------------------------------------------------------
+
 def _dumps(obj: object) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-class TraceFileWriter:
-    """Sink that appends a trace file while the engine runs (see the module docstring).
+def encode_line(obj: object) -> bytes:
+    """One line of the file (the header, a meta or an end line)."""
+    return (_dumps(obj) + "\n").encode()
 
-    ``path`` ending in ``.gz`` writes gzip. The header line is written on open
-    (the recorder's first flush), one chunk line per non-empty flush, and the end
-    line on close. In a recorder, the JSON is encoded by ``prepare`` in pieces (in the
-    engine's device waits) and the file written by ``deliver`` on the sink's thread;
-    ``open``/``write``/``close`` do both at once, for direct use."""
 
-    keeps_trace = True
-    drop_key = "trace_file.records"
+def end_line(counts: dict[str, int]) -> bytes:
+    """The last line of a cleanly closed file: the records written, by kind."""
+    return encode_line({"end": {"records": counts}})
+
+
+def chunk_lines(chunk: Chunk) -> Generator[None, None, tuple[bytes, dict] | None]:
+    """A chunk's lines as bytes (a meta line for its header fields, then its chunk line, if it
+    has records or drops) and the records they hold by kind; None when there is nothing to
+    write. JSON-encoded ``PIECE`` rows at a time (yields between pieces)."""
+    out = [encode_line({"meta": chunk.header})] if chunk.header else []
+    counts = {}
+    if len(chunk) or any(chunk.dropped.values()):
+        parts = ['{"chunk":%d' % chunk.seq]
+        for kind in RECORD_KINDS:
+            rows = getattr(chunk, kind)
+            if rows:
+                pieces = []
+                for i in range(0, len(rows), PIECE):
+                    pieces.append(_dumps(rows[i:i + PIECE])[1:-1])
+                    yield
+                parts.append(f',"{kind}":[{",".join(pieces)}]')
+                counts[kind] = len(rows)
+        if any(chunk.dropped.values()):
+            parts.append(',"dropped":' + _dumps({k: n for k, n in chunk.dropped.items() if n}))
+        parts.append("}\n")
+        out.append("".join(parts).encode())
+    return (b"".join(out), counts) if out else None
+
+
+class LineFile:
+    """A trace file open for appending lines: gzip when its name ends in ``.gz``. Each write
+    is flushed (gzip sync-flushed), so a crashed run's file reads up to its last write."""
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
-        self._raw = None
-        self._f = None
-        self._counts = dict.fromkeys(RECORD_KINDS, 0)   # records written (the end line's counts)
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._raw = open(path, "wb")
+        self._f = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=3) \
+            if path.suffix == ".gz" else self._raw
 
-    def open(self, header: dict) -> None:
-        self.deliver("open", run_to_end(self.prepare("open", header)))
-
-    def write(self, chunk: Chunk) -> None:
-        self.deliver("write", run_to_end(self.prepare("write", chunk)))
+    def write(self, data: bytes) -> None:
+        self._f.write(data)
+        if self._f is not self._raw:
+            self._f.flush(zlib.Z_SYNC_FLUSH)
+        self._raw.flush()
 
     def close(self) -> None:
-        self.deliver("close", None)
-
-    def prepare(self, event: str, arg) -> Generator[None, None, tuple[bytes, dict] | None]:
-        """The lines for ``event`` as bytes (and the records they hold), JSON-encoded
-        ``PIECE`` rows at a time."""
-        if event == "open":
-            return _encode(arg), {}
-        if event != "write":
-            return None
-        chunk: Chunk = arg
-        out = [_encode({"meta": chunk.header})] if chunk.header else []
-        counts = {}
-        if len(chunk) or any(chunk.dropped.values()):
-            parts = ['{"chunk":%d' % chunk.seq]
-            for kind in RECORD_KINDS:
-                rows = getattr(chunk, kind)
-                if rows:
-                    pieces = []
-                    for i in range(0, len(rows), PIECE):
-                        pieces.append(_dumps(rows[i:i + PIECE])[1:-1])
-                        yield
-                    parts.append(f',"{kind}":[{",".join(pieces)}]')
-                    counts[kind] = len(rows)
-            if any(chunk.dropped.values()):
-                parts.append(',"dropped":' + _dumps({k: n for k, n in chunk.dropped.items() if n}))
-            parts.append("}\n")
-            out.append("".join(parts).encode())
-        return (b"".join(out), counts) if out else None
-
-    def deliver(self, event: str, payload: tuple[bytes, dict] | None) -> None:
-        """Write prepared lines (opening the file first, ending it on close)."""
-        if event == "open":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._raw = open(self.path, "wb")
-            self._f = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=3) \
-                if self.path.suffix == ".gz" else self._raw
-        if self._f is None:
-            return
-        if event == "close":
-            payload = _encode({"end": {"records": self._counts}}), {}
-        if payload is not None:
-            data, counts = payload
-            self._f.write(data)
-            if self._f is not self._raw:
-                self._f.flush(zlib.Z_SYNC_FLUSH)
-            self._raw.flush()
-            for kind, n in counts.items():
-                self._counts[kind] += n
-        if event == "close":
-            if self._f is not self._raw:
-                self._f.close()
-            self._raw.close()
-            self._f = self._raw = None
-
-
-def _encode(obj: object) -> bytes:
-    return (_dumps(obj) + "\n").encode()
+        if self._f is not self._raw:
+            self._f.close()
+        self._raw.close()
 
 
 def write_trace(trace: Trace, path: str | os.PathLike, chunk_rows: int = 4096) -> Path:
@@ -204,16 +127,22 @@ def write_trace(trace: Trace, path: str | os.PathLike, chunk_rows: int = 4096) -
     header = dict(trace.header)
     header.setdefault("format", FORMAT_NAME)
     header.setdefault("version", FORMAT_VERSION)
-    writer = TraceFileWriter(path)
-    writer.open(header)
+    out = LineFile(path)
+    out.write(encode_line(header))
+    written = dict.fromkeys(RECORD_KINDS, 0)
     seq = 0
     longest = max((len(getattr(trace, k)) for k in RECORD_KINDS), default=0)
     for lo in range(0, max(longest, 1), chunk_rows):
         seq += 1
         chunk = Chunk(seq=seq, **{k: getattr(trace, k)[lo:lo + chunk_rows] for k in RECORD_KINDS})
-        writer.write(chunk)
-    writer.close()
-    return writer.path
+        lines = run_to_end(chunk_lines(chunk))
+        if lines is not None:
+            out.write(lines[0])
+            for kind, n in lines[1].items():
+                written[kind] += n
+    out.write(end_line(written))
+    out.close()
+    return Path(path)
 
 
 # -- loading -----------------------------------------------------------------------------
@@ -230,7 +159,7 @@ def _foreign(path: Path, head: bytes) -> TraceFormatError:
         what = "it is a PDF document"
     elif b"traceEvents" in head[:4096] or head.lstrip().startswith(b"["):
         what = ("it looks like a Chrome/Perfetto trace-event JSON (a PyTorch profiler trace loads "
-                "with telemetry.importers.load_any or `photon-trace import`)")
+                "with telemetry.trace.importers.load_any or `photon-trace import`)")
     elif b"\x00" in head[:1024]:
         what = "it is a binary file"
     else:
@@ -277,7 +206,7 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
 
     Raises ``TraceFormatError`` for foreign, corrupt or too-new files; see the
     module docstring for how partial and unfinished files are handled."""
-    with gc_paused():   # millions of acyclic lists and records: collection passes only slow it (tracerows.py)
+    with gc_paused():   # millions of acyclic lists and records: collection passes only slow it (rows.py)
         return _load(Path(path), strict)
 
 

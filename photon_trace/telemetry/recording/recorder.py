@@ -61,12 +61,13 @@ from collections import deque
 from collections.abc import Generator
 from threading import current_thread
 
-from photon_trace.telemetry.convert import convert, drain, run_to_end
-from photon_trace.telemetry.records import RECORD_KINDS, Trace
-from photon_trace.telemetry.sink_port import SinkPort
-from photon_trace.telemetry.sink_set import SinkSet
-from photon_trace.telemetry.sinks import Chunk, MemorySink, Sink, merge_header
-from photon_trace.telemetry.tracefile import new_header
+from photon_trace.telemetry.recording.convert import convert, drain
+from photon_trace.telemetry.recording.sink_port import SinkPort
+from photon_trace.telemetry.recording.sink_set import SinkSet
+from photon_trace.telemetry.recording.sinks import MemorySink, Sink
+from photon_trace.telemetry.trace.header import merge_header, new_header
+from photon_trace.telemetry.trace.pieces import run_to_end
+from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
 from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer, TraceLevel
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ class RecordingTracer(Tracer):
     ``slice_us``: how long one ``work()`` call may run before it ends at a unit's boundary.
     ``close_timeout_s``: the bound on waiting for sinks at ``close()`` (and ``flush()``).
     ``clock``: a stand-in for ``time.monotonic_ns`` (synthetic runs, tests).
-    ``header``: fields merged into the trace header (see ``tracefile.new_header``).
+    ``header``: fields merged into the trace header (see ``trace.header.new_header``).
     """
 
     def __init__(self, level: TraceLevel | int = TraceLevel.ON, *, sinks: tuple[Sink, ...] | list = (),
@@ -134,7 +135,7 @@ class RecordingTracer(Tracer):
             for name in ("begin", "end", "host_wait", "device_op", "step", "request", "work"):
                 setattr(self, name, getattr(Tracer, name).__get__(self))
         else:
-            from photon_trace.telemetry.nvtx_tracer import NvtxRanges
+            from photon_trace.telemetry.recording.nvtx import NvtxRanges
             self.nvtx = NvtxRanges.create() if nvtx else None
             if self.nvtx is not None:
                 self.begin = self._begin_nvtx

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from itertools import repeat
 from pathlib import Path
 
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
+from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
 
 try:   # optional: a faster parser for the same JSON (the GPU machine may lack it)
     from orjson import loads as _fast_loads

@@ -4,7 +4,7 @@ device waits), the encoded request POSTed on the sink's own thread, bounded and 
 Why not the SDK's ``BatchSpanProcessor`` + ``OTLPSpanExporter``: the processor's
 thread encodes the spans (Python, ~20-40 us a span) before it sends them, and a
 thread in the engine's process that runs Python takes the GIL from the engine
-for up to a switch interval each time (recorder.py). Here ``SpanCollector``
+for up to a switch interval each time (recording/recorder.py). Here ``SpanCollector``
 only keeps ended spans, ``encode`` turns them into an ``ExportTraceServiceRequest``
 a few spans at a time (serialised pieces concatenate into one valid message:
 ``resource_spans`` is a repeated field), and ``OtlpHttp.post`` sends bytes with

@@ -22,9 +22,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Generator
 
-from photon_trace.telemetry.convert import run_to_end
-from photon_trace.telemetry.sink_port import SinkPort
-from photon_trace.telemetry.sinks import Chunk
+from photon_trace.telemetry.recording.sink_port import SinkPort
+from photon_trace.telemetry.trace.pieces import run_to_end
+from photon_trace.telemetry.trace.records import Chunk
 
 log = logging.getLogger(__name__)
 

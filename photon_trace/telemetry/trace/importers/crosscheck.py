@@ -12,7 +12,7 @@ from __future__ import annotations
 from statistics import median
 from typing import NamedTuple
 
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.trace.records import Trace
 
 
 class ProfilerCheck(NamedTuple):
