@@ -70,10 +70,10 @@ def server_parts(path: Path) -> dict[str, float]:
 
     from dash._utils import to_json
 
-    from photon_trace.dashboard.sources import outside_bubbles
-    from photon_trace.dashboard.timeline import timeline_figure
-    from photon_trace.dashboard.timeline_data import prepare_spans, with_analysis
-    from photon_trace.dashboard.view import View
+    from photon_trace.dashboard.sources.store import outside_bubbles
+    from photon_trace.dashboard.timeline.data import prepare_spans, with_analysis
+    from photon_trace.dashboard.timeline.figure import timeline_figure
+    from photon_trace.dashboard.timeline.view import View
     from photon_trace.telemetry.analysis import analyze, steady_state_window
     from photon_trace.telemetry.trace.file import load_trace
     out = {}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from photon_trace.dashboard.panels import ranked_diagnoses
-from photon_trace.dashboard.sources import TraceStore
+from photon_trace.dashboard.panels.figures import ranked_diagnoses
+from photon_trace.dashboard.sources.store import TraceStore
 from photon_trace.telemetry.export.perfetto import chrome_trace
 from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Server, click_point, figure, relayout
 from helpers.dashboard_samples import report, sample, timeline, write_samples

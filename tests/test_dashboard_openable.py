@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from photon_trace.dashboard.openable import NotOpenable, check_openable
-from photon_trace.dashboard.sources import LoadError, PathRefused, TraceStore
+from photon_trace.dashboard.sources.openable import NotOpenable, check_openable
+from photon_trace.dashboard.sources.store import LoadError, PathRefused, TraceStore
 from helpers.trace_builder import pipelined_trace
 
 SECRET = "root:x:0:0:secret-token-123"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from photon_trace.cli import main as cli
-from photon_trace.dashboard.sources import LoadError, TraceStore
+from photon_trace.dashboard.sources.store import LoadError, TraceStore
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.analysis.gate import EXIT_BAD_INPUT, run_check
 from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning

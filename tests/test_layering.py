@@ -94,6 +94,7 @@ def test_the_dashboard_imports_no_engine_or_server():
 
 
 T = "photon_trace.telemetry"
+D = "photon_trace.dashboard"
 TRACE, RECORDING, EXPORT, ANALYSIS, TRACER = (f"{T}.trace", f"{T}.recording", f"{T}.export", f"{T}.analysis",
                                               f"{T}.tracer")
 
@@ -118,6 +119,17 @@ def test_analysis_imports_only_the_trace_layer():
 
 def test_export_imports_only_the_trace_layer_and_the_analysis():
     assert _violations((EXPORT,), (T,), allowed=(EXPORT, TRACE, ANALYSIS)) == []
+
+
+def test_the_dashboard_takes_from_telemetry_only_the_trace_layer_and_the_analysis():
+    """Not the exporters (the times it shares with Perfetto are the trace layer's) nor the
+    recorder (live mode reads records and merges headers: the trace layer's too)."""
+    assert _violations((D,), (T,), allowed=(TRACE, ANALYSIS)) == []
+
+
+def test_the_figure_builders_import_nothing_of_the_page():
+    """timeline/ and panels/ are pure functions of the data: no callbacks, sources, layout or app."""
+    assert _violations((f"{D}.timeline", f"{D}.panels"), (D,), allowed=(f"{D}.timeline", f"{D}.panels")) == []
 
 
 def test_the_server_imports_no_cli_or_dashboard():

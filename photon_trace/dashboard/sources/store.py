@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from photon_trace.dashboard.openable import TRACE_SUFFIXES, NotOpenable, check_openable
-from photon_trace.dashboard.timeline_data import TimelineData, prepare_spans, with_analysis
+from photon_trace.dashboard.sources.openable import TRACE_SUFFIXES, NotOpenable, check_openable
+from photon_trace.dashboard.timeline.data import TimelineData, prepare_spans, with_analysis
 from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.trace.rows import gc_paused
 
@@ -267,7 +267,7 @@ class TraceStore:
     def preload(self, paths: list[str]) -> threading.Thread:
         """Load and analyse ``paths`` in the background (errors wait for the page to ask)."""
         def work():
-            from photon_trace.dashboard.timeline import placeholder_figure
+            from photon_trace.dashboard.timeline.figure import placeholder_figure
             placeholder_figure("warm-up")  # plotly's lazy imports, once
             for path in paths:
                 try:

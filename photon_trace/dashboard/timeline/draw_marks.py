@@ -1,17 +1,31 @@
 """Drawing the timeline's marks (the requests lane and where each request ended, accidental
-syncs and their links to the bubbles they caused) for one ``timeline_draw._Frame``: the same honest rules as the spans."""
+syncs and their links to the bubbles they caused) for one ``frame.Frame``: the same honest
+rules as the spans (``draw.py``). What the marks are is ``marks.py``."""
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
-from photon_trace.dashboard.marks import REQUEST_STATES, mean_counts
-from photon_trace.dashboard.timeline_data import TimelineData
-from photon_trace.dashboard.timeline_draw import (
-    _HOVER, BANDS, HALF, HEIGHT_STEPS, REQUEST_COLOURS, REQUEST_END_NAMES, REQUEST_NAMES, SYNC_COLOUR, SYNC_DY,
-    MAX_LINKS, _Frame, _rects, _shown, _uid, _visible)
+from photon_trace.dashboard.timeline.data import TimelineData
+from photon_trace.dashboard.timeline.frame import BANDS, HALF, HEIGHT_STEPS, SYNC_DY, Frame, rects, shown, uid, visible
+from photon_trace.dashboard.timeline.marks import REQUEST_STATES, mean_counts
 
+SYNC_COLOUR = "#B00020"
+MAX_LINKS = 400                   # sync -> bubble links drawn when this few are visible
+REQUEST_COLOURS = {"decode": "rgba(47,109,181,0.45)", "prefill": "rgba(31,59,115,0.75)",
+                   "queued": "rgba(150,150,150,0.55)"}
+REQUEST_NAMES = {"decode": "requests: decoding", "prefill": "requests: prefill", "queued": "requests: queued"}
+REQUEST_END_NAMES = {"finished": "requests: finished", "aborted": "requests: aborted"}
 REQUEST_END_COLOURS = {"finished": "#2E7D32", "aborted": "#C62828"}
+_HOVER = {
+    "sync": "<b>accidental sync</b> · step %{customdata[0]}<br>site: %{text}"
+            "<br>host waited %{customdata[1]:.3~s}s · device idle caused %{customdata[2]:.3~s}s<extra></extra>",
+    "sync_aggregate": "<b>%{customdata[0]:,} accidental syncs</b> here<br>e.g. %{text}"
+                      "<br>host waited %{customdata[1]:.3~s}s · device idle caused %{customdata[2]:.3~s}s"
+                      "<extra></extra>",
+    "requests": "<b>requests</b> (mean over this column)<br>%{customdata[0]:.1f} decoding · "
+                "%{customdata[1]:.1f} in prefill · %{customdata[2]:.1f} queued<extra></extra>",
+}
 FINISHED_HOVER = {
     "finished": "<b>request %{customdata[0]} finished</b> (finalized) · %{customdata[1]} output tokens"
                 "<br>%{customdata[2]:.4~s}s after it arrived<br>click: its lifecycle<extra></extra>",
@@ -24,7 +38,7 @@ FINISHED_HOVER = {
 }
 
 
-def request_traces(data: TimelineData, f: _Frame, prefix: str, show_legend, common: dict) -> list:
+def request_traces(data: TimelineData, f: Frame, prefix: str, show_legend, common: dict) -> list:
     """The requests lane: how many requests decode, prefill and wait, stacked, as each pixel
     pair's time-weighted mean (exact once a column is shorter than the gaps between changes).
     Drawn as rectangles (equal neighbours merged), like every other lane: one big outline
@@ -51,24 +65,24 @@ def request_traces(data: TimelineData, f: _Frame, prefix: str, show_legend, comm
         brk = np.flatnonzero((np.diff(keep) != 1) | (np.diff(bq[keep]) != 0) | (np.diff(tq[keep]) != 0)) + 1
         run0 = np.concatenate([[0], brk])
         first, last = keep[run0], keep[np.concatenate([brk, [len(keep)]]) - 1]
-        rx, ry = _rects(x[first], x[last + 1], c + lo + (hi - lo) * bq[first] / HEIGHT_STEPS,
+        rx, ry = rects(x[first], x[last + 1], c + lo + (hi - lo) * bq[first] / HEIGHT_STEPS,
                         c + lo + (hi - lo) * tq[first] / HEIGHT_STEPS)
         name = REQUEST_NAMES[state]
         out.append(go.Scattergl(
             x=rx, y=ry, mode="lines", fill="toself", fillcolor=REQUEST_COLOURS[state],
-            line=dict(width=0, color=REQUEST_COLOURS[state]), name=prefix + name, uid=_uid(prefix + name),
-            legendgroup=name, showlegend=_shown(show_legend, name), hoverinfo="skip", **common))
+            line=dict(width=0, color=REQUEST_COLOURS[state]), name=prefix + name, uid=uid(prefix + name),
+            legendgroup=name, showlegend=shown(show_legend, name), hoverinfo="skip", **common))
     mid = (x[:-1] + x[1:]) / 2
     pick = np.linspace(0, n - 1, min(n, 200)).astype(int)
     out.append(go.Scattergl(x=mid[pick], y=np.full(len(pick), c), mode="markers",
                             marker=dict(size=8, color="rgba(0,0,0,0)"), customdata=mean[pick],
                             hovertemplate=_HOVER["requests"], name=prefix + "requests (hover)",
-                            uid=_uid(prefix + "requests (hover)"), showlegend=False,
+                            uid=uid(prefix + "requests (hover)"), showlegend=False,
                             hoverlabel=dict(bgcolor="white"), **common))
     return out + finished_traces(data, f, prefix, show_legend, common)
 
 
-def finished_traces(data: TimelineData, f: _Frame, prefix: str, show_legend, common: dict) -> list:
+def finished_traces(data: TimelineData, f: Frame, prefix: str, show_legend, common: dict) -> list:
     """A mark just above the requests lane where each request ended: finalized (its last token)
     or aborted. More ends than a mark per 4 px: one mark per 4-px bin, its hover the count."""
     rs = data.requests
@@ -98,15 +112,15 @@ def finished_traces(data: TimelineData, f: _Frame, prefix: str, show_legend, com
             x=x, y=np.full(len(x), y), mode="markers", customdata=cd, hovertemplate=template,
             marker=dict(symbol="diamond" if not aborted else "x", size=8, color=REQUEST_END_COLOURS[state],
                         line=dict(width=1, color="white")),
-            name=prefix + name, uid=_uid(prefix + name), legendgroup=name, showlegend=_shown(show_legend, name),
+            name=prefix + name, uid=uid(prefix + name), legendgroup=name, showlegend=shown(show_legend, name),
             hoverlabel=dict(bgcolor="white"), **common))
     return out
 
 
-def sync_traces(data: TimelineData, f: _Frame, aggregate: bool, prefix: str, show_legend, common: dict,
+def sync_traces(data: TimelineData, f: Frame, aggregate: bool, prefix: str, show_legend, common: dict,
                  meta: dict) -> list:
     sm = data.syncs
-    i = _visible(sm.t0, sm.t1, f.a, f.b)
+    i = visible(sm.t0, sm.t1, f.a, f.b)
     meta["syncs"] = int(np.count_nonzero(sm.in_window[i])) if len(i) else 0
     meta["syncs_outside"] = int(len(i) - meta["syncs"])
     out = []
@@ -134,15 +148,15 @@ def sync_traces(data: TimelineData, f: _Frame, aggregate: bool, prefix: str, sho
             text = [text[q] for q in first]
             template = _HOVER["sync_aggregate"]
         out.append(go.Scattergl(x=x, y=y, mode="markers", marker=marker, customdata=cd, text=text,
-                                hovertemplate=template, name=prefix + name, uid=_uid(prefix + name),
-                                legendgroup="accidental sync", showlegend=_shown(show_legend, name),
+                                hovertemplate=template, name=prefix + name, uid=uid(prefix + name),
+                                legendgroup="accidental sync", showlegend=shown(show_legend, name),
                                 hoverlabel=dict(bgcolor="white"), **common))
     if not aggregate:
         out += sync_links(data, f, i, prefix, common)
     return out
 
 
-def sync_links(data: TimelineData, f: _Frame, i: np.ndarray, prefix: str, common: dict) -> list:
+def sync_links(data: TimelineData, f: Frame, i: np.ndarray, prefix: str, common: dict) -> list:
     """A dotted line from each visible sync marker to each bubble it caused (on the device
     lane, often a few ms later), so the wait and the idle it cost read as one event."""
     sm = data.syncs
@@ -159,5 +173,5 @@ def sync_links(data: TimelineData, f: _Frame, i: np.ndarray, prefix: str, common
     nan = np.full(len(km), np.nan)
     return [go.Scattergl(x=np.column_stack([x0, x1, nan]).ravel()[:-1], y=np.column_stack([y0, y1, nan]).ravel()[:-1],
                          mode="lines", line=dict(width=1, color="rgba(176,0,32,0.55)", dash="dot"),
-                         name=prefix + "sync → the bubble it caused", uid=_uid(prefix + "sync links"),
+                         name=prefix + "sync → the bubble it caused", uid=uid(prefix + "sync links"),
                          legendgroup="accidental sync", showlegend=False, hoverinfo="skip", **common)]

@@ -9,59 +9,24 @@ from __future__ import annotations
 import time
 
 import dash
-from dash import Input, Output, Patch, State, ctx
+from dash import ClientsideFunction, Input, Output, Patch, State, ctx
 from dash.exceptions import PreventUpdate
 
-from photon_trace.dashboard import panels, selection
 from photon_trace.dashboard.layout import error_box, section, summary_cards, table
-from photon_trace.dashboard.overview import overview_figure, view_box
-from photon_trace.dashboard.sources import Loaded, LoadError, PathRefused
-from photon_trace.dashboard.timeline import placeholder_figure, timeline_figure
-from photon_trace.dashboard.timeline import window_shapes
-from photon_trace.dashboard.view import View, x_range_from_relayout
+from photon_trace.dashboard.panels import figures, selection
+from photon_trace.dashboard.sources.store import Loaded, LoadError, PathRefused
+from photon_trace.dashboard.timeline.figure import placeholder_figure, timeline_figure, window_shapes
+from photon_trace.dashboard.timeline.overview import overview_figure, view_box
+from photon_trace.dashboard.timeline.view import View, x_range_from_relayout
 
 LIVE = "live"
 SPANS_WAIT_S = 5.0   # how long the first draw waits for a loading trace's spans before the page polls
-# Keeps only the x-axis part of a relayout event (zoom, pan, reset). Done in the browser so that
-# the events plotly also sends (autosize, legend clicks) never re-trigger, and so cancel, a
-# server re-draw that is in flight.
-ZOOM_FILTER = r"""function(r) {
-  const skip = window.dash_clientside.no_update;
-  if (!r) return skip;
-  const out = {};
-  for (const k of Object.keys(r)) if (/^xaxis2?\.(range|autorange)/.test(k)) out[k] = r[k];
-  if (!Object.keys(out).length) return skip;
-  out.nonce = Date.now();
-  return out;
-}"""
-# A live re-draw reaches the timeline only if the user has not zoomed since it was asked for
-# and following is still on in the same epoch. The server drops the ones it can tell are stale
-# (``AppState.live_redraw_is_stale``), but a re-draw that passed that check before the zoom's
-# pause reached the server can still land after the zoom's own figure (a big figure takes
-# longer to send than the zoomed one): only the page knows what happened last.
-APPLY_LIVE = r"""function(d, zoom, follow) {
-  const skip = window.dash_clientside.no_update;
-  if (!d) return [skip, skip, skip, skip];
-  const f = follow || {};
-  if (((zoom || {}).nonce || 0) > d.asked || !f.on || (f.epoch || 0) !== d.epoch) return [skip, skip, skip, skip];
-  return [d.fig, d.view, d.sel, d.overview];
-}"""
-# Legend clicks: the legend groups now hidden, kept so a re-draw can keep them hidden.
-HIDDEN_FILTER = r"""function(restyle, fig, hidden) {
-  const skip = window.dash_clientside.no_update;
-  if (!restyle || !fig || !fig.data) return skip;
-  const changes = restyle[0], idx = restyle[1] || [];
-  if (!changes || !('visible' in changes)) return skip;
-  const set = new Set(hidden || []);
-  const vis = changes.visible;
-  idx.forEach((ti, n) => {
-    const t = fig.data[ti]; if (!t) return;
-    const v = Array.isArray(vis) ? vis[n % vis.length] : vis;
-    const g = t.legendgroup || t.name;
-    if (v === 'legendonly' || v === false) set.add(g); else set.delete(g);
-  });
-  return Array.from(set);
-}"""
+# The browser's side of three callbacks (assets/clientside.js): the x-axis part of a zoom,
+# a live re-draw applied only if the user has not zoomed since it was asked for, and the
+# legend groups the user hid.
+ZOOM_FILTER = ClientsideFunction("timeline", "zoom_filter")
+APPLY_LIVE = ClientsideFunction("timeline", "apply_live")
+HIDDEN_FILTER = ClientsideFunction("timeline", "hidden_filter")
 
 
 def draw(loaded: Loaded, view: View, hidden: list | None, sel: dict | None, uirevision: str):
@@ -94,7 +59,7 @@ def overview_patch(rng) -> Patch:
 
 def fix_first(loaded: Loaded, highlight: int | None = None) -> list:
     """The ranked diagnosis on the first screen: what host code can fix, first; device-side after."""
-    rows = panels.diagnosis_rows(loaded.report)[:5]
+    rows = figures.diagnosis_rows(loaded.report)[:5]
     if not rows:
         return []
     return [section("What to fix first (click a row to see it on the timeline)",
@@ -254,7 +219,7 @@ def guided_view(loaded: Loaded, axis: str) -> tuple[dict | None, tuple[float, fl
     """The first thing to fix: the top host-fixable diagnosis row's first occurrence in the
     window (a sync marker at its call site, or its costliest bubble), selected, with a few
     steps around it in view."""
-    ranked = panels.ranked_diagnoses(loaded.report)
+    ranked = figures.ranked_diagnoses(loaded.report)
     if not ranked:
         return None, None
     sel = selection_for_diagnosis(loaded, ranked[0])

@@ -1,7 +1,7 @@
 """What the timeline marks besides spans: accidental syncs (with the bubbles they caused)
 and the requests lane (how many requests are queued, in prefill or decoding over time).
 
-Pure numpy over a trace's records; ``timeline_data.prepare_timeline`` calls both.
+Pure numpy over a trace's records; ``data.prepare_timeline`` calls both.
 """
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from photon_trace.dashboard.timeline_data import TimelineData
-from photon_trace.dashboard.timeline_draw import _occupancy
+from photon_trace.dashboard.timeline.data import TimelineData
+from photon_trace.dashboard.timeline.frame import occupancy
 
 COLUMNS = 600
 
@@ -32,7 +32,7 @@ def overview_figure(data: TimelineData, axis: str = "window", view_range: tuple[
         for st in sets:
             m = st.lane == data.compute_lane
             if np.any(m):
-                occ += _occupancy(st.t0[m], st.t1[m], edges) / width
+                occ += occupancy(st.t0[m], st.t1[m], edges) / width
         occ = np.clip(occ, 0, 1)
         top = np.minimum(below + occ, 1.0)
         if np.any(top > below):

@@ -8,15 +8,15 @@ import numpy as np
 from dash import ALL, Input, Output, State, ctx, html
 from dash.exceptions import PreventUpdate
 
-from photon_trace.dashboard import selection
-from photon_trace.dashboard.callbacks_timeline import (LIVE, draw, focus_range, marks_patch, overview_patch,
-                                                       selection_for_diagnosis)
+from photon_trace.dashboard.callbacks.timeline import (
+    LIVE, draw, focus_range, marks_patch, overview_patch, selection_for_diagnosis)
 from photon_trace.dashboard.layout import SMALL, fields_table, section, table
-from photon_trace.dashboard.panels import bubble_order, ranked_diagnoses
-from photon_trace.dashboard.search import search, step_range
-from photon_trace.dashboard.stats import range_stats
-from photon_trace.dashboard.view import View
-from photon_trace.dashboard.timeline_draw import CLICK_BLOCK, CLICK_REQUEST_END, CLICK_REQUESTS, CLICK_SPAN, CLICK_SYNC
+from photon_trace.dashboard.panels import selection
+from photon_trace.dashboard.panels.figures import bubble_order, ranked_diagnoses
+from photon_trace.dashboard.panels.search import search, step_range
+from photon_trace.dashboard.panels.stats import range_stats
+from photon_trace.dashboard.timeline.draw import CLICK_BLOCK, CLICK_REQUEST_END, CLICK_REQUESTS, CLICK_SPAN, CLICK_SYNC
+from photon_trace.dashboard.timeline.view import View
 
 
 def selection_from_click(data, click: dict | None, view: dict) -> dict | None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from photon_trace.dashboard.panels import fmt_duration
-from photon_trace.dashboard.timeline_data import TimelineData
+from photon_trace.dashboard.panels.figures import fmt_duration
+from photon_trace.dashboard.timeline.data import TimelineData
 
 MAX_HITS = 20
 

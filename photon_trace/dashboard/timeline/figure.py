@@ -3,9 +3,9 @@ flagged syncs.
 
 Two pure steps, so a zoom re-draw never touches the trace again:
 
-* ``prepare_timeline(trace, report)`` (``timeline_data.py``) turns records into numpy
+* ``prepare_timeline(trace, report)`` (``data.py``) turns records into numpy
   arrays, one ``SpanSet`` per category, sorted once;
-* ``timeline_figure(data, view)`` draws the visible range (``timeline_draw.py``: each
+* ``timeline_figure(data, view)`` draws the visible range (``draw.py``: each
   category one WebGL trace; spans under a pixel summed into pixel columns, never widened).
 
 The x axis is linear, in seconds with adaptive units (ns, µs, ms, s) from the analysis
@@ -17,9 +17,10 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from photon_trace.dashboard.timeline_data import TimelineData
-from photon_trace.dashboard.timeline_draw import REQUEST_END_NAMES, REQUEST_NAMES, draw
-from photon_trace.dashboard.view import View
+from photon_trace.dashboard.timeline.data import TimelineData
+from photon_trace.dashboard.timeline.draw import draw
+from photon_trace.dashboard.timeline.draw_marks import REQUEST_END_NAMES, REQUEST_NAMES
+from photon_trace.dashboard.timeline.view import View
 
 AXIS_TITLES = {"window": "time from the analysis window's start",
                "trace": "time from the trace's first record (the Perfetto export's ts)",

@@ -1,6 +1,6 @@
 """Timeline data: a trace's records as sorted numpy arrays, one ``SpanSet`` per category.
 
-``prepare_timeline(trace, report)`` runs once per trace; drawing (``timeline.py``) then
+``prepare_timeline(trace, report)`` runs once per trace; drawing (``figure.py``) then
 only slices these arrays, so a zoom re-draw never touches the trace again.
 
 Lanes are generic: one per host thread and one per device stream, named as the
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from photon_trace.dashboard.marks import RequestStates, SyncMarkers, request_states, sync_markers
+from photon_trace.dashboard.timeline.marks import RequestStates, SyncMarkers, request_states, sync_markers
 from photon_trace.telemetry.analysis.causes import CAUSE_LABELS, cause_label
 from photon_trace.telemetry.analysis.window import COMPUTE
 from photon_trace.telemetry.trace.lanes import primary_stream

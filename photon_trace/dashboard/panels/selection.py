@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from photon_trace.dashboard.panels import fmt_duration
-from photon_trace.dashboard.timeline_data import TimelineData
-from photon_trace.dashboard.timeline_draw import BANDS, HALF, SYNC_DY
+from photon_trace.dashboard.panels.figures import fmt_duration
+from photon_trace.dashboard.timeline.data import TimelineData
+from photon_trace.dashboard.timeline.frame import BANDS, HALF, SYNC_DY
 from photon_trace.telemetry.analysis.causes import cause_label, who_fixes
 from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.trace.time import issuer

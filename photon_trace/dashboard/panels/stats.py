@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from photon_trace.dashboard.panels import fmt_duration
-from photon_trace.dashboard.timeline_data import TimelineData
+from photon_trace.dashboard.panels.figures import fmt_duration
+from photon_trace.dashboard.timeline.data import TimelineData
 
 BREAKDOWN = (("busy", "#2F6DB5"), ("idle: host late (nothing enqueued yet)", "#F58518"),
              ("idle: launch latency (enqueued, not started)", "#9E9E9E"))

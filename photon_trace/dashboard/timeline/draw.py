@@ -13,36 +13,23 @@ Each category is one ``scattergl`` trace of filled rectangles separated by NaN g
 
 Heights are quantised to 1/64 of a lane; a column with any work in it shows at least
 that much (the hover gives the exact share). Sync markers and step ticks are symbols,
-not areas: they keep their size.
+not areas: they keep their size. The marks (the requests lane, sync markers) are drawn by
+``draw_marks.py`` on the same ``Frame`` (``frame.py``).
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 
-from photon_trace.dashboard.timeline_data import SpanSet, TimelineData
-from photon_trace.dashboard.view import View
+from photon_trace.dashboard.timeline.data import SpanSet, TimelineData
+from photon_trace.dashboard.timeline.draw_marks import REQUEST_END_NAMES, request_traces, sync_traces
+from photon_trace.dashboard.timeline.frame import BANDS, HALF, HEIGHT_STEPS, Frame, occupancy, rects, shown, uid, visible
+from photon_trace.dashboard.timeline.view import View
 
-SYNC_COLOUR = "#B00020"
 STEP_LINE_COLOUR = "rgba(60,60,60,0.18)"
-HALF = 0.36
-BANDS = {
-    "phase": (-HALF, HALF), "device": (-HALF, HALF), "bubble": (-HALF, HALF),
-    "subphase": (-HALF, -0.02),   # nested inside launch/finalize: lower half, drawn on top
-    "wait": (0.04, HALF),         # nested inside a phase: upper half, drawn on top
-    "requests": (-HALF, HALF),
-}
 STACKED = ("phase", "device", "bubble")   # share a lane's height in a pixel column
-HEIGHT_STEPS = 64
-SYNC_DY = HALF + 0.1              # markers sit just above the host lane they happened on
-MAX_LINKS = 400                   # sync -> bubble links drawn when this few are visible
-REQUEST_COLOURS = {"decode": "rgba(47,109,181,0.45)", "prefill": "rgba(31,59,115,0.75)",
-                   "queued": "rgba(150,150,150,0.55)"}
-REQUEST_NAMES = {"decode": "requests: decoding", "prefill": "requests: prefill", "queued": "requests: queued"}
-REQUEST_END_NAMES = {"finished": "requests: finished", "aborted": "requests: aborted"}
 
 DUR = "%{customdata[3]:.4~s}s"
 # What a click on a trace's points selects (``curves``: one entry per trace, in figure order).
@@ -60,71 +47,14 @@ _HOVER = {
     "aggregate": "<b>%{text}</b> · %{customdata[0]:,} spans start here · steps %{customdata[3]}–%{customdata[4]}"
                  "<br>busy %{customdata[1]:.3~s}s = %{customdata[2]:.1f}% of this block (its height)"
                  "<br>click: statistics around here<extra></extra>",
-    "sync": "<b>accidental sync</b> · step %{customdata[0]}<br>site: %{text}"
-            "<br>host waited %{customdata[1]:.3~s}s · device idle caused %{customdata[2]:.3~s}s<extra></extra>",
-    "sync_aggregate": "<b>%{customdata[0]:,} accidental syncs</b> here<br>e.g. %{text}"
-                      "<br>host waited %{customdata[1]:.3~s}s · device idle caused %{customdata[2]:.3~s}s"
-                      "<extra></extra>",
-    "requests": "<b>requests</b> (mean over this column)<br>%{customdata[0]:.1f} decoding · "
-                "%{customdata[1]:.1f} in prefill · %{customdata[2]:.1f} queued<extra></extra>",
 }
-
-
-def _uid(name: str) -> str:
-    """A stable trace id (plotly keeps a trace's UI state by it, and uses it as a CSS class)."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
-
-
-def _rects(x0, x1, y0, y1) -> tuple[np.ndarray, np.ndarray]:
-    """Closed rectangles separated by NaN gaps: six points each (four corners, close, gap)."""
-    n = len(x0)
-    nan = np.full(n, np.nan)
-    x = np.column_stack([x0, x1, x1, x0, x0, nan]).ravel()
-    y = np.column_stack([y0, y0, y1, y1, y0, nan]).ravel()
-    return x[:-1], y[:-1]
-
-
-def _visible(t0: np.ndarray, t1: np.ndarray, a: int, b: int) -> np.ndarray:
-    return np.flatnonzero((t0 <= b) & (t1 >= a))
-
-
-def _occupancy(t0: np.ndarray, t1: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Busy ns of the spans in each interval between ``edges``, exact even when they overlap."""
-    t0s, t1s = np.sort(t0).astype(np.float64), np.sort(t1).astype(np.float64)
-    cum0 = np.concatenate([[0.0], np.cumsum(t0s)])
-    cum1 = np.concatenate([[0.0], np.cumsum(t1s)])
-    k0 = np.searchsorted(t0s, edges, side="right")
-    k1 = np.searchsorted(t1s, edges, side="right")
-    before = (k0 * edges - cum0[k0]) - (k1 * edges - cum1[k1])
-    return np.diff(before)
-
-
-class _Frame:
-    """One draw: the visible range in ns and seconds, and the pixel columns over it."""
-
-    def __init__(self, data: TimelineData, view: View):
-        self.data, self.view = data, view
-        lo, hi = view.x_range if view.x_range else data.full_range(view.axis)
-        if hi <= lo:
-            hi = lo + 1e-9
-        self.lo, self.hi = lo, hi
-        self.origin = data.origin_for(view.axis)
-        self.a = int(np.floor(lo * 1e9 + self.origin))
-        self.b = int(np.ceil(hi * 1e9 + self.origin))
-        self.n_cols = max(int(view.width_px / view.column_px), 1)
-        self.edges = np.linspace(self.a, self.b, self.n_cols + 1)
-        self.col_ns = self.edges[1] - self.edges[0]
-        self.px_ns = (self.b - self.a) / max(view.width_px, 1)
-
-    def x(self, t) -> np.ndarray:
-        return (np.asarray(t, dtype=np.float64) - self.origin) / 1e9
 
 
 def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str = "y", prefix: str = "",
          show_legend: bool | set[str] = True) -> tuple[list, dict]:
     """The traces for ``view`` and a ``meta`` dict (mode, counts drawn) for tests and the page."""
-    f = _Frame(data, view)
-    vis = [_visible(st.t0, st.t1, f.a, f.b) for st in data.sets]
+    f = Frame(data, view)
+    vis = [visible(st.t0, st.t1, f.a, f.b) for st in data.sets]
     n_visible = sum(len(v) for st, v in zip(data.sets, vis) if st.group != "bubble")
     aggregate = n_visible > view.max_spans
     meta: dict[str, Any] = {"mode": "aggregate" if aggregate else "exact", "spans_visible": n_visible,
@@ -146,7 +76,7 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
         xs, ys = [], []
         if len(wide):
             y0, y1 = _band(st.lane[wide], st.group)
-            x, y = _rects(f.x(st.t0[wide]), f.x(st.t1[wide]), y0, y1)
+            x, y = rects(f.x(st.t0[wide]), f.x(st.t1[wide]), y0, y1)
             xs.append(x)
             ys.append(y)
         if len(narrow):
@@ -160,15 +90,14 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
             dtype = np.float32 if aggregate else np.float64
             traces.append(go.Scattergl(
                 x=_join(xs).astype(dtype), y=_join(ys).astype(dtype), mode="lines", fill="toself", fillcolor=st.colour,
-                line=dict(width=0, color=st.colour), name=prefix + st.name, uid=_uid(prefix + st.name),
-                legendgroup=st.name, showlegend=_shown(show_legend, st.name), hoverinfo="skip", **common))
+                line=dict(width=0, color=st.colour), name=prefix + st.name, uid=uid(prefix + st.name),
+                legendgroup=st.name, showlegend=shown(show_legend, st.name), hoverinfo="skip", **common))
         if not aggregate and len(i):
             traces.append(_span_hover(st, i, f, k, prefix, common))
     if hover_blocks:
         traces.append(_block_hover(hover_blocks, f, prefix, common))
     if not aggregate:
         traces += _step_lines(data, f, prefix, common)
-    from photon_trace.dashboard.draw_marks import request_traces, sync_traces   # they use this module's helpers
     traces += request_traces(data, f, prefix, show_legend, common)
     traces += sync_traces(data, f, aggregate, prefix, show_legend, common, meta)
     meta["curves"] = curves(data, traces, prefix)
@@ -203,14 +132,14 @@ def _band(lanes: np.ndarray, group: str) -> tuple[np.ndarray, np.ndarray]:
     return c + lo, c + hi
 
 
-def _column_blocks(st: SpanSet, idx: np.ndarray, f: _Frame, stack: dict, k: int):
+def _column_blocks(st: SpanSet, idx: np.ndarray, f: Frame, stack: dict, k: int):
     """Per pixel column, the share of it the spans ``idx`` occupy, as blocks of that height
     (stacked on what the lane already holds); equal neighbours merge into one block."""
     xs, ys, blocks = [], [], []
     left, right = f.x(f.edges[:-1]), f.x(f.edges[1:])
     for lane in np.unique(st.lane[idx]):
         j = idx[st.lane[idx] == lane]
-        occ = np.clip(_occupancy(st.t0[j], st.t1[j], f.edges) / f.col_ns, 0.0, 1.0)
+        occ = np.clip(occupancy(st.t0[j], st.t1[j], f.edges) / f.col_ns, 0.0, 1.0)
         lo, hi = BANDS[st.group]
         if st.group in STACKED:
             base = stack.setdefault(int(lane), np.zeros(f.n_cols))
@@ -230,7 +159,7 @@ def _column_blocks(st: SpanSet, idx: np.ndarray, f: _Frame, stack: dict, k: int)
         base_y = -float(lane) + lo
         y0 = base_y + (hi - lo) * bq[first_c] / HEIGHT_STEPS
         y1 = base_y + (hi - lo) * tq[first_c] / HEIGHT_STEPS
-        x, y = _rects(left[first_c], right[last_c], y0, y1)
+        x, y = rects(left[first_c], right[last_c], y0, y1)
         xs.append(x)
         ys.append(y)
         # Per block: spans starting in it, busy time, share, first and last step (for the hover).
@@ -257,7 +186,7 @@ def _hover(st: SpanSet) -> str:
     return _HOVER[st.group].replace("<extra>", "<br>%{text}<extra>", 1)
 
 
-def _span_hover(st: SpanSet, i: np.ndarray, f: _Frame, k: int, prefix: str, common: dict) -> go.Scattergl:
+def _span_hover(st: SpanSet, i: np.ndarray, f: Frame, k: int, prefix: str, common: dict) -> go.Scattergl:
     """Hover and click targets: scattergl cannot hover a fill, so an invisible point sits in
     each span's visible middle. customdata: step, slot, rows, duration s, delay s, start s,
     set, span (the last two say what a click selected)."""
@@ -270,11 +199,11 @@ def _span_hover(st: SpanSet, i: np.ndarray, f: _Frame, k: int, prefix: str, comm
     return go.Scattergl(
         x=mid, y=(y0 + y1) / 2, mode="markers", marker=dict(size=8, color="rgba(0,0,0,0)"), customdata=cd,
         text=[st.text[m] for m in i] if st.text is not None else None, meta=st.name,
-        hovertemplate=_hover(st), name=prefix + st.name + " (hover)", uid=_uid(prefix + st.name + " (hover)"),
+        hovertemplate=_hover(st), name=prefix + st.name + " (hover)", uid=uid(prefix + st.name + " (hover)"),
         legendgroup=st.name, showlegend=False, hoverlabel=dict(bgcolor="white"), **common)
 
 
-def _block_hover(blocks: list, f: _Frame, prefix: str, common: dict) -> go.Scattergl:
+def _block_hover(blocks: list, f: Frame, prefix: str, common: dict) -> go.Scattergl:
     """One hover layer for every aggregated block: each WebGL trace costs the browser a set-up."""
     return go.Scattergl(
         x=np.concatenate([b[1] for b in blocks]).astype(np.float32),
@@ -282,12 +211,8 @@ def _block_hover(blocks: list, f: _Frame, prefix: str, common: dict) -> go.Scatt
         mode="markers", marker=dict(size=6, color="rgba(0,0,0,0)"),
         customdata=np.concatenate([b[3] for b in blocks]).astype(np.float32),
         text=[b[0] for b in blocks for _ in range(len(b[1]))], hovertemplate=_HOVER["aggregate"],
-        name=prefix + "aggregated (hover)", uid=_uid(prefix + "aggregated (hover)"), showlegend=False,
+        name=prefix + "aggregated (hover)", uid=uid(prefix + "aggregated (hover)"), showlegend=False,
         hoverlabel=dict(bgcolor="white"), **common)
-
-
-def _shown(show_legend: bool | set[str], name: str) -> bool:
-    return name in show_legend if isinstance(show_legend, set) else bool(show_legend)
 
 
 def _join(parts: list[np.ndarray]) -> np.ndarray:
@@ -299,7 +224,7 @@ def _join(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def _step_lines(data: TimelineData, f: _Frame, prefix: str, common: dict) -> list:
+def _step_lines(data: TimelineData, f: Frame, prefix: str, common: dict) -> list:
     lo = int(np.searchsorted(data.step_t0, f.a, side="left"))
     hi = int(np.searchsorted(data.step_t0, f.b, side="right"))
     if hi - lo == 0 or hi - lo > f.view.max_step_lines:
@@ -311,10 +236,10 @@ def _step_lines(data: TimelineData, f: _Frame, prefix: str, common: dict) -> lis
     xs = np.column_stack([x, x, np.full(n, np.nan)]).ravel()[:-1]
     ys = np.column_stack([np.full(n, top), np.full(n, bottom), np.full(n, np.nan)]).ravel()[:-1]
     return [go.Scattergl(x=xs, y=ys, mode="lines", line=dict(width=1, color=STEP_LINE_COLOUR, dash="dot"),
-                         name=prefix + "step boundaries", uid=_uid(prefix + "step boundaries"), hoverinfo="skip",
+                         name=prefix + "step boundaries", uid=uid(prefix + "step boundaries"), hoverinfo="skip",
                          showlegend=False, **common),
             go.Scattergl(x=x, y=np.full(n, below), mode="markers",
                          marker=dict(size=6, symbol="triangle-up", color="rgba(60,60,60,0.35)"),
                          customdata=data.step_ids[lo:hi], hovertemplate="step %{customdata} begins (launch)"
-                         "<extra></extra>", name=prefix + "step starts", uid=_uid(prefix + "step starts"),
+                         "<extra></extra>", name=prefix + "step starts", uid=uid(prefix + "step starts"),
                          showlegend=False, **common)]

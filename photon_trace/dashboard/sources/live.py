@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from photon_trace.dashboard.sources import Loaded, LoadError, TraceStore, tail
+from photon_trace.dashboard.sources.store import Loaded, LoadError, TraceStore, tail
 from photon_trace.telemetry.trace.header import merge_header
 from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
 
