@@ -1,6 +1,8 @@
 """The architecture, enforced over the imports: model <- device <- engine <- {server, cli};
-the engine sees telemetry only through the tracer interface; analysis imports no engine,
-dashboard or server; the dashboard no engine; the scheduler side is plain Python.
+the engine sees telemetry only through the tracer interface; inside telemetry, trace/ <-
+{recording/, analysis/} and trace/ + analysis/ <- export/; analysis imports no engine,
+dashboard or server; the dashboard no engine, and from telemetry only trace/ and analysis/;
+the scheduler side is plain Python; no import cycles; names unique in their folder.
 
 Imports are read from the source (every ``import``/``from`` statement, lazy ones inside
 functions included), so a layer cannot be crossed by an import hidden in a function.
@@ -134,6 +136,34 @@ def test_the_figure_builders_import_nothing_of_the_page():
 
 def test_the_server_imports_no_cli_or_dashboard():
     assert _violations(("photon_trace.server",), ("photon_trace.cli", "photon_trace.dashboard")) == []
+
+
+def _cycles() -> list[list[str]]:
+    """The import cycles of the package, each as the modules around it (the first repeated at
+    the end); lazy imports count: a function-local import is still a dependency, only later."""
+    graph = {m: sorted(d for d in deps if d in MODULES and d != m) for m, deps in MODULES.items()}
+    state: dict[str, int] = {}   # 1: on the current path, 2: done
+    found = []
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in graph[m]:
+            if state.get(d) == 1:
+                found.append(path[path.index(d):] + [d])
+            elif d not in state:
+                visit(d, path + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    return found
+
+
+def test_the_package_imports_form_no_cycle():
+    """A cycle makes import order matter (a module seen half-initialised) and hides which of
+    its modules is the lower layer; the way out is a module below both."""
+    assert _cycles() == []
 
 
 def _module_names(folder: Path) -> list[str]:

@@ -17,9 +17,9 @@ Timestamps are µs since the trace's first record; the monotonic origin is in
 The file is written event by event (``write_chrome_trace``), so memory stays the
 trace's own plus a small buffer, however long the trace.
 
-    python -m photon_trace.telemetry.export.perfetto traces/run.trace.jsonl out.json
+    photon-trace export perfetto traces/run.trace.jsonl out.json      (cli/export.py)
 
-TRACE may also be a PyTorch profiler trace (read through ``importers.load_any``).
+The command also reads a PyTorch profiler trace (through ``trace.importers.load_any``).
 """
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ import heapq
 import io
 import json
 import os
-import sys
 from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -263,27 +262,3 @@ def write_chrome_trace(trace: Trace, path: str | os.PathLike, *, bubbles: bool =
             out.write(("" if first else ",") + ",".join(chunk))
         out.write('],"displayTimeUnit":"ns","otherData":' + json.dumps(_other_data(trace)) + "}")
     return path
-
-
-def main(argv: list[str] | None = None) -> int:
-    from photon_trace.telemetry.trace.file import TraceFormatError
-    from photon_trace.telemetry.trace.importers import load_any
-
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) not in (1, 2):
-        print("usage: python -m photon_trace.telemetry.export.perfetto TRACE [OUT.json]", file=sys.stderr)
-        return 2
-    src = Path(argv[0])
-    out = Path(argv[1]) if len(argv) == 2 else src.with_name(src.name.split(".")[0] + ".perfetto.json")
-    try:
-        trace = load_any(src)
-    except TraceFormatError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    write_chrome_trace(trace, out)
-    print(out)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
