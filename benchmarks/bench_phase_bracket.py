@@ -24,7 +24,7 @@ import statistics
 import timeit
 from threading import current_thread
 
-from photon_trace.telemetry.recorder import RecordingTracer
+from photon_trace.telemetry.recording.recorder import RecordingTracer
 from photon_trace.telemetry.tracer import Phase, Tracer, TraceLevel
 
 

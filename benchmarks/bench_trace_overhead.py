@@ -41,10 +41,11 @@ import warnings
 from pathlib import Path
 
 from photon_trace.engine.engine import Engine
-from photon_trace.telemetry.analysis import busy_intervals, steady_state_window
 from photon_trace.engine.params import SamplingParams
-from photon_trace.telemetry.recorder import RecordingTracer
-from photon_trace.telemetry.tracefile import TraceFileWriter, load_trace
+from photon_trace.telemetry.analysis import busy_intervals, steady_state_window
+from photon_trace.telemetry.recording.file_writer import TraceFileWriter
+from photon_trace.telemetry.recording.recorder import RecordingTracer
+from photon_trace.telemetry.trace.file import load_trace
 from photon_trace.telemetry.tracer import (NULL_TRACER, DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer,
                                            TraceLevel)
 
@@ -83,7 +84,7 @@ def make_tracer(mode: str, engine: Engine, out_dir: Path, run: int, otlp_every: 
                 flush_interval: float = 0.5):
     if mode in ("off", "torch.profiler"):
         return NULL_TRACER, None
-    from photon_trace.telemetry.otel import OtelSink
+    from photon_trace.telemetry.export.otlp.sink import OtelSink
 
     level = TraceLevel.FULL if mode == "full" else TraceLevel.ON
     sinks: list = [TraceFileWriter(out_dir / f"{mode.replace('+', '_')}-{run}.trace.jsonl")]
@@ -254,7 +255,7 @@ def main() -> None:
     try:
         engine.generate(*workload(4, 8, args.prompt_len, 0))  # warm-up
         if "on+otlp" in args.modes:  # a server pays the OTel import (~0.2 s) once, not per run
-            from photon_trace.telemetry.otlp_http import preload
+            from photon_trace.telemetry.export.otlp.http import preload
             preload()
         costs = {lvl: call_costs(lvl) for lvl in (TraceLevel.ON, TraceLevel.FULL)}
         estimates, idles = [], []

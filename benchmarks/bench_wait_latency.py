@@ -35,8 +35,8 @@ import numpy as np
 
 from bench_trace_overhead import start_receiver
 from photon_trace.engine.device import shm
-from photon_trace.telemetry.recorder import RecordingTracer
-from photon_trace.telemetry.tracefile import TraceFileWriter
+from photon_trace.telemetry.recording.file_writer import TraceFileWriter
+from photon_trace.telemetry.recording.recorder import RecordingTracer
 from photon_trace.telemetry.tracer import NULL_TRACER, DeviceOp, Phase, StepKind, Stream, Tracer, TraceLevel
 
 N_EVENTS = 1 << 16
@@ -110,7 +110,7 @@ def wait_for(a: np.ndarray, k: int, tr: Tracer) -> None:
 
 def run(mode: str, a: np.ndarray, args, tmp: str, r: int) -> tuple[list[int], list[int]]:
     """Lateness of the events marked inside the recorder's flush windows, and of the others."""
-    from photon_trace.telemetry.otel import OtelSink
+    from photon_trace.telemetry.export.otlp.sink import OtelSink
 
     flusher = None
     if mode == "none":

@@ -16,8 +16,8 @@ from helpers.trace_builder import (
     sync_bug_trace)
 from photon_trace.cli.check import main
 from photon_trace.telemetry.analysis.gate import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, run_check
-from photon_trace.telemetry.records import DeviceSpan
-from photon_trace.telemetry.tracefile import write_trace
+from photon_trace.telemetry.trace.file import write_trace
+from photon_trace.telemetry.trace.records import DeviceSpan
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ import pytest
 
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, analyze
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check
-from photon_trace.telemetry.tracefile import load_trace
+from photon_trace.telemetry.trace.file import load_trace
 
 DATA = Path(__file__).parent / "data" / "golden"
 STEPS = 123                     # committed steps in each run (same workload and seed)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from photon_trace.cli.demo import demo_pair
 from photon_trace.cli.dispatch import build_parser
 from photon_trace.telemetry.analysis import analyze
-from photon_trace.telemetry.tracefile import load_trace
+from photon_trace.telemetry.trace.file import load_trace
 
 
 def test_the_demo_benches_the_pipelining_pair_and_the_mask_upload_bug_and_fix(tmp_path, capsys):

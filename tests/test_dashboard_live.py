@@ -13,10 +13,12 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from photon_trace.dashboard.live import STALE_S, LiveFollower
-from photon_trace.dashboard.sources import TraceStore
-from photon_trace.telemetry.sinks import RECORD_KINDS, Chunk, LiveBuffer
-from photon_trace.telemetry.tracefile import new_header, write_trace
+from photon_trace.dashboard.sources.live import STALE_S, LiveFollower
+from photon_trace.dashboard.sources.store import TraceStore
+from photon_trace.telemetry.recording.sinks import LiveBuffer
+from photon_trace.telemetry.trace.file import write_trace
+from photon_trace.telemetry.trace.header import new_header
+from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk
 from helpers.dashboard_samples import sample
 
 

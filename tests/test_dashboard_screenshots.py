@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from photon_trace.telemetry.tracefile import write_trace
+from photon_trace.telemetry.trace.file import write_trace
 from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Server, click_point, figure, hover_first, open_as_a, relayout
 from helpers.dashboard_samples import sample
 

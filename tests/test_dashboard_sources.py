@@ -10,12 +10,11 @@ import time
 
 import pytest
 
-from photon_trace.dashboard.live import FileSource, LiveFollower
-from photon_trace.dashboard.sources import LoadError, PathRefused, TraceStore, is_inside, list_traces
-from photon_trace.telemetry.records import Trace
-from photon_trace.telemetry.records import RECORD_KINDS
-from photon_trace.telemetry.sinks import Chunk
-from photon_trace.telemetry.tracefile import TraceFileWriter, load_trace
+from photon_trace.dashboard.sources.live import FileSource, LiveFollower
+from photon_trace.dashboard.sources.store import LoadError, PathRefused, TraceStore, is_inside, list_traces
+from photon_trace.telemetry.recording.file_writer import TraceFileWriter
+from photon_trace.telemetry.trace.file import load_trace
+from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
 from helpers.dashboard_samples import report, sample, write_samples
 
 

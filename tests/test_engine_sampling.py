@@ -95,7 +95,7 @@ def test_nothing_a_request_carries_can_hurt_the_device(engines):
 
 def test_unseeded_runs_differ_and_a_recorded_seed_replays_them():
     """Without a seed the engine draws its own from the OS and records it; given back, the run repeats."""
-    from photon_trace.telemetry.recorder import RecordingTracer
+    from photon_trace.telemetry.recording.recorder import RecordingTracer
 
     p = SamplingParams(temperature=1.0, max_tokens=12, ignore_eos=True)
     runs = []
@@ -131,7 +131,7 @@ def test_logprobs_and_penalties_add_no_host_wait():
     """Traced at both depths, with constrained rows among them: the only host wait per step is
     the commit's expected one; logprobs travel in the copy-back that carries the tokens."""
     from photon_trace.engine.constraints import ResponseFormat
-    from photon_trace.telemetry.recorder import RecordingTracer
+    from photon_trace.telemetry.recording.recorder import RecordingTracer
     from helpers.engine_helpers import Req, drive, logprob_gap
 
     reqs = [Req(i, [(7 * i + j) % 200 + 1 for j in range(5 + 3 * i)],

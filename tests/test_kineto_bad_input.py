@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from photon_trace.cli import main as cli
-from photon_trace.dashboard.sources import LoadError, TraceStore
+from photon_trace.dashboard.sources.store import LoadError, TraceStore
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.analysis.gate import EXIT_BAD_INPUT, run_check
-from photon_trace.telemetry.importers import load_any
-from photon_trace.telemetry.importers.kineto_read import KinetoFormatError, KinetoPartialWarning
-from photon_trace.telemetry.tracefile import TraceFormatError, TraceTruncatedWarning
+from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning
+from photon_trace.telemetry.trace.importers import load_any
+from photon_trace.telemetry.trace.importers.kineto_read import KinetoFormatError, KinetoPartialWarning
 
 SYNC = Path(__file__).parent / "data" / "kineto" / "critical_path_cuda_event_sync_event_sync_trace.json.gz"
 
@@ -166,9 +166,9 @@ def test_the_dashboard_reports_a_bad_trace_and_shows_a_partial_one(tmp_path):
 
 def test_each_file_goes_to_its_reader(tmp_path):
     """Ours (header keys in any order), a one-line compact profiler trace, and our own Perfetto export."""
-    from photon_trace.telemetry.perfetto import write_chrome_trace
-    from photon_trace.telemetry.records import Trace
-    from photon_trace.telemetry.tracefile import write_trace
+    from photon_trace.telemetry.export.perfetto import write_chrome_trace
+    from photon_trace.telemetry.trace.file import write_trace
+    from photon_trace.telemetry.trace.records import Trace
 
     kineto = load_any(SYNC)
     ours = write_trace(Trace({"version": 1, "backend": "sim", "format": "photon_trace"}, kineto.host_spans,

@@ -25,7 +25,7 @@ from photon_trace.cli import main as cli
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, DISPATCH, HOST_BOUND, STREAM_WAIT, analyze
 from photon_trace.telemetry.analysis.bubbles import LAUNCH_LATENCY
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check
-from photon_trace.telemetry.importers import load_any
+from photon_trace.telemetry.trace.importers import load_any
 from helpers.kineto_builder import KinetoBuilder
 
 US = 1000

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from photon_trace.telemetry.analysis import analyze
-from photon_trace.telemetry.importers import load_any
+from photon_trace.telemetry.trace.importers import load_any
 
 CHROMIUM = "/usr/bin/chromium"
 DATA = Path(__file__).parent / "data" / "kineto"

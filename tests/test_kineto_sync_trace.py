@@ -22,8 +22,8 @@ import pytest
 
 from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, DISPATCH, HOST_BOUND, analyze, sync_sites
 from photon_trace.telemetry.analysis.bubbles import LAUNCH_LATENCY
-from photon_trace.telemetry.importers import load_any
-from photon_trace.telemetry.records import DeviceSpan
+from photon_trace.telemetry.trace.importers import load_any
+from photon_trace.telemetry.trace.records import DeviceSpan
 
 PATH = Path(__file__).parent / "data" / "kineto" / "critical_path_cuda_event_sync_event_sync_trace.json.gz"
 RAW = json.loads(gzip.decompress(PATH.read_bytes()))["traceEvents"]

@@ -7,11 +7,12 @@ import warnings
 
 import pytest
 
-from photon_trace.telemetry.perfetto import write_chrome_trace
-from photon_trace.telemetry.recorder import RecordingTracer
+from photon_trace.telemetry.export.perfetto import write_chrome_trace
+from photon_trace.telemetry.recording.recorder import RecordingTracer
 from helpers.loop_sim import SyntheticRun, synthetic_trace
-from photon_trace.telemetry.tracefile import (FORMAT_NAME, FORMAT_VERSION, TraceFileWriter, TraceFormatError,
-                                              TraceTruncatedWarning, load_trace, new_header, write_trace)
+from photon_trace.telemetry.recording.file_writer import TraceFileWriter
+from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning, load_trace, write_trace
+from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, new_header
 from photon_trace.telemetry.tracer import StepKind, TraceLevel
 
 

@@ -8,9 +8,9 @@ import types
 
 import pytest
 
-from photon_trace.telemetry.recorder import RecordingTracer
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
-from photon_trace.telemetry.sinks import LiveBuffer
+from photon_trace.telemetry.recording.recorder import RecordingTracer
+from photon_trace.telemetry.recording.sinks import LiveBuffer
+from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
 from helpers.waiting import wait_until
 from helpers.loop_sim import SyntheticRun, VirtualClock, synthetic_trace
 from photon_trace.telemetry.tracer import (DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer,
@@ -270,8 +270,8 @@ def test_synthetic_runs_are_complete_and_ordered(depth, bug):
 
 
 def test_make_tracer_builds_the_usual_setups(tmp_path):
-    from photon_trace.telemetry.tracer_setup import make_tracer
-    from photon_trace.telemetry.tracefile import load_trace
+    from photon_trace.telemetry.setup import make_tracer
+    from photon_trace.telemetry.trace.file import load_trace
     from photon_trace.telemetry.tracer import NULL_TRACER
 
     assert make_tracer("off") is NULL_TRACER

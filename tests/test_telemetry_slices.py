@@ -10,7 +10,7 @@ import types
 
 from photon_trace.engine.device.base import Device
 from photon_trace.engine.params import SamplingParams
-from photon_trace.telemetry.recorder import RecordingTracer
+from photon_trace.telemetry.recording.recorder import RecordingTracer
 from photon_trace.telemetry.tracer import StepKind, Tracer, TraceLevel
 from helpers.engine_helpers import tiny_engine
 

@@ -9,7 +9,7 @@ import pytest
 
 from photon_trace.cli.bench import add_bench_parser, render_tables
 from photon_trace.cli.check import add_check_parser
-from photon_trace.telemetry.tracefile import load_trace
+from photon_trace.telemetry.trace.file import load_trace
 from photon_trace.traced_run import run_traced
 from photon_trace.workload import Workload, drive, engine_settings, prepare
 

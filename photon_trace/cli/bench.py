@@ -176,10 +176,10 @@ def _equality(engine, prepared, outputs: dict[str, dict], ulps: int):
 
 
 def _profiler_check(trace, profiler: Path) -> dict[str, Any]:
-    """torch.profiler's trace of the run, imported, against ours (``importers.crosscheck``)."""
-    from photon_trace.telemetry.importers.crosscheck import check_against_profiler
-    from photon_trace.telemetry.importers.kineto import import_kineto
-    from photon_trace.telemetry.profiler_ranges import STEP_ANNOTATION
+    """torch.profiler's trace of the run, imported, against ours (``trace.importers.crosscheck``)."""
+    from photon_trace.telemetry.recording.profiler_ranges import STEP_ANNOTATION
+    from photon_trace.telemetry.trace.importers.crosscheck import check_against_profiler
+    from photon_trace.telemetry.trace.importers.kineto import import_kineto
 
     check = check_against_profiler(trace, import_kineto(profiler, step_annotation=STEP_ANNOTATION))
     return {"trace": str(profiler), **check._asdict()}

@@ -77,7 +77,7 @@ def run_check_cli(args: argparse.Namespace) -> int:
 
 def short_run(model: str, streams: int, tokens: int, out: Path) -> Path:
     """A short traced pipelined run of the standard workload on the CPU backend; its trace path."""
-    from photon_trace.telemetry.tracefile import default_trace_path
+    from photon_trace.telemetry.trace.file import default_trace_path
     from photon_trace.traced_run import run_traced
     from photon_trace.workload import Workload
 

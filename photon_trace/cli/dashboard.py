@@ -36,7 +36,7 @@ def resolve_inputs(traces: list[str], traces_dir: str, live: str | None = None) 
 
     Named files are opened in order; a named folder contributes its newest two; with
     nothing named, the newest two under ``traces_dir``."""
-    from photon_trace.dashboard.sources import newest_traces
+    from photon_trace.dashboard.sources.store import newest_traces
 
     allowed = [Path(traces_dir)]
     files: list[Path] = []

@@ -37,15 +37,15 @@ def add_import_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
 
 def run_import(args: argparse.Namespace) -> int:
     from photon_trace.telemetry.analysis import analyze
-    from photon_trace.telemetry.importers import is_kineto
-    from photon_trace.telemetry.importers.kineto import import_kineto
-    from photon_trace.telemetry.tracefile import TraceFormatError, write_trace
+    from photon_trace.telemetry.trace.file import TraceFormatError, write_trace
+    from photon_trace.telemetry.trace.importers import is_kineto
+    from photon_trace.telemetry.trace.importers.kineto import import_kineto
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             if not is_kineto(args.trace):
-                from photon_trace.telemetry.importers import load_any
+                from photon_trace.telemetry.trace.importers import load_any
                 load_any(args.trace)   # ours (then say so below), or the reason it is neither
                 print(f"photon-trace import: {args.trace} is already a photon_trace trace: check, dashboard and "
                       f"the Perfetto export read it as it is", file=sys.stderr)

@@ -1,5 +1,5 @@
-"""The Dash app: a thin layout (``layout.py``) and callbacks (``callbacks_*.py``) over the pure
-figure builders, selection and statistics.
+"""The Dash app: a thin layout (``layout.py``) and callbacks (``callbacks/``) over the pure
+figure builders (``timeline/``, ``panels/``) and the trace sources (``sources/``).
 
 ``create_app`` builds everything; importing this module registers nothing.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 import dash
 
 from photon_trace.dashboard.layout import page
-from photon_trace.dashboard.live import LiveFollower
-from photon_trace.dashboard.sources import Loaded, LoadError, PathRefused, TraceStore
+from photon_trace.dashboard.sources.live import LiveFollower
+from photon_trace.dashboard.sources.store import Loaded, LoadError, PathRefused, TraceStore
 
 LIVE = "live"
 
@@ -86,7 +86,10 @@ def create_app(paths: list[str], allowed_dirs: list[str], live: str | None,
     opening only files inside ``allowed_dirs``; ``live`` follows a trace being written
     (a file path, or the server's live URL); ``guide`` opens on the first thing to fix
     (the top host-fixable diagnosis row's first occurrence, selected and in view)."""
-    from photon_trace.dashboard import callbacks_live, callbacks_panels, callbacks_select, callbacks_timeline
+    from photon_trace.dashboard.callbacks import live as live_callbacks
+    from photon_trace.dashboard.callbacks import panels as panel_callbacks
+    from photon_trace.dashboard.callbacks import select as select_callbacks
+    from photon_trace.dashboard.callbacks import timeline as timeline_callbacks
 
     store = store or TraceStore(allowed_dirs)
     follower = LiveFollower(live, store) if live else None
@@ -111,7 +114,7 @@ def create_app(paths: list[str], allowed_dirs: list[str], live: str | None,
 
     app.layout = layout
     app.photon_trace_state = state   # the store and live follower, for whoever embeds the app
-    for module in (callbacks_timeline, callbacks_select, callbacks_live, callbacks_panels):
+    for module in (timeline_callbacks, select_callbacks, live_callbacks, panel_callbacks):
         module.register(app, state)
     return app
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from dash import dcc, html
 
-from photon_trace.dashboard import panels
 from photon_trace.dashboard.glossary import define
-from photon_trace.dashboard.timeline import placeholder_figure
+from photon_trace.dashboard.panels import figures
+from photon_trace.dashboard.timeline.figure import placeholder_figure
 
 # No "Share chart" (plotly.js shows it by default: it uploads the figure, trace data and all,
 # to Plotly Cloud), and no cloud URL for anything else to use.
@@ -74,7 +74,7 @@ def summary_cards(report, stale: bool = False) -> list:
                       html.Div(item["value"], style={"fontSize": "18px", "fontWeight": 600},
                                id=f"summary-{item['key']}")],
                      style=CARD, title=define(item["label"]), className="pt-card")
-            for item in panels.summary_items(report)]
+            for item in figures.summary_items(report)]
 
 
 def section(title: str, *children, help_text: str | None = None) -> html.Div:
@@ -181,7 +181,7 @@ def page(store, live: str | None, follower, opts: list[dict], a: str | None, b: 
         dcc.Interval(id="live-tick", interval=500, disabled=follower is None),
         dcc.Interval(id="pending-tick", interval=250, disabled=True),   # a trace still loading or being analysed
         dcc.Store(id="zoom-a"), dcc.Store(id="zoom-compare"), dcc.Store(id="live-version"),
-        dcc.Store(id="live-draw"),   # a live re-draw on its way to the timeline (callbacks_timeline.APPLY_LIVE)
+        dcc.Store(id="live-draw"),   # a live re-draw on its way to the timeline (assets/clientside.js: apply_live)
         dcc.Store(id="view-a", data={"range": None, "axis": "window", "version": None}),
         dcc.Store(id="selection-a"), dcc.Store(id="hidden-a", data=[]), dcc.Store(id="hits-a", data=[]),
         dcc.Store(id="load-state"), dcc.Store(id="row-click"),

@@ -8,7 +8,7 @@ adds a synchronisation.
 
 A host wait on the device calls ``work()`` while the device is busy: a recording
 tracer converts and encodes there, in slices of tens of microseconds, in time the
-host would otherwise spend spinning (see recorder.py for why not on a thread).
+host would otherwise spend spinning (see recording/recorder.py for why not on a thread).
 """
 from __future__ import annotations
 

@@ -29,8 +29,8 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-from photon_trace.telemetry.records import Trace
-from photon_trace.telemetry.recorder import RecordingTracer
+from photon_trace.telemetry.recording.recorder import RecordingTracer
+from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer, TraceLevel
 
 from helpers.code_sites import COMMIT_SITE, ITEM_SITE, MASK_SYNC_SITE

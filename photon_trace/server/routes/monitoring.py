@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
-from photon_trace.telemetry.records import RECORD_KINDS
+from photon_trace.telemetry.trace.records import RECORD_KINDS
 
 from photon_trace.server.errors import NOT_FOUND, APIError, bad_request
 from photon_trace.server.metrics import CONTENT_TYPE

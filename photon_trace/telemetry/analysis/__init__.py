@@ -4,7 +4,7 @@
     report.bubbles, report.syncs, report.diagnosis
     cost_model(analyze(blocking), analyze(pipelined))
 
-Loading lives in ``telemetry.tracefile``; nothing here reads files or plots.
+Loading lives in ``telemetry.trace``; nothing here reads files or plots.
 Each table is a list of NamedTuples; ``Report.to_dict()`` is the JSON summary.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ by what actually covers it, so a cause is charged only its own time:
      a pipelined loop, a commit still waiting for its step's copy once the device has
      run out of work: the copy, or the host's wake-up from it, came late);
   3. a top-level host phase (plan, launch, commit, finalize; an imported trace's
-     header names its own, ``lanes.host_phases``): ``host_bound`` in it;
+     header names its own, ``trace.lanes.host_phases``): ``host_bound`` in it;
   4. nothing the engine recorded: ``host_bound`` "outside phases" (naming the
      innermost other host span that encloses it, if any), never a neighbour's name.
 
@@ -67,10 +67,10 @@ from statistics import median
 from typing import NamedTuple
 
 from photon_trace.telemetry.analysis._index import IntervalIndex
-from photon_trace.telemetry.analysis.lanes import COPY, host_phases, primary_stream
-from photon_trace.telemetry.analysis.launch import LaunchLatency
+from photon_trace.telemetry.analysis.launch_latency import LaunchLatency
 from photon_trace.telemetry.analysis.window import compute_ops
-from photon_trace.telemetry.records import DeviceSpan, HostWait, Trace
+from photon_trace.telemetry.trace.lanes import COPY, host_phases, primary_stream
+from photon_trace.telemetry.trace.records import DeviceSpan, HostWait, Trace
 
 HOST_BOUND = "host_bound"
 COMMIT_WAIT = "commit_wait"

@@ -9,9 +9,9 @@ what covered it (a wait, a host phase, nothing the engine recorded, a copy, the
 device's own latency). A gap with several causes gives several bubbles, adjacent
 and adding up to the gap; ``attribution`` has the rules.
 
-"Compute" is the trace's primary stream (``lanes.primary_stream``) and "copy" any other:
+"Compute" is the trace's primary stream (``trace.lanes.primary_stream``) and "copy" any other:
 in an imported trace the op the device waited for may be on any stream (an NCCL or a
-side stream); the cause is then ``stream_wait``. The host phases are ``lanes.host_phases``.
+side stream); the cause is then ``stream_wait``. The host phases are ``trace.lanes.host_phases``.
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from photon_trace.telemetry.analysis.attribution import (
     ACCIDENTAL_SYNC, CAUSES, COMMIT_WAIT, COPY_WAIT, DEVICE_BUSY, DISPATCH, HOST_BOUND, LAUNCH_LATENCY,
     OUTSIDE_PHASES, STREAM_WAIT, Attribution, GapSplit, LaunchLatency)
 from photon_trace.telemetry.analysis.clock import clock_error_ns
-from photon_trace.telemetry.analysis.lanes import TOP_PHASES
 from photon_trace.telemetry.analysis.window import compute_ops
-from photon_trace.telemetry.records import DeviceSpan, Trace
+from photon_trace.telemetry.trace.lanes import TOP_PHASES
+from photon_trace.telemetry.trace.records import DeviceSpan, Trace
 
 __all__ = ["Gap", "Bubble", "busy_intervals", "device_gaps", "split_gaps", "Splits", "bubbles_of", "classify",
            "find_bubbles",

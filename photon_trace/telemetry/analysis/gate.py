@@ -29,9 +29,9 @@ from typing import NamedTuple, Union
 
 from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
 from photon_trace.telemetry.analysis.causes import cause_label, fixable_by_host
-from photon_trace.telemetry.analysis.lanes import primary_stream
 from photon_trace.telemetry.analysis.window import compute_extent
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.trace.lanes import primary_stream
+from photon_trace.telemetry.trace.records import Trace
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -87,8 +87,8 @@ def _load(x: TraceLike, what: str, load: dict) -> tuple[Trace, str]:
         return x, f"<{what}>"
     import warnings
 
-    from photon_trace.telemetry.importers import load_any
-    from photon_trace.telemetry.tracefile import TraceFormatError, TraceTruncatedWarning
+    from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning
+    from photon_trace.telemetry.trace.importers import load_any
     allow_partial = bool(load.get("allow_partial"))
     try:
         with warnings.catch_warnings():

@@ -5,19 +5,19 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from photon_trace.telemetry.analysis.attribution import QUEUED_CAUSES
 from photon_trace.telemetry.analysis.bubbles import (
     MIN_BUBBLE_NS, Bubble, busy_intervals, bubbles_of, device_gaps, split_gaps)
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal
-from photon_trace.telemetry.analysis.attribution import QUEUED_CAUSES
-from photon_trace.telemetry.analysis.lanes import on_stream, primary_stream
-from photon_trace.telemetry.analysis.latency import (
-    mean_generated_tokens, run_extent, wasted_step_share, zombie_rows, zombie_tax)
 from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
 from photon_trace.telemetry.analysis.streams import StreamStats, stream_stats, with_cover
 from photon_trace.telemetry.analysis.syncs import SyncSite, sync_sites
 from photon_trace.telemetry.analysis.window import steady_state_window, step_starts
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.analysis.zombie_tax import (
+    mean_generated_tokens, run_extent, wasted_step_share, zombie_rows, zombie_tax)
+from photon_trace.telemetry.trace.lanes import on_stream, primary_stream
+from photon_trace.telemetry.trace.records import Trace
 
 
 @dataclass(slots=True)
@@ -100,7 +100,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
             min_gap_ns: int = MIN_BUBBLE_NS, slack_ns: int | None = None,
             stream_causes: bool | None = None) -> Report:
     """Analyse ``trace`` over ``window`` (default: ``steady_state_window(trace)``), on ``stream``
-    (default: the primary stream, ``lanes.primary_stream``).
+    (default: the primary stream, ``trace.lanes.primary_stream``).
 
     ``stream_causes``: split the other streams' idle by cause too. By default only in an
     imported trace (its header names its primary stream), where any stream may be the one

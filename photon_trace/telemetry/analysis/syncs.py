@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from typing import NamedTuple
 
 from photon_trace.telemetry.analysis.bubbles import ACCIDENTAL_SYNC, Bubble
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.trace.records import Trace
 
 
 class SyncSite(NamedTuple):

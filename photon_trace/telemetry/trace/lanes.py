@@ -1,0 +1,44 @@
+"""Which device stream an analysis looks at, and which host spans are phases.
+
+Our engine's traces name their streams ``compute`` and ``copy`` and their top-level host
+phases plan / launch / commit / finalize. An imported trace (a PyTorch profiler trace of
+any program) has its own names, so its header says: ``primary_stream`` (the stream
+analysed unless another is asked for) and ``host_phases`` (the host span names that count
+as "what the host was doing"). Every other stream is a secondary one, as our copy stream is.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from photon_trace.telemetry.trace.records import Trace
+
+COMPUTE = "compute"
+COPY = "copy"
+TOP_PHASES = frozenset({"plan", "launch", "commit", "finalize"})
+IMPORTED_STEP = "step"
+"""``StepRecord.kind`` of an imported trace's steps: no batch, no tokens, no warm-up rule."""
+
+
+def primary_stream(trace: Trace) -> str:
+    """The stream analysed by default: ``compute``, or what an imported trace's header names."""
+    return trace.header.get("primary_stream") or COMPUTE
+
+
+def host_phases(trace: Trace) -> frozenset[str]:
+    """Host span names that are phases: our four, or an imported trace's ``host_phases``."""
+    names = trace.header.get("host_phases")
+    return TOP_PHASES if names is None else frozenset(names)
+
+
+def streams(trace: Trace) -> list[str]:
+    """Every stream with an op: the primary one first, then by name."""
+    present = {d.stream for d in trace.device_spans}
+    first = primary_stream(trace)
+    return ([first] if first in present else []) + sorted(present - {first})
+
+
+def on_stream(trace: Trace, stream: str) -> Trace:
+    """The same records, analysed as if ``stream`` were the primary one (nothing is copied)."""
+    if stream == primary_stream(trace):
+        return trace
+    return dataclasses.replace(trace, header={**trace.header, "primary_stream": stream})
