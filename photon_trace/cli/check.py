@@ -1,4 +1,4 @@
-"""``photon-trace check``: the CI gate on the command line (the gates are in ``telemetry.check``).
+"""``photon-trace check``: the CI gate on the command line (the gates are in ``telemetry/analysis/gate.py``).
 
 Checks a trace file, or with ``--run`` first makes one: a short pipelined run of
 the standard workload on the CPU backend (``tiny`` preset by default).
