@@ -71,6 +71,7 @@ from photon_trace.telemetry.analysis.launch_latency import LaunchLatency
 from photon_trace.telemetry.analysis.window import compute_ops
 from photon_trace.telemetry.trace.lanes import COPY, host_phases, primary_stream
 from photon_trace.telemetry.trace.records import DeviceSpan, HostWait, Trace
+from photon_trace.telemetry.tracer import SUB_PHASES
 
 HOST_BOUND = "host_bound"
 COMMIT_WAIT = "commit_wait"
@@ -83,7 +84,6 @@ CAUSES = (HOST_BOUND, COMMIT_WAIT, ACCIDENTAL_SYNC, COPY_WAIT, STREAM_WAIT, DEVI
 QUEUED_CAUSES = frozenset({COPY_WAIT, STREAM_WAIT, DEVICE_BUSY, DISPATCH})
 """The causes the device makes: what is left of a gap once the host is on time."""
 
-SUB_PHASES = frozenset({"stage", "mask_build", "mask_upload", "stream_out"})   # always inside a top phase
 OUTSIDE_PHASES = "outside phases"
 """``host_bound``'s detail for host time no top-level phase covers."""
 _OUTSIDE = (HOST_BOUND, OUTSIDE_PHASES)

@@ -22,14 +22,13 @@ from photon_trace.telemetry.analysis.attribution import (
     OUTSIDE_PHASES, STREAM_WAIT, Attribution, GapSplit, LaunchLatency)
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.window import compute_ops
-from photon_trace.telemetry.trace.lanes import TOP_PHASES
 from photon_trace.telemetry.trace.records import DeviceSpan, Trace
 
 __all__ = ["Gap", "Bubble", "busy_intervals", "device_gaps", "split_gaps", "Splits", "bubbles_of", "classify",
            "find_bubbles",
            "MIN_BUBBLE_NS", "GapSplit",
            "CAUSES", "HOST_BOUND", "COMMIT_WAIT", "ACCIDENTAL_SYNC", "COPY_WAIT", "STREAM_WAIT", "DEVICE_BUSY",
-           "DISPATCH", "TOP_PHASES", "OUTSIDE_PHASES", "LAUNCH_LATENCY"]
+           "DISPATCH", "OUTSIDE_PHASES", "LAUNCH_LATENCY"]
 
 MIN_BUBBLE_NS = 20_000
 """Gaps under 20 µs are dispatch overhead, not bubbles: the host-process device

@@ -37,12 +37,12 @@ import numpy as np
 
 from photon_trace.telemetry.trace.records import HostSpan, Trace
 from photon_trace.telemetry.trace.time import issuer, trace_origin_ns
+from photon_trace.telemetry.tracer import TOP_PHASES, Phase
 
 HOST_PID = 1
 DEVICE_PID = 2
 STREAM_ORDER = ("compute", "copy")
 BUBBLES_TRACK = "bubbles (device idle, by cause)"
-_PHASE_DEPTH = {"plan": 0, "launch": 0, "commit": 0, "finalize": 0}  # others nest inside these
 
 
 def _us(ns: int) -> float:
@@ -96,7 +96,7 @@ def trace_events(trace: Trace, bubbles: list | None = None,
     device_name = device.get("name") if isinstance(device, dict) else device
     threads = list(dict.fromkeys(s.thread for s in trace.host_spans))
     # The scheduler thread (the one that launches) gets tid 1 and the host waits.
-    launches = Counter(s.thread for s in trace.host_spans if s.phase == "launch")
+    launches = Counter(s.thread for s in trace.host_spans if s.phase == Phase.LAUNCH.span_name)
     if launches:
         main = launches.most_common(1)[0][0]
         threads.remove(main)
@@ -142,7 +142,7 @@ def trace_events(trace: Trace, bubbles: list | None = None,
         if i < n:
             s = hs[i]
             yield {"ph": "X", "pid": HOST_PID, "tid": tids[s.thread], "name": s.phase,
-                   "cat": "phase" if s.phase in _PHASE_DEPTH else "subphase",
+                   "cat": "phase" if s.phase in TOP_PHASES else "subphase",
                    "ts": ts(s.t0), "dur": dur(s.t0, s.t1), "args": step_args(s.step, s.slot)}
         else:
             w = ws[i - n]
