@@ -5,6 +5,8 @@ checked against them by a test, so the two say the same thing.
 """
 from __future__ import annotations
 
+from photon_trace.telemetry.analysis.causes import DEVICE_SIDE, HOST_CODE
+
 GLOSSARY: dict[str, str] = {
     # summary cards
     "period": "Median time from one decode step's first compute op to the next's, over the analysis window.",
@@ -42,8 +44,8 @@ GLOSSARY: dict[str, str] = {
     "predicted speedup": "Throughput were this row's cause removed: window / (window − removable), with "
                          "a range. Removable is what the fix takes off the host's path to each gap, minus "
                          "the device's own launch latency the trace measures where the host was on time.",
-    "who can fix it": "'host code' when changing the engine's host code removes this idle; "
-                      "'device-side latency' when it is the device starting queued work late (launch "
+    "who can fix it": f"'{HOST_CODE}' when changing the engine's host code removes this idle; "
+                      f"'{DEVICE_SIDE}' when it is the device starting queued work late (launch "
                       "latency), which host code cannot shorten. Ranked apart.",
     "reason": "What the host was waiting for, as the engine recorded it.",
     "call site": "The file:line in the engine where the host waited (the first frame outside the device layer).",

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from photon_trace.dashboard.timeline.marks import RequestStates, SyncMarkers, request_states, sync_markers
-from photon_trace.telemetry.analysis.causes import CAUSE_LABELS, cause_label
+from photon_trace.telemetry.analysis.causes import Cause, cause_label
 from photon_trace.telemetry.analysis.window import COMPUTE
 from photon_trace.telemetry.trace.lanes import primary_stream
 from photon_trace.telemetry.trace.records import Trace
@@ -28,7 +28,7 @@ from photon_trace.telemetry.trace.time import trace_origin_ns
 from photon_trace.telemetry.tracer import SUB_PHASES, TOP_PHASES, Phase
 
 DEVICE_OPS = ("prefill", "forward", "stage", "sample", "masked_sample", "copy_back", "mask_upload")
-BUBBLE_CAUSES = tuple(CAUSE_LABELS)
+BUBBLE_CAUSES = tuple(Cause)
 STREAM_ORDER = (COMPUTE, "copy")   # this engine's streams first; any other stream after them, by name
 NS_PER_S = 1e9
 
@@ -58,11 +58,13 @@ CATEGORY_GROUP = {"cpu op": "phase"}
 """An imported trace's host categories draw as sub-phases (the lane's lower half, on top),
 except its cpu ops, which take the full lane as our phases do."""
 BUBBLE_COLOURS = {
-    "host_bound": "rgba(245,133,24,0.55)", "commit_wait": "rgba(148,103,189,0.60)",
-    "accidental_sync": "rgba(214,39,40,0.55)", "copy_wait": "rgba(157,117,93,0.55)",
-    "dispatch": "rgba(127,127,127,0.45)", "stream_wait": "rgba(23,190,207,0.55)",
-    "device_busy": "rgba(188,189,34,0.50)",
+    Cause.HOST_BOUND: "rgba(245,133,24,0.55)", Cause.COMMIT_WAIT: "rgba(148,103,189,0.60)",
+    Cause.ACCIDENTAL_SYNC: "rgba(214,39,40,0.55)", Cause.COPY_WAIT: "rgba(157,117,93,0.55)",
+    Cause.DISPATCH: "rgba(127,127,127,0.45)", Cause.STREAM_WAIT: "rgba(23,190,207,0.55)",
+    Cause.DEVICE_BUSY: "rgba(188,189,34,0.50)",
 }
+"""Every cause's colour: the one thing besides its ``Cause`` member that a new cause needs
+(a test fails while a cause has none)."""
 
 
 def bubble_name(cause: str) -> str:
