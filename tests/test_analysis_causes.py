@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+from photon_trace.dashboard.glossary import define
 from photon_trace.dashboard.timeline.data import BUBBLE_CAUSES, BUBBLE_COLOURS, bubble_name
 from photon_trace.server.metrics import ServerMetrics
 from photon_trace.telemetry.analysis.causes import (
@@ -55,6 +56,12 @@ def test_the_dashboard_has_a_colour_and_a_legend_entry_for_every_cause():
     assert set(BUBBLE_COLOURS) == set(Cause)
     assert BUBBLE_CAUSES == tuple(Cause)
     assert [bubble_name(c) for c in Cause] == [f"bubble: {label}" for label in LABELS]
+
+
+def test_the_glossary_names_every_cause():
+    definition = define("cause")
+    assert all(c.label in definition for c in Cause), definition
+    assert all(f"'{who}'" in define("who can fix it") for who in (HOST_CODE, DEVICE_SIDE))
 
 
 def test_the_metrics_export_every_cause_from_the_start():
