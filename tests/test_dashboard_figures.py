@@ -11,7 +11,7 @@ from photon_trace.dashboard.panels import figures
 from photon_trace.dashboard.timeline.data import BUBBLE_CAUSES, bubble_name, prepare_timeline
 from photon_trace.dashboard.timeline.figure import compare_figure, timeline_figure
 from photon_trace.dashboard.timeline.view import View, x_range_from_relayout
-from photon_trace.telemetry.analysis import analyze, cost_model
+from photon_trace.telemetry.analysis import Cause, analyze, cost_model
 from helpers.dashboard_samples import report, sample, span_count
 
 
@@ -117,7 +117,7 @@ def test_one_vocabulary_for_causes_in_the_legend_and_the_tables(mask_sync):
     legend = {t.name.removeprefix("bubble: ") for t in timeline_figure(data).data
               if t.name.startswith("bubble: ") and not t.name.endswith("(hover)")}
     tables = {r["cause"] for r in figures.bubble_cause_totals(rep)} | {r["cause"] for r in figures.diagnosis_rows(rep)}
-    assert legend and tables <= legend <= set(figures.CAUSE_LABELS.values())
+    assert legend and tables <= legend <= {c.label for c in Cause}
 
 
 def test_bubbles_are_never_widened_and_narrow_spans_are_drawn_as_their_share_of_a_pixel_column(mask_sync):
@@ -326,7 +326,7 @@ def test_bubble_table_is_sorted_by_cost_with_causes():
     cost = [rep.bubbles[i].duration_ns for i in order]
     assert cost == sorted(cost, reverse=True)
     assert rows[0]["idle"] == figures.fmt_duration(cost[0])
-    assert {r["cause"] for r in rows} <= set(figures.CAUSE_LABELS.values())
+    assert {r["cause"] for r in rows} <= {c.label for c in Cause}
 
 
 def test_durations_use_adaptive_units():

@@ -2,7 +2,8 @@
 the engine sees telemetry only through the tracer interface; inside telemetry, trace/ <-
 {recording/, analysis/} and trace/ + analysis/ <- export/; analysis imports no engine,
 dashboard or server; the dashboard no engine, and from telemetry only trace/ and analysis/;
-the scheduler side is plain Python; no import cycles; names unique in their folder.
+every one of them may read the tracer interface's enums (``Phase``: the phase names); the
+scheduler side is plain Python; no import cycles; names unique in their folder.
 
 Imports are read from the source (every ``import``/``from`` statement, lazy ones inside
 functions included), so a layer cannot be crossed by an import hidden in a function.
@@ -107,8 +108,10 @@ def test_the_tracer_interface_imports_nothing_of_the_package():
 
 
 def test_the_trace_layer_imports_nothing_else_of_telemetry():
-    """Records, the file, importers: what recording, analysis and export all read."""
-    assert _violations((TRACE,), (T,), allowed=(TRACE,)) == []
+    """Records, the file, importers: what recording, analysis and export all read. And the tracer
+    interface, exactly that module: plain enums importing nothing of the package (the test above),
+    whose ``Phase`` names the host phases every layer reads from a trace (``TOP_PHASES``)."""
+    assert _violations((TRACE,), (T,), allowed=(TRACE, TRACER)) == []
 
 
 def test_recording_imports_only_the_tracer_interface_and_the_trace_layer():
@@ -116,17 +119,20 @@ def test_recording_imports_only_the_tracer_interface_and_the_trace_layer():
 
 
 def test_analysis_imports_only_the_trace_layer():
-    assert _violations((ANALYSIS,), (T,), allowed=(ANALYSIS, TRACE)) == []
+    """And the tracer interface for its ``Phase`` (the phase names), as the trace layer does."""
+    assert _violations((ANALYSIS,), (T,), allowed=(ANALYSIS, TRACE, TRACER)) == []
 
 
 def test_export_imports_only_the_trace_layer_and_the_analysis():
-    assert _violations((EXPORT,), (T,), allowed=(EXPORT, TRACE, ANALYSIS)) == []
+    """And the tracer interface for its ``Phase`` (the phase names), as the trace layer does."""
+    assert _violations((EXPORT,), (T,), allowed=(EXPORT, TRACE, ANALYSIS, TRACER)) == []
 
 
 def test_the_dashboard_takes_from_telemetry_only_the_trace_layer_and_the_analysis():
     """Not the exporters (the times it shares with Perfetto are the trace layer's) nor the
-    recorder (live mode reads records and merges headers: the trace layer's too)."""
-    assert _violations((D,), (T,), allowed=(TRACE, ANALYSIS)) == []
+    recorder (live mode reads records and merges headers: the trace layer's too). The tracer
+    interface only for its ``Phase`` (the phase names and their colours), as the trace layer does."""
+    assert _violations((D,), (T,), allowed=(TRACE, ANALYSIS, TRACER)) == []
 
 
 def test_the_figure_builders_import_nothing_of_the_page():

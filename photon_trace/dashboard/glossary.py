@@ -1,9 +1,14 @@
 """What every card, table column and legend entry of the dashboard means.
 
 The page shows these as hover definitions (``title``); the README's glossary is
-checked against them by a test, so the two say the same thing.
+checked against them by a test, so the two say the same thing. The causes are listed
+from ``Cause``, so a new cause is defined here as soon as it exists.
 """
 from __future__ import annotations
+
+from photon_trace.telemetry.analysis.causes import DEVICE_SIDE, HOST_CODE, Cause
+
+_LABELS = [c.label for c in Cause]
 
 GLOSSARY: dict[str, str] = {
     # summary cards
@@ -32,9 +37,8 @@ GLOSSARY: dict[str, str] = {
     "z (zombie tax)": "z: the share of pipelined rows that were zombies (sequences already finished when "
                       "the step after was launched); the cost model takes (1 − z) off the speedup.",
     # diagnosis and the cause tables
-    "cause": "Why the device was idle: host-bound launch, expected commit wait, accidental sync, copy wait, "
-             "wait on another stream (imported traces) or device dispatch (the same words on the timeline's "
-             "legend). A gap with several causes is split: each is charged only the part it covers.",
+    "cause": f"Why the device was idle: {', '.join(_LABELS[:-1])} or {_LABELS[-1]} (the same words on the "
+             "timeline's legend). A gap with several causes is split: each is charged only the part it covers.",
     "call site / phase": "Where the cause is: the file:line of the wait, the host phase the device waited "
                          "for, or the copy it waited on.",
     "idle (ms)": "Device idle attributed to this row, in the analysis window.",
@@ -42,8 +46,8 @@ GLOSSARY: dict[str, str] = {
     "predicted speedup": "Throughput were this row's cause removed: window / (window − removable), with "
                          "a range. Removable is what the fix takes off the host's path to each gap, minus "
                          "the device's own launch latency the trace measures where the host was on time.",
-    "who can fix it": "'host code' when changing the engine's host code removes this idle; "
-                      "'device-side latency' when it is the device starting queued work late (launch "
+    "who can fix it": f"'{HOST_CODE}' when changing the engine's host code removes this idle; "
+                      f"'{DEVICE_SIDE}' when it is the device starting queued work late (launch "
                       "latency), which host code cannot shorten. Ranked apart.",
     "reason": "What the host was waiting for, as the engine recorded it.",
     "call site": "The file:line in the engine where the host waited (the first frame outside the device layer).",

@@ -18,6 +18,7 @@ from photon_trace.dashboard.sources.store import Loaded, LoadError, PathRefused
 from photon_trace.dashboard.timeline.figure import placeholder_figure, timeline_figure, window_shapes
 from photon_trace.dashboard.timeline.overview import overview_figure, view_box
 from photon_trace.dashboard.timeline.view import View, x_range_from_relayout
+from photon_trace.telemetry.analysis.causes import Cause
 
 LIVE = "live"
 SPANS_WAIT_S = 5.0   # how long the first draw waits for a loading trace's spans before the page polls
@@ -228,7 +229,7 @@ def guided_view(loaded: Loaded, axis: str) -> tuple[dict | None, tuple[float, fl
 
 def selection_for_diagnosis(loaded: Loaded, d) -> dict | None:
     data = loaded.timeline
-    if d.cause == "accidental_sync":
+    if d.cause == Cause.ACCIDENTAL_SYNC:
         sm = data.syncs
         ks = [k for k in range(len(sm)) if sm.site[k] == d.site_or_phase and sm.in_window[k] and len(sm.bubbles_of(k))]
         if ks:

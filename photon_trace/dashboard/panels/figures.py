@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from photon_trace.telemetry.analysis.causes import CAUSE_LABELS, cause_label, fixable_by_host, who_fixes  # noqa: F401
+from photon_trace.telemetry.analysis.causes import cause_label, fixable_by_host, who_fixes
 
 
 def accidental_sync_count(report: Any) -> int:

@@ -24,6 +24,7 @@ import numpy as np
 from photon_trace.dashboard.panels.figures import fmt_duration
 from photon_trace.dashboard.timeline.data import TimelineData
 from photon_trace.dashboard.timeline.frame import BANDS, HALF, SYNC_DY
+from photon_trace.dashboard.timeline.marks import SYNC_NAME
 from photon_trace.telemetry.analysis.causes import cause_label, who_fixes
 from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.trace.time import issuer
@@ -84,7 +85,7 @@ def _span_details(data: TimelineData, trace: Trace, st, i: int) -> dict:
                    ("counted", "yes (inside the analysis window)" if counted
                     else "no: outside the analysis window (warm-up or drain)")]
         syncs = data.syncs.link_marker[data.syncs.link_bubble == int(st.index[i])]
-        related += [f"caused by the accidental sync at {data.syncs.site[k]} ({data.syncs.reason[k]}), "
+        related += [f"caused by the {SYNC_NAME} at {data.syncs.site[k]} ({data.syncs.reason[k]}), "
                     f"{fmt_duration(t0 - int(data.syncs.t0[k]))} after the host began waiting" for k in syncs]
     else:
         rec = getattr(trace, st.source)[int(st.index[i])]
@@ -120,7 +121,7 @@ def _sync_details(data: TimelineData, trace: Trace, k: int) -> dict:
               ("device idle caused (counted)", fmt_duration(float(sm.idle_ns[k]))),
               ("counted", "yes" if sm.in_window[k] else "no: outside the analysis window")]
     fields += _times(data, trace, w.t0)
-    return {"title": f"accidental sync · {w.site}", "fields": fields, "step": _step_record(trace, w.step),
+    return {"title": f"{SYNC_NAME} · {w.site}", "fields": fields, "step": _step_record(trace, w.step),
             "ops": step_ops(data, trace, w.step), "related": _caused(data, k)}
 
 

@@ -20,23 +20,33 @@ from typing import Any
 import numpy as np
 
 from photon_trace.dashboard.timeline.marks import RequestStates, SyncMarkers, request_states, sync_markers
-from photon_trace.telemetry.analysis.causes import CAUSE_LABELS, cause_label
+from photon_trace.telemetry.analysis.causes import Cause, cause_label
 from photon_trace.telemetry.analysis.window import COMPUTE
 from photon_trace.telemetry.trace.lanes import primary_stream
 from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.trace.time import trace_origin_ns
+from photon_trace.telemetry.tracer import SUB_PHASES, TOP_PHASES, Phase
 
-HOST_PHASES = ("plan", "launch", "commit", "finalize")
-HOST_SUBPHASES = ("stage", "mask_build", "mask_upload", "stream_out")
 DEVICE_OPS = ("prefill", "forward", "stage", "sample", "masked_sample", "copy_back", "mask_upload")
-BUBBLE_CAUSES = tuple(CAUSE_LABELS)
+BUBBLE_CAUSES = tuple(Cause)
 STREAM_ORDER = (COMPUTE, "copy")   # this engine's streams first; any other stream after them, by name
 NS_PER_S = 1e9
 
+PHASE_COLOURS = {
+    Phase.PLAN: "#4C78A8", Phase.LAUNCH: "#F58518", Phase.COMMIT: "#54A24B", Phase.FINALIZE: "#B279A2",
+    Phase.STAGE: "#9ECAE9", Phase.MASK_BUILD: "#FFBF79", Phase.MASK_UPLOAD: "#FF9DA6",
+    Phase.STREAM_OUT: "#D6A5C9",
+}
+"""Every phase's colour (a test fails while a phase has none)."""
+
+
+def phase_set_name(phase: str, sub: bool) -> str:
+    """The category of a phase's spans: a sub-phase's is "host <name>" (a device op may share its name)."""
+    return f"host {phase}" if sub else phase
+
+
 COLOURS = {
-    "plan": "#4C78A8", "launch": "#F58518", "commit": "#54A24B", "finalize": "#B279A2",
-    "host stage": "#9ECAE9", "host mask_build": "#FFBF79", "host mask_upload": "#FF9DA6",
-    "host stream_out": "#D6A5C9",
+    **{phase_set_name(p.span_name, not p.top): c for p, c in PHASE_COLOURS.items()},
     "wait: expected": "#6E6E6E", "wait: accidental": "#D62728",
     "prefill": "#1F3B73", "forward": "#2F6DB5", "device stage": "#BAB0AC", "sample": "#3BA99C",
     "masked_sample": "#E3B505", "copy_back": "#9D755D", "device mask_upload": "#E377C2",
@@ -48,11 +58,13 @@ CATEGORY_GROUP = {"cpu op": "phase"}
 """An imported trace's host categories draw as sub-phases (the lane's lower half, on top),
 except its cpu ops, which take the full lane as our phases do."""
 BUBBLE_COLOURS = {
-    "host_bound": "rgba(245,133,24,0.55)", "commit_wait": "rgba(148,103,189,0.60)",
-    "accidental_sync": "rgba(214,39,40,0.55)", "copy_wait": "rgba(157,117,93,0.55)",
-    "dispatch": "rgba(127,127,127,0.45)", "stream_wait": "rgba(23,190,207,0.55)",
-    "device_busy": "rgba(188,189,34,0.50)",
+    Cause.HOST_BOUND: "rgba(245,133,24,0.55)", Cause.COMMIT_WAIT: "rgba(148,103,189,0.60)",
+    Cause.ACCIDENTAL_SYNC: "rgba(214,39,40,0.55)", Cause.COPY_WAIT: "rgba(157,117,93,0.55)",
+    Cause.DISPATCH: "rgba(127,127,127,0.45)", Cause.STREAM_WAIT: "rgba(23,190,207,0.55)",
+    Cause.DEVICE_BUSY: "rgba(188,189,34,0.50)",
 }
+"""Every cause's colour: the one thing besides its ``Cause`` member that a new cause needs
+(a test fails while a cause has none)."""
 
 
 def bubble_name(cause: str) -> str:
@@ -254,13 +266,13 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
     sets: list[SpanSet] = []
     # Host phases and sub-phases; info columns: step, slot, rows, duration, spare.
     names = named_phase[1]
-    order = [p for p in HOST_PHASES + HOST_SUBPHASES if p in names] + sorted(
-        set(names) - set(HOST_PHASES) - set(HOST_SUBPHASES))
+    order = [p for p in TOP_PHASES + SUB_PHASES if p in names] + sorted(
+        set(names) - set(TOP_PHASES) - set(SUB_PHASES))
     for ph in order:
         m = np.flatnonzero(named_phase[0] == names.index(ph))
         if phase_text is None:
-            sub = ph not in HOST_PHASES
-            name = f"host {ph}" if sub else ph
+            sub = ph not in TOP_PHASES
+            name = phase_set_name(ph, sub)
         else:   # an imported trace's category
             sub, name = CATEGORY_GROUP.get(ph) != "phase", ph
         steps = h_step[m]
@@ -358,7 +370,8 @@ def _bubble_text(b: Any) -> str:
 def _step_starts(phase, h_step: np.ndarray, h_t0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Where each step begins: its launch (its first host span when it has no launch), in time order."""
     codes, names = phase
-    m = np.flatnonzero(codes == names.index("launch")) if "launch" in names else np.arange(len(codes))
+    launch = Phase.LAUNCH.span_name
+    m = np.flatnonzero(codes == names.index(launch)) if launch in names else np.arange(len(codes))
     if not len(m):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     o = np.lexsort((h_t0[m], h_step[m]))

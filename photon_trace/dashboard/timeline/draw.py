@@ -26,6 +26,7 @@ import plotly.graph_objects as go
 from photon_trace.dashboard.timeline.data import SpanSet, TimelineData
 from photon_trace.dashboard.timeline.draw_marks import REQUEST_END_NAMES, request_traces, sync_traces
 from photon_trace.dashboard.timeline.frame import BANDS, HALF, HEIGHT_STEPS, Frame, occupancy, rects, shown, uid, visible
+from photon_trace.dashboard.timeline.marks import SYNC_NAME, SYNC_OUTSIDE_NAME
 from photon_trace.dashboard.timeline.view import View
 
 STEP_LINE_COLOUR = "rgba(60,60,60,0.18)"
@@ -115,7 +116,7 @@ def curves(data: TimelineData, traces: list, prefix: str = "") -> list:
             out.append([CLICK_SPAN, index[name]])
         elif name == prefix + "aggregated (hover)":
             out.append([CLICK_BLOCK, -1])
-        elif name in (prefix + "accidental sync", prefix + "accidental sync (outside window)"):
+        elif name in (prefix + SYNC_NAME, prefix + SYNC_OUTSIDE_NAME):
             out.append([CLICK_SYNC, -1])
         elif name == prefix + "requests (hover)":
             out.append([CLICK_REQUESTS, -1])

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from photon_trace.dashboard.timeline.data import TimelineData
 from photon_trace.dashboard.timeline.frame import BANDS, HALF, HEIGHT_STEPS, SYNC_DY, Frame, rects, shown, uid, visible
-from photon_trace.dashboard.timeline.marks import REQUEST_STATES, mean_counts
+from photon_trace.dashboard.timeline.marks import REQUEST_STATES, SYNC_NAME, SYNC_OUTSIDE_NAME, mean_counts
 
 SYNC_COLOUR = "#B00020"
 MAX_LINKS = 400                   # sync -> bubble links drawn when this few are visible
@@ -18,9 +18,9 @@ REQUEST_NAMES = {"decode": "requests: decoding", "prefill": "requests: prefill",
 REQUEST_END_NAMES = {"finished": "requests: finished", "aborted": "requests: aborted"}
 REQUEST_END_COLOURS = {"finished": "#2E7D32", "aborted": "#C62828"}
 _HOVER = {
-    "sync": "<b>accidental sync</b> · step %{customdata[0]}<br>site: %{text}"
+    "sync": f"<b>{SYNC_NAME}</b> · step %{{customdata[0]}}<br>site: %{{text}}"
             "<br>host waited %{customdata[1]:.3~s}s · device idle caused %{customdata[2]:.3~s}s<extra></extra>",
-    "sync_aggregate": "<b>%{customdata[0]:,} accidental syncs</b> here<br>e.g. %{text}"
+    "sync_aggregate": f"<b>%{{customdata[0]:,}} {SYNC_NAME}s</b> here<br>e.g. %{{text}}"
                       "<br>host waited %{customdata[1]:.3~s}s · device idle caused %{customdata[2]:.3~s}s"
                       "<extra></extra>",
     "requests": "<b>requests</b> (mean over this column)<br>%{customdata[0]:.1f} decoding · "
@@ -124,7 +124,7 @@ def sync_traces(data: TimelineData, f: Frame, aggregate: bool, prefix: str, show
     meta["syncs"] = int(np.count_nonzero(sm.in_window[i])) if len(i) else 0
     meta["syncs_outside"] = int(len(i) - meta["syncs"])
     out = []
-    for inside, name in ((True, "accidental sync"), (False, "accidental sync (outside window)")):
+    for inside, name in ((True, SYNC_NAME), (False, SYNC_OUTSIDE_NAME)):
         j = i[sm.in_window[i] == inside]
         if not len(j):
             continue
@@ -149,7 +149,7 @@ def sync_traces(data: TimelineData, f: Frame, aggregate: bool, prefix: str, show
             template = _HOVER["sync_aggregate"]
         out.append(go.Scattergl(x=x, y=y, mode="markers", marker=marker, customdata=cd, text=text,
                                 hovertemplate=template, name=prefix + name, uid=uid(prefix + name),
-                                legendgroup="accidental sync", showlegend=shown(show_legend, name),
+                                legendgroup=SYNC_NAME, showlegend=shown(show_legend, name),
                                 hoverlabel=dict(bgcolor="white"), **common))
     if not aggregate:
         out += sync_links(data, f, i, prefix, common)
@@ -174,4 +174,4 @@ def sync_links(data: TimelineData, f: Frame, i: np.ndarray, prefix: str, common:
     return [go.Scattergl(x=np.column_stack([x0, x1, nan]).ravel()[:-1], y=np.column_stack([y0, y1, nan]).ravel()[:-1],
                          mode="lines", line=dict(width=1, color="rgba(176,0,32,0.55)", dash="dot"),
                          name=prefix + "sync → the bubble it caused", uid=uid(prefix + "sync links"),
-                         legendgroup="accidental sync", showlegend=False, hoverinfo="skip", **common)]
+                         legendgroup=SYNC_NAME, showlegend=False, hoverinfo="skip", **common)]

@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 from photon_trace.dashboard.timeline.data import TimelineData
 from photon_trace.dashboard.timeline.draw import draw
 from photon_trace.dashboard.timeline.draw_marks import REQUEST_END_NAMES, REQUEST_NAMES
+from photon_trace.dashboard.timeline.marks import SYNC_NAME, SYNC_OUTSIDE_NAME
 from photon_trace.dashboard.timeline.view import View
 
 AXIS_TITLES = {"window": "time from the analysis window's start",
@@ -110,7 +111,7 @@ def compare_figure(a: TimelineData, b: TimelineData, view: View = View(),
     dom_a = [h * nb + gap, 1.0]
     ta, meta_a = draw(a, v, "x", "y")
     shown = {t.name for t in ta if t.showlegend}
-    names_b = {st.name for st in b.sets} | {"accidental sync", "accidental sync (outside window)",
+    names_b = {st.name for st in b.sets} | {SYNC_NAME, SYNC_OUTSIDE_NAME,
                                             *REQUEST_NAMES.values(), *REQUEST_END_NAMES.values()}
     tb, meta_b = draw(b, v, "x", "y2", show_legend=names_b - shown)
     shapes_a, notes_a = window_shapes(a, view, "x", "y domain")

@@ -10,8 +10,12 @@ from operator import itemgetter
 
 import numpy as np
 
+from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.trace.records import RequestRecord, Trace
 
+SYNC_NAME = Cause.ACCIDENTAL_SYNC.label
+"""The sync markers' legend entry: the words of the cause they give the bubbles they caused."""
+SYNC_OUTSIDE_NAME = f"{SYNC_NAME} (outside window)"
 REQUEST_STATES = ("decode", "prefill", "queued")   # stacked bottom to top in the requests lane
 
 
@@ -54,7 +58,7 @@ def sync_markers(trace: Trace, window: tuple[int, int] | None, wait_lane: np.nda
     site = [w.site for w in ws]
     idle = np.zeros(len(ws), dtype=np.float64)
     link_m, link_b = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    synced = [j for j, b in enumerate(bubbles) if b.cause == "accidental_sync"]
+    synced = [j for j, b in enumerate(bubbles) if b.cause == Cause.ACCIDENTAL_SYNC]
     by_site: dict[str, list[int]] = {}
     for k, s in enumerate(site):
         by_site.setdefault(s, []).append(k)

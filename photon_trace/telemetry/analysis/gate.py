@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import NamedTuple, Union
 
 from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
-from photon_trace.telemetry.analysis.causes import cause_label, fixable_by_host
+from photon_trace.telemetry.analysis.causes import Cause, cause_label, fixable_by_host
 from photon_trace.telemetry.analysis.window import compute_extent
 from photon_trace.telemetry.trace.lanes import primary_stream
 from photon_trace.telemetry.trace.records import Trace
@@ -156,9 +156,9 @@ def _gates(report: Report, trace: Trace | None, baseline: Report | None,
     count = sum(s.count for s in sites)
     if count:
         listed = ", ".join(f"{s.site} ({s.reason}) x{s.count}, {_ms(s.idle_ns)} idle" for s in sites)
-        msg = f"{count} accidental sync{'s' if count > 1 else ''}: {listed}"
+        msg = f"{count} {Cause.ACCIDENTAL_SYNC.label}{'s' if count > 1 else ''}: {listed}"
     else:
-        msg = "no accidental syncs"
+        msg = f"no {Cause.ACCIDENTAL_SYNC.label}s"
     if allowed:
         msg += "; allowed: " + ", ".join(f"{s.site} x{s.count}, {_ms(s.idle_ns)} idle" for s in allowed)
     gates.append(Gate("accidental_syncs", count == 0, msg, count, 0))

@@ -5,7 +5,6 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from photon_trace.telemetry.analysis.attribution import QUEUED_CAUSES
 from photon_trace.telemetry.analysis.bubbles import (
     MIN_BUBBLE_NS, Bubble, busy_intervals, bubbles_of, device_gaps, split_gaps)
 from photon_trace.telemetry.analysis.clock import clock_error_ns
@@ -119,7 +118,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
     stream = primary_stream(trace)
     bubbles = with_cover(trace, [b for g, s in splits for b in bubbles_of(g, s)], stream, window)
     launch_ns = splits.launch_ns or 0
-    host_rows = {(b.cause, b.detail) for b in bubbles if b.cause not in QUEUED_CAUSES}
+    host_rows = {(b.cause, b.detail) for b in bubbles if not b.cause.queued}
     host_free = predict_removal(splits, window_ns, host_rows, launch_ns)
     bubble_ns = sum(b.duration_ns for b in bubbles)
     idle = window_ns - busy

@@ -16,8 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from photon_trace.telemetry.analysis.bubbles import (
-    DISPATCH, MIN_BUBBLE_NS, Bubble, Gap, busy_intervals, classify, device_gaps)
+from photon_trace.telemetry.analysis.bubbles import MIN_BUBBLE_NS, Bubble, Gap, busy_intervals, classify, device_gaps
 from photon_trace.telemetry.trace.lanes import on_stream, streams
 from photon_trace.telemetry.trace.records import Trace
 
@@ -128,4 +127,4 @@ def with_cover(trace: Trace, bubbles: list[Bubble], stream: str, window: tuple[i
             for x, u, t in zip(bubbles, union, top)]
 
 
-__all__ = ["StreamStats", "stream_stats", "with_cover", "SHORT_GAPS", "DISPATCH"]
+__all__ = ["StreamStats", "stream_stats", "with_cover", "SHORT_GAPS"]

@@ -28,6 +28,7 @@ from __future__ import annotations
 from photon_trace.telemetry.analysis.steps import step_periods
 from photon_trace.telemetry.trace.lanes import primary_stream
 from photon_trace.telemetry.trace.records import Trace
+from photon_trace.telemetry.tracer import Phase
 
 
 def mean_generated_tokens(trace: Trace) -> float:
@@ -73,5 +74,6 @@ def run_extent(trace: Trace) -> tuple[int, int]:
     if not compute:
         return (0, 0)
     t0 = min(d.t0 for d in compute)
-    ends = [h.t1 for h in trace.host_spans if h.phase == "commit"] or [d.t1 for d in trace.device_spans]
+    commit = Phase.COMMIT.span_name
+    ends = [h.t1 for h in trace.host_spans if h.phase == commit] or [d.t1 for d in trace.device_spans]
     return (t0, max(max(ends), max(d.t1 for d in compute)))

@@ -35,14 +35,15 @@ from pathlib import Path
 
 import numpy as np
 
+from photon_trace.telemetry.analysis.causes import Cause, cause_label, who_fixes
 from photon_trace.telemetry.trace.records import HostSpan, Trace
 from photon_trace.telemetry.trace.time import issuer, trace_origin_ns
+from photon_trace.telemetry.tracer import TOP_PHASES, Phase
 
 HOST_PID = 1
 DEVICE_PID = 2
 STREAM_ORDER = ("compute", "copy")
 BUBBLES_TRACK = "bubbles (device idle, by cause)"
-_PHASE_DEPTH = {"plan": 0, "launch": 0, "commit": 0, "finalize": 0}  # others nest inside these
 
 
 def _us(ns: int) -> float:
@@ -72,8 +73,6 @@ def trace_events(trace: Trace, bubbles: list | None = None,
                  window: tuple[int, int] | None = None) -> Iterator[dict]:
     """The trace's events one by one; ``bubbles`` (analysis ``Bubble`` records) add the
     bubbles track and each accidental sync's caused idle; ``window`` marks which were counted."""
-    from photon_trace.telemetry.analysis.causes import cause_label, who_fixes
-
     origin = trace_origin_ns(trace)
     steps = {s.step: s for s in trace.steps}
 
@@ -96,7 +95,7 @@ def trace_events(trace: Trace, bubbles: list | None = None,
     device_name = device.get("name") if isinstance(device, dict) else device
     threads = list(dict.fromkeys(s.thread for s in trace.host_spans))
     # The scheduler thread (the one that launches) gets tid 1 and the host waits.
-    launches = Counter(s.thread for s in trace.host_spans if s.phase == "launch")
+    launches = Counter(s.thread for s in trace.host_spans if s.phase == Phase.LAUNCH.span_name)
     if launches:
         main = launches.most_common(1)[0][0]
         threads.remove(main)
@@ -142,7 +141,7 @@ def trace_events(trace: Trace, bubbles: list | None = None,
         if i < n:
             s = hs[i]
             yield {"ph": "X", "pid": HOST_PID, "tid": tids[s.thread], "name": s.phase,
-                   "cat": "phase" if s.phase in _PHASE_DEPTH else "subphase",
+                   "cat": "phase" if s.phase in TOP_PHASES else "subphase",
                    "ts": ts(s.t0), "dur": dur(s.t0, s.t1), "args": step_args(s.step, s.slot)}
         else:
             w = ws[i - n]
@@ -176,7 +175,7 @@ def trace_events(trace: Trace, bubbles: list | None = None,
             counted = window is None or (b.t0 >= window[0] and b.t1 <= window[1])
             yield {"ph": "X", "pid": DEVICE_PID, "tid": bubble_tid, "name": f"bubble: {cause_label(b.cause)}",
                    "cat": "bubble", "ts": ts(b.t0), "dur": dur(b.t0, b.t1),
-                   "cname": "terrible" if b.cause == "accidental_sync" else "grey",
+                   "cname": "terrible" if b.cause == Cause.ACCIDENTAL_SYNC else "grey",
                    "args": {"cause": b.cause, "detail": b.detail, "step": b.step, "idle_us": _us(b.t1 - b.t0),
                             "who_can_fix_it": who_fixes(b.cause), "counted_in_analysis_window": counted}}
     yield from _sync_instants(trace, bubbles or [], ts, tids[main])
@@ -192,13 +191,13 @@ def _sync_instants(trace: Trace, bubbles: list, ts, tid: int) -> Iterator[dict]:
         starts[w.site].append(w.t0)
     caused: dict[tuple[str, int], int] = defaultdict(int)
     for b in bubbles:
-        if b.cause == "accidental_sync" and b.detail in starts:
+        if b.cause == Cause.ACCIDENTAL_SYNC and b.detail in starts:
             k = bisect_right(starts[b.detail], b.t1) - 1
             if k >= 0:
                 caused[(b.detail, starts[b.detail][k])] += b.t1 - b.t0
     for w in waits:
-        yield {"ph": "i", "s": "t", "pid": HOST_PID, "tid": tid, "name": f"accidental sync: {w.site}",
-               "cat": "accidental_sync", "ts": ts(w.t0),
+        yield {"ph": "i", "s": "t", "pid": HOST_PID, "tid": tid, "name": f"{Cause.ACCIDENTAL_SYNC.label}: {w.site}",
+               "cat": Cause.ACCIDENTAL_SYNC, "ts": ts(w.t0),
                "args": {"site": w.site, "reason": w.reason, "step": w.step, "wait_us": _us(w.t1 - w.t0),
                         "device_idle_caused_us": _us(caused.get((w.site, w.t0), 0))}}
 

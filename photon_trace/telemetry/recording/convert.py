@@ -12,7 +12,7 @@ from photon_trace.telemetry.trace.pieces import PIECE
 from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
 from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream
 
-_PHASE = [p.name.lower() for p in sorted(Phase)]
+_PHASE = [p.span_name for p in sorted(Phase)]
 _STREAM = [s.name.lower() for s in sorted(Stream)]
 _OP = [o.name.lower() for o in sorted(DeviceOp)]
 _KIND = [k.name.lower() for k in sorted(StepKind)]

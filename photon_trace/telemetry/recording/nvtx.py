@@ -44,8 +44,8 @@ class NvtxRanges:
 
     def __init__(self, domain: object) -> None:
         self.domain = domain
-        self._attrs = [domain.get_event_attributes(message=p.name.lower(), color=PHASE_COLORS[p],
-                                                   category=p.name.lower(), payload=0)
+        self._attrs = [domain.get_event_attributes(message=p.span_name, color=PHASE_COLORS[p],
+                                                   category=p.span_name, payload=0)
                        for p in sorted(Phase)]
         self._push = domain.push_range
         self.pop = domain.pop_range

@@ -15,7 +15,7 @@ from typing import Iterator
 
 from photon_trace.telemetry.tracer import Phase, Tracer
 
-STEP_ANNOTATION = "launch"
+STEP_ANNOTATION = Phase.LAUNCH.span_name
 """The phase whose ranges mark a step in the profiler's trace: a step's kernels are launched in it."""
 
 
@@ -27,7 +27,7 @@ class ProfilerRanges(Tracer):
         self.level = inner.level
         self._range = record_function
         self._open: list = []
-        self._names = {p: p.name.lower() for p in Phase}
+        self._names = {p: p.span_name for p in Phase}
 
     def begin(self, phase: Phase, step: int, slot: int) -> int:
         r = self._range(f"{self._names[phase]}#{step}")

@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 
 from photon_trace.telemetry.trace.records import Trace
+from photon_trace.telemetry.tracer import TOP_PHASES
 
 COMPUTE = "compute"
 COPY = "copy"
-TOP_PHASES = frozenset({"plan", "launch", "commit", "finalize"})
+_OUR_PHASES = frozenset(TOP_PHASES)
 IMPORTED_STEP = "step"
 """``StepRecord.kind`` of an imported trace's steps: no batch, no tokens, no warm-up rule."""
 
@@ -27,7 +28,7 @@ def primary_stream(trace: Trace) -> str:
 def host_phases(trace: Trace) -> frozenset[str]:
     """Host span names that are phases: our four, or an imported trace's ``host_phases``."""
     names = trace.header.get("host_phases")
-    return TOP_PHASES if names is None else frozenset(names)
+    return _OUR_PHASES if names is None else frozenset(names)
 
 
 def streams(trace: Trace) -> list[str]:

@@ -8,6 +8,7 @@ layer, so the dashboard's times and arrows match the export's without importing 
 from __future__ import annotations
 
 from photon_trace.telemetry.trace.records import HostSpan, Trace
+from photon_trace.telemetry.tracer import Phase
 
 
 def trace_origin_ns(trace: Trace) -> int:
@@ -28,5 +29,5 @@ def issuer(spans, t: int) -> HostSpan | None:
         if s.t0 <= t <= s.t1 and (best is None or s.t1 - s.t0 < best.t1 - best.t0):
             best = s
     if best is None:
-        best = next((s for s in spans if s.phase == "launch"), None)
+        best = next((s for s in spans if s.phase == Phase.LAUNCH.span_name), None)
     return best

@@ -52,8 +52,10 @@ from photon_trace.telemetry.export.otlp.requests import ATTR, RequestBuf, Reques
 from photon_trace.telemetry.export.otlp.steps import StepBuf, step_spans
 from photon_trace.telemetry.trace.pieces import run_to_end
 from photon_trace.telemetry.trace.records import COMPUTE_OPS, RECORD_KINDS, Chunk, RequestRecord, Trace
+from photon_trace.telemetry.tracer import Phase
 
 log = logging.getLogger(__name__)
+_COMMIT, _PLAN = Phase.COMMIT.span_name, Phase.PLAN.span_name
 
 
 class OtelSink:
@@ -225,7 +227,7 @@ class OtelSink:
         for s in chunk.host_spans:
             b = self._steps[s.step]
             b.host.append(s)
-            if s.phase == "commit":
+            if s.phase == _COMMIT:
                 b.committed = True
         for d in chunk.device_spans:
             self._steps[d.step].device.append(d)
@@ -253,12 +255,12 @@ class OtelSink:
 
     def _emit_step(self, index: int, b: StepBuf) -> Generator[None, None, None]:
         """The step's spans (steps.py), if it is sampled; yields after each span (a slice unit)."""
-        plans = [s for s in b.host if s.phase == "plan"]
+        plans = [s for s in b.host if s.phase == _PLAN]
         if b.record is None and not b.device and len(plans) == len(b.host):
             return  # only idle ticks' plans (nothing launched) carry this index
         if len(plans) > 1:  # idle ticks planned nothing under this index before it launched
             last = max(plans, key=lambda s: s.t0)
-            b.host = [s for s in b.host if s.phase != "plan" or s is last]
+            b.host = [s for s in b.host if s.phase != _PLAN or s is last]
         self.steps_seen += 1
         compute = sorted((d for d in b.device if d.op in COMPUTE_OPS), key=lambda d: d.t0)
         bubble = 0

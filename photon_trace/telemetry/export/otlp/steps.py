@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 
 from photon_trace.telemetry.export.otlp.requests import ATTR
 from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, StepRecord
-
-MAIN_PHASES = ("plan", "launch", "commit", "finalize")
+from photon_trace.telemetry.tracer import TOP_PHASES
 
 
 @dataclass
@@ -53,9 +52,9 @@ def step_spans(tracer, index: int, b: StepBuf, bounds: tuple[int, int], sampled:
     root = tracer.start_span("step", context=Context(), start_time=wall(t0), attributes=attrs)
     root_ctx = trace.set_span_in_context(root)
     phases: list[tuple[HostSpan, object]] = []
-    for s in sorted(b.host, key=lambda s: (s.phase not in MAIN_PHASES, s.t0)):
+    for s in sorted(b.host, key=lambda s: (s.phase not in TOP_PHASES, s.t0)):
         parent_ctx = root_ctx
-        if s.phase not in MAIN_PHASES:
+        if s.phase not in TOP_PHASES:
             around = _around(phases, s.t0, s.t1, s.thread)
             parent_ctx = trace.set_span_in_context(around) if around is not None else root_ctx
         span = tracer.start_span(s.phase, context=parent_ctx, start_time=wall(s.t0),

@@ -13,6 +13,9 @@ from statistics import median
 from typing import NamedTuple
 
 from photon_trace.telemetry.trace.records import Trace
+from photon_trace.telemetry.tracer import Phase
+
+_LAUNCH = Phase.LAUNCH.span_name
 
 
 class ProfilerCheck(NamedTuple):
@@ -35,8 +38,8 @@ def _first_by_step(spans, pick) -> dict[int, int]:
 
 def check_against_profiler(ours: Trace, profiler: Trace) -> ProfilerCheck:
     """Compare ``ours`` with ``profiler`` (imported with ``step_annotation="launch"``)."""
-    launches = _first_by_step(ours.host_spans, lambda h: h.phase == "launch")
-    ranges = _first_by_step(profiler.host_spans, lambda h: h.phase.startswith("launch#"))
+    launches = _first_by_step(ours.host_spans, lambda h: h.phase == _LAUNCH)
+    ranges = _first_by_step(profiler.host_spans, lambda h: h.phase.startswith(f"{_LAUNCH}#"))
     common = sorted(set(launches) & set(ranges))
     offsets = [ranges[s] - launches[s] for s in common]
     offset = int(median(offsets)) if offsets else 0
