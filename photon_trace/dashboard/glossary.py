@@ -1,8 +1,9 @@
 """What every card, table column and legend entry of the dashboard means.
 
-The page shows these as hover definitions (``title``); the README's glossary is
-checked against them by a test, so the two say the same thing. The causes are listed
-from ``Cause``, so a new cause is defined here as soon as it exists.
+The page shows these as hover definitions (``title``); the glossary in
+docs/observability.md is checked against them by a test, so the two say the same
+thing. The causes are listed from ``Cause``, so a new cause is defined here as soon
+as it exists.
 """
 from __future__ import annotations
 
