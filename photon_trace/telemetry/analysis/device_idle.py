@@ -105,4 +105,15 @@ def device_idle(trace: Trace, window: tuple[int, int] | None = None) -> list[Dev
     return rows
 
 
-__all__ = ["DeviceIdle", "device_idle", "device_ops", "busy_runs", "with_overhead"]
+def idle_stretches(trace: Trace) -> list[tuple[str, int, int]]:
+    """Every stretch in which a device ran nothing, between its first op and its last, over the
+    whole trace: ``(device, t0, t1)`` by device, then time (what the Perfetto export and the
+    dashboard draw as the device's idle)."""
+    out = []
+    for dev, (t0, t1, _) in sorted(device_ops(trace).items()):
+        s, e = busy_runs(*with_overhead(trace, dev, t0, t1))
+        out += [(dev, int(a), int(b)) for a, b in zip(e[:-1].tolist(), s[1:].tolist())]
+    return out
+
+
+__all__ = ["DeviceIdle", "device_idle", "device_ops", "busy_runs", "with_overhead", "idle_stretches"]
