@@ -55,7 +55,7 @@ def render_summary(trace, report, rules=()) -> str:
     if report is None:
         why = NO_DEVICE.get(trace.header["source"].get("format"), NO_DEVICE["kineto"])
         out.append(f"  no device activity: {why}; nothing to analyse on a device")
-        return "\n".join(out + rule_lines(rules))
+        return "\n".join(out + rule_lines(rules, _origin(trace)))
     out.append(f"  device: {len(trace.device_spans):,} ops on {len(report.streams)} stream(s); "
                f"analysed: {report.stream}")
     width = max([18] + [len(s.stream) for s in report.streams])
@@ -87,7 +87,16 @@ def render_summary(trace, report, rules=()) -> str:
     if covered:
         out.append(f"\n  {_ms(covered)} of {report.stream}'s bubble time had another stream busy "
                    f"(the device as a whole was not idle then)")
-    return "\n".join(out + rule_lines(rules))
+    return "\n".join(out + rule_lines(rules, _origin(trace)))
+
+
+def _origin(trace) -> int:
+    """Rule rows' starts are on nsys's clock (ns since the session start) for an Nsight export, as
+    nsys prints them; on any other trace, from its first record."""
+    if trace.header.get("source", {}).get("format") == "nsys":
+        return 0
+    from photon_trace.telemetry.trace.time import trace_origin_ns
+    return trace_origin_ns(trace)
 
 
 def device_lines(devices) -> list[str]:
@@ -104,8 +113,9 @@ def device_lines(devices) -> list[str]:
     return out
 
 
-def rule_lines(rules, rows: int = 3) -> list[str]:
-    """nsys analyze's rules: per rule its count and total, and its first ``rows`` rows."""
+def rule_lines(rules, origin_ns: int = 0, rows: int = 3) -> list[str]:
+    """nsys analyze's rules: per rule its count and total, and its first ``rows`` rows (starts
+    from ``origin_ns``)."""
     if not rules:
         return []
     out = ["", "nsys analyze's expert rules (nsys's names and defaults; rows longest first):"]
@@ -113,7 +123,8 @@ def rule_lines(rules, rows: int = 3) -> list[str]:
         total = f", {_ms(r.total_ns)} in all" if r.count else ""
         out.append(f"  {r.name} ({r.title}): {r.count:,} found{total}")
         for row in r.rows[:rows]:
-            out.append("      " + ", ".join(f"{c} {_cell(c, v)}" for c, v in zip(r.columns, row)))
+            out.append("      " + ", ".join(f"{c} {_cell(c, v - origin_ns if c == 'Start' else v)}"
+                                            for c, v in zip(r.columns, row)))
     return out
 
 

@@ -41,7 +41,7 @@ from photon_trace.telemetry.trace.importers.nsys_read import (
     COPY_KINDS, MEM_KINDS, Export, kind_labels, open_export)
 from photon_trace.telemetry.trace.importers.nsys_rules import api_rules
 from photon_trace.telemetry.trace.importers.nsys_steps import (
-    ENGINE_DOMAIN, NvtxSteps, call_site, split_annotation, top_level_names, user_frame)
+    ENGINE_DOMAIN, NvtxSteps, call_site, top_level_names, user_frame)
 from photon_trace.telemetry.trace.lanes import IMPORTED_STEP, TOP_PHASES
 from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, StepRecord, Trace
 
@@ -111,8 +111,9 @@ def read_export(x: Export, step_annotation: str | None = None) -> NsysRows:
     q.set_names(x, "wait_names", [(i, w) for i, n, _ in names if (w := wait_kind(n)) is not None])
     q.set_names(x, "async_copy_names", [(i, "async") for i, n, _ in names if ASYNC_COPY.match(base_name(n))])
     q.make_nvtx(x)
-    domain, step = split_annotation(step_annotation) if step_annotation else (None, None)
-    waits = q.wait_calls(x, step, domain)
+    nvtx = q.nvtx_ranges(x)
+    steps = NvtxSteps(nvtx, step_annotation, x.path)    # its ranges are steps, never call sites
+    waits = q.wait_calls(x, steps.name, steps.domain)
     offset = q.callchain_offset(x)
     chains = sorted({w[8] + offset for w in waits if w[8] is not None})
     frames: dict[int, list[tuple]] = {}
@@ -122,7 +123,7 @@ def read_export(x: Export, step_annotation: str | None = None) -> NsysRows:
     return NsysRows(
         path=x.path, meta=x.meta, meta_table=x.meta_table, step_annotation=step_annotation,
         strings=dict(x.query("SELECT id, value FROM StringIds")),
-        ops=q.device_ops(x), calls=q.host_calls(x), nvtx=q.nvtx_ranges(x), osrt=q.osrt_calls(x), waits=waits,
+        ops=q.device_ops(x), calls=q.host_calls(x), nvtx=nvtx, osrt=q.osrt_calls(x), waits=waits,
         frames=frames, threads=q.thread_names(x), processes=q.process_names(x), gpus=q.gpu_names(x),
         mem_kinds=mem_kinds, copy_kinds=kind_labels(x, "ENUM_CUDA_MEMCPY_OPER", COPY_KINDS),
         overhead=q.profiler_overhead(x), nvtx_counts=dict(q.nvtx_counts(x)), rules=api_rules(x, mem_kinds),

@@ -159,10 +159,10 @@ def wait_calls(x: Export, step: str | None = None, step_domain: str | None = Non
     return x.query(f"""
         SELECT c.start, c.end, c.gtid, c.nameId, COALESCE(w.what, 'pageable'), {sync or 'NULL'}, {copy}, c.chain,
                (SELECT n.text FROM nvtx n WHERE n.gtid = c.gtid AND n.start <= c.start AND n.end > c.start
-                  AND NOT (n.text = :step AND (:domain IS NULL OR n.domain = :domain))
+                  AND (:step IS NULL OR NOT (n.text = :step AND (:domain IS NULL OR n.domain = :domain)))
                 ORDER BY n.start DESC LIMIT 1),
                (SELECT n.domain FROM nvtx n WHERE n.gtid = c.gtid AND n.start <= c.start AND n.end > c.start
-                  AND NOT (n.text = :step AND (:domain IS NULL OR n.domain = :domain))
+                  AND (:step IS NULL OR NOT (n.text = :step AND (:domain IS NULL OR n.domain = :domain)))
                 ORDER BY n.start DESC LIMIT 1)
         FROM calls c {joins}
              LEFT JOIN wait_names w ON w.id = c.nameId
