@@ -41,7 +41,7 @@ from photon_trace.telemetry.trace.importers.nsys_read import (
     COPY_KINDS, MEM_KINDS, Export, kind_labels, open_export)
 from photon_trace.telemetry.trace.importers.nsys_rules import api_rules
 from photon_trace.telemetry.trace.importers.nsys_steps import (
-    ENGINE_DOMAIN, NvtxSteps, call_site, top_level_names, user_frame)
+    ENGINE_DOMAIN, NvtxSteps, call_site, innermost_ranges, top_level_names, user_frame)
 from photon_trace.telemetry.trace.lanes import IMPORTED_STEP, TOP_PHASES
 from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, StepRecord, Trace
 
@@ -112,8 +112,7 @@ def read_export(x: Export, step_annotation: str | None = None) -> NsysRows:
     q.set_names(x, "async_copy_names", [(i, "async") for i, n, _ in names if ASYNC_COPY.match(base_name(n))])
     q.make_nvtx(x)
     nvtx = q.nvtx_ranges(x)
-    steps = NvtxSteps(nvtx, step_annotation, x.path)    # its ranges are steps, never call sites
-    waits = q.wait_calls(x, steps.name, steps.domain)
+    waits = q.wait_calls(x)
     offset = q.callchain_offset(x)
     chains = sorted({w[8] + offset for w in waits if w[8] is not None})
     frames: dict[int, list[tuple]] = {}
@@ -157,13 +156,20 @@ def nsys_to_trace(r: NsysRows) -> Trace:
 
     # Host lanes: calls, NVTX ranges (our engine's phases with their step), OS runtime calls.
     names = {i: base_name(v) for i, v in s.items()}
-    host = [HostSpan(names[n], steps.of(t0), 0, t0, t1, host_lane(g)) for t0, t1, g, n, _ in r.calls]
+
+    def step_of(rows: list[tuple]) -> list[int]:
+        return steps.of_many(np.fromiter((x[0] for x in rows), np.int64, len(rows))).tolist()
+
+    host = [HostSpan(names[n], st, 0, t0, t1, host_lane(g)) for (t0, t1, g, n, _), st in zip(r.calls, step_of(r.calls))]
     host += [HostSpan(text, int(payload) if steps.engine and dom == ENGINE_DOMAIN and payload is not None
-                      else steps.of(t0), 0, t0, t1, host_lane(g)) for t0, t1, g, text, dom, payload in r.nvtx]
-    host += [HostSpan(s.get(n, f"osrt {n}"), steps.of(t0), 0, t0, t1, host_lane(g)) for t0, t1, g, n in r.osrt]
+                      else st, 0, t0, t1, host_lane(g))
+             for (t0, t1, g, text, dom, payload), st in zip(r.nvtx, step_of(r.nvtx))]
+    host += [HostSpan(s.get(n, f"osrt {n}"), st, 0, t0, t1, host_lane(g))
+             for (t0, t1, g, n), st in zip(r.osrt, step_of(r.osrt))]
     host.sort(key=lambda h: (h.t0, -h.t1))
 
-    waits = [_wait(r, w, steps) for w in r.waits]
+    sites = innermost_ranges(r.nvtx, [(w[2], w[0]) for w in r.waits], steps)
+    waits = [_wait(r, w, site, st, steps) for w, site, st in zip(r.waits, sites, step_of(r.waits))]
     used = sorted({d.step for d in device_spans} | {h.step for h in host} | {w.step for w in waits})
     count = Counter(d.stream for d in device_spans)
     busy: Counter = Counter()
@@ -195,8 +201,9 @@ def _copy_name(r: NsysRows, key: int) -> str:
     return f"Memcpy {r.copy_kinds.get(copy, copy)} ({r.mem_kinds.get(src, src)} -> {r.mem_kinds.get(dst, dst)})"
 
 
-def _wait(r: NsysRows, w: tuple, steps: NvtxSteps) -> HostWait:
-    t0, t1, _, name_id, what, stream, copy_key, size, chain, nvtx, domain = w
+def _wait(r: NsysRows, w: tuple, site: tuple, step: int, steps: NvtxSteps) -> HostWait:
+    t0, t1, _, name_id, what, stream, copy_key, size, chain = w
+    nvtx, domain = site
     api = base_name(r.strings.get(name_id, "?"))
     if what == "pageable":
         copy = _copy_name(r, copy_key).removeprefix("Memcpy ") if copy_key is not None else "a copy"
@@ -210,8 +217,8 @@ def _wait(r: NsysRows, w: tuple, steps: NvtxSteps) -> HostWait:
     # Our engine waits on purpose once a step: its commit waits for the step's copy-back event.
     expected = steps.engine and domain == ENGINE_DOMAIN and nvtx == "commit" and what == "an event"
     frame = user_frame(r.frames.get(chain, []), api) if chain is not None else None
-    site = call_site(nvtx, domain, frame, steps.label, steps.found > 0 and steps.of(t0) >= 0)
-    return HostWait(f"commit: copy-back ({api})" if expected else reason, expected, t0, t1, site, steps.of(t0))
+    where = call_site(nvtx, domain, frame, steps.label, steps.found > 0 and step >= 0)
+    return HostWait(f"commit: copy-back ({api})" if expected else reason, expected, t0, t1, where, step)
 
 
 class _ThreadLanes:

@@ -138,37 +138,36 @@ def osrt_calls(x: Export) -> list[tuple[int, int, int, int]]:
                    "AND (globalTid & 16777215) != 0 ORDER BY start, end DESC")
 
 
-def wait_calls(x: Export, step: str | None = None, step_domain: str | None = None) -> list[tuple]:
-    """Host waits, by start: ``(t0, t1, gtid, nameId, what, sync_stream, copy_key, bytes, chain, nvtx_text,
-    nvtx_domain)``. ``what`` is the wait's kind (``wait_names``), or ``pageable`` for an async copy
-    to or from pageable memory; ``copy_key`` packs the copy's kinds as ``device_ops`` does.
+def wait_calls(x: Export) -> list[tuple]:
+    """Host waits, by start: ``(t0, t1, gtid, nameId, what, sync_stream, copy_key, bytes, chain)``.
+    ``what`` is the wait's kind (``wait_names``), or ``pageable`` for an async copy to or from
+    pageable memory; ``copy_key`` packs the copy's kinds as ``device_ops`` does.
     ``temp.wait_names(id, what)`` must hold the synchronising calls' name ids and
-    ``temp.async_copy_names(id, what)`` the async copies'; a range named ``step`` (in
-    ``step_domain``, when given) is a step, never a call site."""
-    sync = ""
+    ``temp.async_copy_names(id, what)`` the async copies'."""
+    sync, joins, copy, pageable = "NULL", "", "NULL, NULL", "0"
     if x.has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "streamId"):
-        sync = f"""(SELECT y.streamId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION y
-                    WHERE {OP_PID.replace('globalPid', 'y.globalPid')} = c.pid AND y.correlationId = c.corr LIMIT 1)"""
-    copy = "NULL, NULL"
-    joins = ""
+        x.execute(f"""CREATE TEMP TABLE sync_streams AS
+                      SELECT {OP_PID} AS pid, correlationId AS corr, MIN(streamId) AS stream
+                      FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION GROUP BY 1, 2""")
+        x.execute("CREATE INDEX temp.sync_streams_corr ON sync_streams (pid, corr)")
+        joins += " LEFT JOIN sync_streams y ON y.pid = c.pid AND y.corr = c.corr"
+        sync = "y.stream"
     if x.has("CUPTI_ACTIVITY_KIND_MEMCPY"):
-        joins = (f"LEFT JOIN CUPTI_ACTIVITY_KIND_MEMCPY m ON {OP_PID.replace('globalPid', 'm.globalPid')} = c.pid "
-                 "AND m.correlationId = c.corr")
-        copy = ("(COALESCE(m.copyKind, 0) << 16) | (COALESCE(m.srcKind, 7) << 8) | COALESCE(m.dstKind, 7), m.bytes")
-    pageable = ("(m.srcKind = 0 OR m.dstKind = 0) AND a.id IS NOT NULL" if joins else "0")
+        x.execute(f"""CREATE TEMP TABLE copies AS SELECT {OP_PID} AS pid, correlationId AS corr, copyKind, srcKind,
+                      dstKind, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY""")
+        x.execute("CREATE INDEX temp.copies_corr ON copies (pid, corr)")
+        joins += " LEFT JOIN copies m ON m.pid = c.pid AND m.corr = c.corr"
+        copy = "(COALESCE(m.copyKind, 0) << 16) | (COALESCE(m.srcKind, 7) << 8) | COALESCE(m.dstKind, 7), m.bytes"
+        pageable = "(m.srcKind = 0 OR m.dstKind = 0) AND a.id IS NOT NULL"
+    # Only the waits' copies are looked up: the calls are filtered by name before the join.
     return x.query(f"""
-        SELECT c.start, c.end, c.gtid, c.nameId, COALESCE(w.what, 'pageable'), {sync or 'NULL'}, {copy}, c.chain,
-               (SELECT n.text FROM nvtx n WHERE n.gtid = c.gtid AND n.start <= c.start AND n.end > c.start
-                  AND (:step IS NULL OR NOT (n.text = :step AND (:domain IS NULL OR n.domain = :domain)))
-                ORDER BY n.start DESC LIMIT 1),
-               (SELECT n.domain FROM nvtx n WHERE n.gtid = c.gtid AND n.start <= c.start AND n.end > c.start
-                  AND (:step IS NULL OR NOT (n.text = :step AND (:domain IS NULL OR n.domain = :domain)))
-                ORDER BY n.start DESC LIMIT 1)
-        FROM calls c {joins}
+        SELECT c.start, c.end, c.gtid, c.nameId, COALESCE(w.what, 'pageable'), {sync}, {copy}, c.chain
+        FROM (SELECT c.* FROM calls c WHERE c.nameId IN (SELECT id FROM wait_names)
+                                         OR c.nameId IN (SELECT id FROM async_copy_names)) AS c
              LEFT JOIN wait_names w ON w.id = c.nameId
-             LEFT JOIN async_copy_names a ON a.id = c.nameId
+             LEFT JOIN async_copy_names a ON a.id = c.nameId {joins}
         WHERE w.id IS NOT NULL OR ({pageable})
-        ORDER BY c.start, c.end""", {"step": step, "domain": step_domain})
+        ORDER BY c.start, c.end""")
 
 
 def set_names(x: Export, table: str, rows: list[tuple]) -> None:

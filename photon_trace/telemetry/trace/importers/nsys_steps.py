@@ -108,6 +108,30 @@ def top_level_names(ranges: list[tuple], steps: NvtxSteps) -> list[str]:
     return sorted(top)
 
 
+def innermost_ranges(ranges: list[tuple], at: list[tuple[int, int]], steps: NvtxSteps) -> list[tuple]:
+    """For each ``(gtid, t)`` in ``at``, the innermost NVTX range (not a step) open on that thread
+    at ``t`` as ``(text, domain)``, else ``(None, None)``: one sweep per thread, ranges by start."""
+    by_thread: dict[int, list] = defaultdict(list)
+    for r in ranges:
+        if not steps.is_step(r[3], r[4]):
+            by_thread[r[2]].append((r[0], 0, -r[1], r))
+    for i, (g, t) in enumerate(at):
+        by_thread[g].append((t, 1, 0, i))
+    out: list[tuple] = [(None, None)] * len(at)
+    for items in by_thread.values():
+        items.sort(key=lambda e: e[:3])    # at equal times a range opens before a query (it is around it)
+        stack: list[tuple] = []
+        for t, is_query, _, obj in items:
+            while stack and stack[-1][1] <= t:
+                stack.pop()
+            if is_query:
+                if stack:
+                    out[obj] = (stack[-1][3], stack[-1][4])
+            else:
+                stack.append(obj)
+    return out
+
+
 def user_frame(frames: list[tuple], api: str) -> str | None:
     """The first frame of a backtrace (innermost first) in the program's own code, as
     ``symbol (module)``: the CUDA runtime, driver and profiler frames, unresolved addresses and
