@@ -63,6 +63,7 @@ class NvtxSteps:
         self.label = (f"{self.domain}:{self.name}" if self.domain else self.name) if marks else None
         self.starts = np.array([r[0] for r in marks], dtype=np.int64)
         self.ids = np.array(ids, dtype=np.int64)
+        self._starts, self._ids = self.starts.tolist(), ids   # bisect on a list: no numpy scalar per probe
 
     def _matches(self, text: str, domain: str) -> bool:
         if self.domain is not None and domain != self.domain:
@@ -79,8 +80,8 @@ class NvtxSteps:
     def of(self, t: int) -> int:
         if not len(self.starts):
             return 0
-        i = bisect_right(self.starts, t) - 1
-        return int(self.ids[i]) if i >= 0 else -1
+        i = bisect_right(self._starts, t) - 1
+        return self._ids[i] if i >= 0 else -1
 
     def of_many(self, ts: np.ndarray) -> np.ndarray:
         if not len(self.starts):
