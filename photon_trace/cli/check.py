@@ -29,7 +29,8 @@ def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1],
         epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("trace", nargs="?",
-                   help="trace file to check: ours, or a PyTorch profiler trace (.json[.gz]) (omit with --run)")
+                   help="trace file to check: ours, a PyTorch profiler trace (.json[.gz]) or an Nsight Systems "
+                        "export (.sqlite[.gz]) (omit with --run)")
     p.add_argument("--run", action="store_true",
                    help="run a short pipelined CPU workload and check its trace")
     p.add_argument("--model", default="tiny", help="--run: preset or checkpoint folder")
@@ -47,7 +48,8 @@ def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="a call-site pattern (fnmatch, e.g. '*aten::item*') whose syncs the program means: "
                         "listed, not failing the gate (repeatable)")
     p.add_argument("--step-annotation", metavar="NAME",
-                   help="profiler traces: take steps from this annotation (default ProfilerStep#N)")
+                   help="profiler traces and Nsight exports: take steps from this annotation or NVTX range "
+                        "(NAME, NAME#N or DOMAIN:NAME; default ProfilerStep#N)")
     p.add_argument("--allow-partial", "--allow-truncated", dest="allow_partial", action="store_true",
                    help="check what is valid of a truncated or damaged trace (our file without its end line "
                         "or cut inside a line, a damaged profiler trace) instead of exit 2")

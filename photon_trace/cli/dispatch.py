@@ -4,7 +4,7 @@
     photon-trace generate    generate text with the pipelined engine
     photon-trace bench       blocking vs pipelined at 1/8/32 streams: tables, traces, JSON summary
     photon-trace check       the CI gate on idle time and accidental syncs
-    photon-trace import      analyse a PyTorch profiler (Kineto) trace of any program
+    photon-trace import      analyse a PyTorch profiler trace or an Nsight Systems export of any program
     photon-trace export      write a trace for another tool (export perfetto: ui.perfetto.dev)
     photon-trace dashboard   the timeline dashboard
     photon-trace serve       the OpenAI-compatible server

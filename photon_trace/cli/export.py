@@ -1,8 +1,9 @@
 """``photon-trace export perfetto TRACE [OUT]``: a trace as Chrome/Perfetto trace-event JSON.
 
 Host threads, device streams, the bubbles track (with their causes) and the accidental syncs'
-instants, for ui.perfetto.dev (``telemetry/export/perfetto.py``). TRACE is a photon_trace file
-or a PyTorch profiler trace; OUT defaults to TRACE's name up to its first dot, plus
+instants, and each device's idle with all its streams together, for ui.perfetto.dev
+(``telemetry/export/perfetto.py``). TRACE is a photon_trace file, a PyTorch profiler trace or an
+Nsight Systems export; OUT defaults to TRACE's name up to its first dot, plus
 ``.perfetto.json`` (``.json.gz`` writes gzip).
 """
 from __future__ import annotations
@@ -23,7 +24,8 @@ def add_export_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
         "perfetto", help="Chrome/Perfetto trace-event JSON (opens in ui.perfetto.dev)",
         description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="exit codes: 0 written, 2 bad input (not a trace, unreadable)")
-    perfetto.add_argument("trace", help="a photon_trace trace (.trace.jsonl[.gz]) or a PyTorch profiler trace")
+    perfetto.add_argument("trace", help="a photon_trace trace (.trace.jsonl[.gz]), a PyTorch profiler trace or an "
+                                        "Nsight Systems export (.sqlite[.gz])")
     perfetto.add_argument("out", nargs="?", help="where to write (default: beside TRACE, NAME.perfetto.json)")
     perfetto.set_defaults(func=run_export_perfetto)
     return p

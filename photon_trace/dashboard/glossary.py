@@ -82,6 +82,18 @@ GLOSSARY: dict[str, str] = {
     "p99": "99th-percentile duration.",
     "stream": "A device stream (an in-order queue of device work).",
     "busy": "Share of the window the stream ran an op.",
+    # the two views of idle, and nsys's expert rules (imported traces and ours alike)
+    "view": "Per stream (ours): a stream is idle between its own ops, whatever the others do. Per device "
+            "(Nsight's): the device is idle only while none of its streams runs. Both over the window.",
+    "ops": "Device ops (kernels, copies, memsets) in the window.",
+    "span": "From the first op's start to the last op's end, inside the window.",
+    "idle share": "Idle as a share of the span.",
+    "rule": "The rule's name in nsys analyze (Nsight Systems' expert system), with nsys's defaults: "
+            "gpu_gaps 500 ms, gpu_time_util 30 chunks under 50 %.",
+    "nsys title": "What Nsight Systems calls the rule.",
+    "found": "How many rows the rule reports (nsys lists at most 50, longest first).",
+    "Duration": "The row's duration, as nsys reports it (a call, a copy, a gap or a chunk).",
+    "Start": "When it began, from the start of the trace's timeline.",
     # the timeline
     "analysis window": "The steady state the cards and tables describe: warm-up (filling the batch) and "
                        "drain (the batch emptying) are cut. Outside it the timeline is shaded and still "

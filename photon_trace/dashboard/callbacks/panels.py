@@ -8,6 +8,7 @@ from dash.exceptions import PreventUpdate
 from photon_trace.dashboard.callbacks.timeline import LIVE, ZOOM_FILTER
 from photon_trace.dashboard.layout import SMALL, error_box, section, table
 from photon_trace.dashboard.panels import figures
+from photon_trace.dashboard.panels.idle_views import idle_view_rows, rule_detail_rows, rule_rows
 from photon_trace.dashboard.panels.stats import idle_breakdown, idle_breakdown_figure
 from photon_trace.dashboard.sources.store import Loaded
 from photon_trace.dashboard.timeline.figure import compare_figure, placeholder_figure
@@ -28,8 +29,13 @@ def panel_children(loaded: Loaded) -> list:
                           config={"displayModeBar": False}),
                 help_text="Each stream's analysis window split into busy, idle before the next op was enqueued "
                           "(the host was late) and idle after it was enqueued (the device's launch latency)."),
+        section("Idle per stream (ours) and per device (Nsight's: all its streams together)",
+                table(idle_view_rows(r), "idle-views-table", "no device ops in the window"),
+                help_text="A stream is idle between its own ops; a device only while none of its streams runs. "
+                          "On a program with overlapping streams the two differ a lot, and both are true."),
         section("Accidental syncs by call site", table(figures.sync_rows(r), "sync-table", "no accidental syncs")),
         section("Idle by cause", table(figures.bubble_cause_totals(r), "cause-table", "no bubbles")),
+        *rule_sections(loaded),
     ])
     right = html.Div(style={"flex": "1 1 560px", "minWidth": "0"}, children=[
         section(f"Bubbles, costliest first ({shown} of {n_bubbles:,}; click a row to see it)",
@@ -38,6 +44,24 @@ def panel_children(loaded: Loaded) -> list:
                          style={"maxHeight": "420px", "overflowY": "auto"})),
     ])
     return [html.Div([left, right], style={"display": "flex", "gap": "28px", "flexWrap": "wrap"})]
+
+
+def rule_sections(loaded: Loaded) -> list:
+    """nsys analyze's expert rules on this trace, under nsys's names, and the rows of those that found any."""
+    from photon_trace.telemetry.analysis.gpu_rules import expert_rules
+    rules = expert_rules(loaded.trace)
+    if not rules:
+        return []
+    out = [section("nsys analyze's expert rules (nsys's names and defaults)",
+                   table(rule_rows(rules), "rules-table"),
+                   help_text="Nsight Systems' own rules, reproduced: what nsys analyze would list for this trace. "
+                             "Our analysis above says which host code made each gap and what removing it buys.")]
+    for rule in rules:
+        if rule.count:
+            out.append(html.Div([html.Div(f"{rule.name}: {rule.title}", style=SMALL),
+                                 table(rule_detail_rows(rule, origin_ns=loaded.timeline.origin),
+                                       f"rule-{rule.name}")], style={"margin": "4px 0 8px"}))
+    return out
 
 
 def register(app: dash.Dash, state) -> None:

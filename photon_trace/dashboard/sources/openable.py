@@ -3,7 +3,8 @@
 The dashboard opens paths typed into a web page, so a path can name any file in the
 allowed folders. A file is opened only if its name has a trace suffix, it is not
 larger than ``max_bytes``, and it starts like a trace: our ``.trace.jsonl`` with a
-photon_trace header line, a PyTorch profiler trace (``.json``) with JSON; a gzip file
+photon_trace header line, a PyTorch profiler trace (``.json``) with JSON, an Nsight Systems
+export (``.sqlite``) as SQLite (a ``.nsys-rep`` is refused with its export command); a gzip file
 must also decompress to at most ``max_decompressed_bytes``, checked by streaming
 through it (a gzip bomb is refused, never expanded in memory). Refusals say what is
 wrong and never quote the file's bytes: a file that is not a trace is not the
@@ -16,10 +17,13 @@ import zlib
 from pathlib import Path
 
 OUR_SUFFIXES = (".trace.jsonl", ".trace.jsonl.gz")
-TRACE_SUFFIXES = (*OUR_SUFFIXES, ".pt.trace.json", ".pt.trace.json.gz")
-"""What the file picker lists: ours and the PyTorch profiler's (``tensorboard_trace_handler``
-names its files ``*.pt.trace.json``)."""
-OPENABLE_SUFFIXES = (*OUR_SUFFIXES, ".json", ".json.gz")   # a profiler trace under any name opens too
+NSYS_SUFFIXES = (".sqlite", ".sqlite.gz")
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+TRACE_SUFFIXES = (*OUR_SUFFIXES, ".pt.trace.json", ".pt.trace.json.gz", *NSYS_SUFFIXES)
+"""What the file picker lists: ours, the PyTorch profiler's (``tensorboard_trace_handler``
+names its files ``*.pt.trace.json``) and Nsight Systems exports."""
+OPENABLE_SUFFIXES = (*OUR_SUFFIXES, ".json", ".json.gz", *NSYS_SUFFIXES)   # a profiler trace under any name opens too
+SQLITE_MAGIC = b"SQLite format 3\x00"
 MAX_BYTES = 256 * 1024 * 1024               # on disk
 MAX_DECOMPRESSED_BYTES = 1024 * 1024 * 1024  # a .gz trace, expanded
 _HEADER_BYTES = 64 * 1024                   # the header line must fit in this
@@ -35,6 +39,10 @@ def check_openable(path: Path, *, max_bytes: int = MAX_BYTES,
                    max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES) -> None:
     """Raise ``NotOpenable`` unless ``path`` is a trace file within the limits."""
     name = path.name
+    if name.endswith(REPORT_SUFFIXES):
+        stem = name.rsplit(".", 1)[0]
+        raise NotOpenable(f"{name}: an Nsight Systems report; export it first: "
+                          f"nsys export --type sqlite --output {stem}.sqlite {name}")
     if not name.endswith(OPENABLE_SUFFIXES):
         raise NotOpenable(f"{name}: not a trace file (only {', '.join(OPENABLE_SUFFIXES)} files are opened)")
     try:
@@ -50,7 +58,10 @@ def check_openable(path: Path, *, max_bytes: int = MAX_BYTES,
                 head = f.read(_HEADER_BYTES)
     except OSError as e:
         raise NotOpenable(f"{name}: cannot read it ({e.strerror or type(e).__name__})") from None
-    if name.endswith(OUR_SUFFIXES):
+    if name.endswith(NSYS_SUFFIXES):
+        if not head.startswith(SQLITE_MAGIC):
+            raise NotOpenable(f"{name}: not an Nsight Systems export (it is not an SQLite database)")
+    elif name.endswith(OUR_SUFFIXES):
         if not _is_header(head):
             raise NotOpenable(f"{name}: not a photon_trace trace (its first line is not a trace header)")
     elif not head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):

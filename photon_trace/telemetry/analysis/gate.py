@@ -42,6 +42,14 @@ DEFAULT_TOLERANCE = 0.10
 
 TraceLike = Union[Trace, str, os.PathLike]
 
+NO_DEVICE_ACTIVITY = {
+    "kineto": "the trace has no kernel, memcpy or memset (recorded without ProfilerActivity.CUDA, or where "
+              "there was no GPU)",
+    "nsys": "the report has runtime calls but no kernel, memcpy or memset (CUDA activity was not traced: "
+            "nsys profile --trace=cuda)",
+}
+"""Why an imported trace without device ops cannot be gated, by its source format."""
+
 
 class BadInput(Exception):
     """The trace or baseline cannot be checked."""
@@ -110,11 +118,15 @@ def _validate(trace: Trace, name: str) -> None:
         bad = next((r for r in getattr(trace, kind) if r.t1 < r.t0), None)
         if bad is not None:
             raise BadInput(f"{name}: corrupt trace: a {kind[:-1].replace('_', ' ')} ends before it starts ({bad})")
-    if not trace.device_spans and trace.header.get("source", {}).get("format") == "kineto":
-        raise BadInput(f"{name}: no device activity: the trace has no kernel, memcpy or memset (recorded "
-                       f"without ProfilerActivity.CUDA, or where there was no GPU); nothing to gate on")
-    if not any(d.stream == primary_stream(trace) for d in trace.device_spans):
+    source = trace.header.get("source", {}).get("format")
+    if not trace.device_spans and source in NO_DEVICE_ACTIVITY:
+        raise BadInput(f"{name}: no device activity: {NO_DEVICE_ACTIVITY[source]}; nothing to gate on")
+    ops = sum(1 for d in trace.device_spans if d.stream == primary_stream(trace))
+    if not ops:
         raise BadInput(f"{name}: no compute-stream ops to analyse")
+    if ops == 1 and source in NO_DEVICE_ACTIVITY:
+        raise BadInput(f"{name}: one device op on {primary_stream(trace)}: no gap between ops to measure idle by; "
+                       f"nothing to gate on")
     if not trace.steps:
         raise BadInput(f"{name}: no step records to analyse")
 
@@ -143,10 +155,14 @@ def _gates(report: Report, trace: Trace | None, baseline: Report | None,
     top = report.diagnosis[0] if report.diagnosis else None
     why = f" (largest: {top.cause} at {top.site_or_phase}, {_ms(top.idle_ns)})" if top else ""
     ok = report.idle_fraction <= max_idle_fraction
+    # The gate is on the analysed stream; the device view (all streams together) is said beside it.
+    shared = [d for d in report.devices if d.streams > 1]
+    devices = ("; per device, all streams together: " + ", ".join(f"{d.device} {d.idle_fraction:.2%}"
+                                                                  for d in shared)) if shared else ""
     gates.append(Gate("idle_fraction", ok,
-                      f"steady-state idle fraction {report.idle_fraction:.2%} "
-                      f"{'within' if ok else 'is over'} the limit {max_idle_fraction:.2%}" + ("" if ok else why),
-                      report.idle_fraction, max_idle_fraction))
+                      f"steady-state idle fraction {report.idle_fraction:.2%} of {report.stream} "
+                      f"{'within' if ok else 'is over'} the limit {max_idle_fraction:.2%}" + ("" if ok else why)
+                      + devices, report.idle_fraction, max_idle_fraction))
 
     # Syncs anywhere in the run, each with the idle it cost over the whole run.
     sites = (sync_sites(trace, find_bubbles(trace, compute_extent(trace))) if trace is not None
@@ -193,6 +209,9 @@ def _notes(trace: Trace | None) -> list[str]:
     if dropped:
         notes.append(f"the recorder dropped records ({dropped}): idle may be overstated")
     source = h.get("source") or {}
+    if source.get("format") == "nsys" and source.get("duplicate_runtime_rows"):
+        notes.append(f"Nsight export: {source['duplicate_runtime_rows']} runtime calls recorded twice under one "
+                     f"correlation id, counted once")
     if source.get("format") == "kineto":
         if h.get("truncated"):
             notes.append("the profiler trace is truncated: checked up to its last complete event")
@@ -251,11 +270,25 @@ def render_markdown(result: CheckResult) -> str:
             f"sample {r.sample_ms:.3f} ms, bookkeeping {r.bookkeeping_ms:.3f} ms",
             f"- tokens/s: {r.tokens_per_s:,.1f} steady, {r.e2e_tokens_per_s:,.1f} end to end; "
             f"L {r.L:.1f}, z {r.z:.4f}"]
+    out += device_markdown(r)
     if r.diagnosis:
         out += _diagnosis_markdown(r.diagnosis)
     if result.notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
     return "\n".join(out) + "\n"
+
+
+def device_markdown(r: Report) -> list[str]:
+    """Idle per stream (ours) and per device (Nsight's: all its streams together), side by side."""
+    if not r.streams and not r.devices:
+        return []
+    out = ["", "## Idle per stream and per device", "",
+           "| lane | ops | span | idle | idle % |", "|---|---|---|---|---|"]
+    out += [f"| stream `{s.stream}` | {s.ops} | {_ms(s.span_ns)} | {_ms(s.idle_ns)} | {s.idle_fraction:.1%} |"
+            for s in r.streams]
+    out += [f"| device `{d.device}` (all {d.streams} streams) | {d.ops} | {_ms(d.span_ns)} | {_ms(d.idle_ns)} | "
+            f"{d.idle_fraction:.1%} |" for d in r.devices]
+    return out
 
 
 def _speedup(d) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 from photon_trace.telemetry.analysis.bubbles import (
     MIN_BUBBLE_NS, Bubble, busy_intervals, bubbles_of, device_gaps, split_gaps)
 from photon_trace.telemetry.analysis.clock import clock_error_ns
+from photon_trace.telemetry.analysis.device_idle import DeviceIdle, device_idle
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal
 from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
 from photon_trace.telemetry.analysis.streams import StreamStats, stream_stats, with_cover
@@ -30,7 +31,8 @@ class Report:
     Run-level (the whole trace): ``e2e_tokens_per_s``, ``run_period_ms``, ``L``, ``zombie_rows``,
     ``z`` and ``z_steps`` (see ``requests``).
     ``stream`` is the stream analysed (``bubbles``, ``steps``, busy and idle are its);
-    ``streams`` has a row per stream of the trace (see ``streams``).
+    ``streams`` has a row per stream of the trace (see ``streams``), ``devices`` one per device,
+    all its streams together (Nsight's view of idle: ``device_idle``), over the same window.
     """
     window: tuple[int, int]
     window_ns: int
@@ -67,6 +69,7 @@ class Report:
     clock_error_ns: int = 0
     stream: str = "compute"
     streams: list[StreamStats] = field(default_factory=list)
+    devices: list[DeviceIdle] = field(default_factory=list)
 
     @property
     def clock_error_us(self) -> float:
@@ -85,6 +88,7 @@ class Report:
         d["bubbles"] = [b._asdict() for b in self.bubbles] if tables else len(self.bubbles)
         d["syncs"] = [s._asdict() for s in self.syncs]
         d["streams"] = [{**s._asdict(), "idle_fraction": s.idle_fraction} for s in self.streams]
+        d["devices"] = [{**x._asdict(), "idle_fraction": x.idle_fraction} for x in self.devices]
         d["diagnosis"] = [{k: _finite(v) for k, v in x._asdict().items()} for x in self.diagnosis]
         d["host_free_speedup"] = [_finite(v) for v in self.host_free_speedup]
         return d
@@ -150,4 +154,5 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
                                             known={stream: (runs, gaps, bubbles)},
                                             causes=bool(trace.header.get("primary_stream"))
                                             if stream_causes is None else stream_causes),
+        devices=device_idle(trace, (w0, w1)),
     )

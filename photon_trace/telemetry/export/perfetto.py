@@ -10,7 +10,10 @@ site, with the device idle it caused. A flow arrow goes from the host slice that
 enqueued each device op (the deepest host span of that step around its ``enqueued``
 time, falling back to the step's launch) to the op. Bubbles (device idle gaps, with
 their cause, detail and whether host code can fix them) are slices on the "bubbles"
-track. Requests are async slices from arrival to finalized on a "requests" track.
+track. Each device's idle with all its streams together (Nsight's view: ``device_idle``) is a
+process of its own ("<device> idle, all streams together", from ``IDLE_PID``) with a slice per
+stretch in which none of its streams ran, those over nsys's 500 ms ``gpu_gaps`` threshold
+marked; ``otherData.device_idle`` lists the longest. Requests are async slices from arrival to finalized on a "requests" track.
 Timestamps are µs since the trace's first record; the monotonic origin is in
 ``otherData``.
 
@@ -19,7 +22,8 @@ trace's own plus a small buffer, however long the trace.
 
     photon-trace export perfetto traces/run.trace.jsonl out.json      (cli/export.py)
 
-The command also reads a PyTorch profiler trace (through ``trace.importers.load_any``).
+The command also reads a PyTorch profiler trace or an Nsight Systems export (through
+``trace.importers.load_any``).
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ from photon_trace.telemetry.tracer import TOP_PHASES, Phase
 
 HOST_PID = 1
 DEVICE_PID = 2
+IDLE_PID = 3        # and on: one process per device for its idle, all streams together
 STREAM_ORDER = ("compute", "copy")
 BUBBLES_TRACK = "bubbles (device idle, by cause)"
 
@@ -70,9 +75,10 @@ def _waiters(trace: Trace, default: str) -> list[str]:
 
 
 def trace_events(trace: Trace, bubbles: list | None = None,
-                 window: tuple[int, int] | None = None) -> Iterator[dict]:
+                 window: tuple[int, int] | None = None, device_idle: list | None = None) -> Iterator[dict]:
     """The trace's events one by one; ``bubbles`` (analysis ``Bubble`` records) add the
-    bubbles track and each accidental sync's caused idle; ``window`` marks which were counted."""
+    bubbles track and each accidental sync's caused idle; ``window`` marks which were counted;
+    ``device_idle`` (``(device, t0, t1)`` stretches) adds a track of idle per device."""
     origin = trace_origin_ns(trace)
     steps = {s.step: s for s in trace.steps}
 
@@ -178,8 +184,22 @@ def trace_events(trace: Trace, bubbles: list | None = None,
                    "cname": "terrible" if b.cause == Cause.ACCIDENTAL_SYNC else "grey",
                    "args": {"cause": b.cause, "detail": b.detail, "step": b.step, "idle_us": _us(b.t1 - b.t0),
                             "who_can_fix_it": who_fixes(b.cause), "counted_in_analysis_window": counted}}
+    yield from _device_idle_events(device_idle or [], ts, dur)
     yield from _sync_instants(trace, bubbles or [], ts, tids[main])
     yield from _request_events(trace, ts, request_tid)
+
+
+def _device_idle_events(stretches: list, ts, dur) -> Iterator[dict]:
+    """A process per device, below the device's streams: a slice per stretch none of its streams ran."""
+    from photon_trace.telemetry.analysis.gpu_rules import GAP_MS
+    pids = {d: IDLE_PID + i for i, d in enumerate(sorted({d for d, _, _ in stretches}))}
+    for d, pid in pids.items():
+        yield {"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"{d} idle, all streams together"}}
+        yield {"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}}
+    for d, a, b in stretches:
+        yield {"ph": "X", "pid": pids[d], "tid": 1, "name": f"{d} idle", "cat": "device_idle", "ts": ts(a),
+               "dur": dur(a, b), "cname": "grey",
+               "args": {"device": d, "idle_us": _us(b - a), "gpu_gaps": b - a > GAP_MS * 1_000_000}}
 
 
 def _sync_instants(trace: Trace, bubbles: list, ts, tid: int) -> Iterator[dict]:
@@ -221,16 +241,29 @@ def _request_events(trace: Trace, ts, tid: int) -> Iterator[dict]:
         yield {**common, "ph": "e", "ts": ts(end[0])}
 
 
-def _other_data(trace: Trace) -> dict:
-    return {"format": "photon_trace", "mono_origin_ns": trace_origin_ns(trace),
-            "model": str(trace.header.get("model")), "backend": str(trace.header.get("backend")),
-            "photon_trace_version": str(trace.header.get("photon_trace_version"))}
+def _other_data(trace: Trace, device_idle: list | None = None) -> dict:
+    out = {"format": "photon_trace", "mono_origin_ns": trace_origin_ns(trace),
+           "model": str(trace.header.get("model")), "backend": str(trace.header.get("backend")),
+           "photon_trace_version": str(trace.header.get("photon_trace_version"))}
+    if device_idle:
+        from photon_trace.telemetry.analysis.gpu_rules import GAP_MS
+        longest = sorted(device_idle, key=lambda x: x[1] - x[2])[:50]
+        out["device_idle"] = [{"device": d, "ts_us": _us(a - out["mono_origin_ns"]), "idle_us": _us(b - a),
+                               "gpu_gaps": b - a > GAP_MS * 1_000_000} for d, a, b in longest]
+    return out
 
 
-def chrome_trace(trace: Trace, bubbles: list | None = None, window: tuple[int, int] | None = None) -> dict:
+def chrome_trace(trace: Trace, bubbles: list | None = None, window: tuple[int, int] | None = None,
+                 device_idle: list | None = None) -> dict:
     """The trace as one trace-event JSON object (``{"traceEvents": [...], ...}``), in memory."""
-    return {"traceEvents": list(trace_events(trace, bubbles, window)), "displayTimeUnit": "ns",
-            "otherData": _other_data(trace)}
+    return {"traceEvents": list(trace_events(trace, bubbles, window, device_idle)), "displayTimeUnit": "ns",
+            "otherData": _other_data(trace, device_idle)}
+
+
+def analysed_device_idle(trace: Trace) -> list[tuple[str, int, int]]:
+    """Each device's idle stretches, all its streams together (``analysis.device_idle``)."""
+    from photon_trace.telemetry.analysis.device_idle import idle_stretches
+    return idle_stretches(trace)
 
 
 def analysed_bubbles(trace: Trace) -> tuple[list, tuple[int, int]]:
@@ -252,12 +285,13 @@ def write_chrome_trace(trace: Trace, path: str | os.PathLike, *, bubbles: bool =
         out.write('{"traceEvents":[')
         chunk: list[str] = []
         first = True
-        for ev in trace_events(trace, found, window):
+        idle = analysed_device_idle(trace) if bubbles and trace.device_spans else None
+        for ev in trace_events(trace, found, window, idle):
             chunk.append(json.dumps(ev, separators=(",", ":")))
             if len(chunk) >= buffer_events:
                 out.write(("" if first else ",") + ",".join(chunk))
                 first, chunk = False, []
         if chunk:
             out.write(("" if first else ",") + ",".join(chunk))
-        out.write('],"displayTimeUnit":"ns","otherData":' + json.dumps(_other_data(trace)) + "}")
+        out.write('],"displayTimeUnit":"ns","otherData":' + json.dumps(_other_data(trace, idle)) + "}")
     return path

@@ -1,8 +1,10 @@
 """``load_any``: one entry point for every trace photon_trace reads.
 
 Our own ``.trace.jsonl[.gz]`` files start with a header line holding ``"format":"photon_trace"``;
-anything else that starts like JSON is read as a PyTorch profiler (Kineto) trace. Either
-way a bad file raises ``TraceFormatError`` (``KinetoFormatError`` is one) naming the problem.
+an SQLite database (plain or gzipped) is read as an Nsight Systems export; anything else that
+starts like JSON is read as a PyTorch profiler (Kineto) trace. A ``.nsys-rep`` is refused with
+the command that exports it. Any bad file raises ``TraceFormatError`` (``KinetoFormatError``
+and ``NsysFormatError`` are ones) naming the problem.
 """
 from __future__ import annotations
 
@@ -33,6 +35,12 @@ def _head(path: Path) -> bytes:
     return raw[:_HEAD]
 
 
+def is_nsys(path: str | os.PathLike) -> bool:
+    """Is ``path`` an Nsight Systems report or SQLite export (plain or gzipped)?"""
+    from photon_trace.telemetry.trace.importers.nsys_read import is_report, looks_like_sqlite
+    return is_report(path) or looks_like_sqlite(_head(Path(path)))
+
+
 def is_kineto(path: str | os.PathLike) -> bool:
     """Does ``path`` look like JSON that is not one of our own trace files?
 
@@ -53,9 +61,13 @@ def load_any(path: str | os.PathLike, *, strict: bool | None = None, step_annota
 
     ``strict``: for our files, a partial last line is an error (default: a warning);
     for Kineto traces, any invalid event or truncation is an error (the default; ``False``
-    imports what is valid, with warnings). ``step_annotation`` applies to Kineto traces.
+    imports what is valid, with warnings). ``step_annotation`` applies to profiler traces and
+    Nsight exports.
     """
     path = Path(path)
+    if is_nsys(path):
+        from photon_trace.telemetry.trace.importers.nsys import import_nsys
+        return import_nsys(path, step_annotation=step_annotation)
     if is_kineto(path):
         from photon_trace.telemetry.trace.importers.kineto import import_kineto
         return import_kineto(path, step_annotation=step_annotation, strict=True if strict is None else strict)
@@ -63,5 +75,6 @@ def load_any(path: str | os.PathLike, *, strict: bool | None = None, step_annota
         return load_trace(path, strict=bool(strict))
     except TraceFormatError as e:
         if "not a photon_trace trace" in str(e):   # nor JSON, or it would have been read as a profiler trace
-            raise TraceFormatError(f"{e}; nor a PyTorch profiler trace (that is JSON)") from None
+            raise TraceFormatError(f"{e}; nor a PyTorch profiler trace (that is JSON) or an Nsight Systems "
+                                   f"export (that is SQLite)") from None
         raise
