@@ -9,7 +9,9 @@ design: ``compile_format``, and the config and tokenizer, fixed at start-up.) Pe
 ``call_soon_threadsafe``. With no work and no commands the thread sleeps on a
 condition (no spin); it records each sleep, so device statistics can leave out
 the time the engine had nothing to do, and checks the engine's invariants each
-time it goes idle (every page, row and slot free).
+time it goes idle (every page, row and slot free). While it sleeps it wakes every
+``IDLE_WATCH_S`` to check that the engine's device is alive: a worker that dies while
+the server is idle is healed then (below), not when the next request finds it dead.
 
 The loop heals: when a tick raises (the device worker was killed or ran out of
 memory, a CUDA error, a bug) and the loop was given a factory, it fails only the
@@ -39,6 +41,10 @@ from photon_trace.telemetry.tracer import RequestEvent, now_ns
 from photon_trace.server.served_engine import ServedEngine
 
 log = logging.getLogger(__name__)
+
+IDLE_WATCH_S = 0.5
+"""How often an idle engine's device is checked: ``/health`` says ``degraded`` within about
+this much of a worker's death (a check is a ``waitpid``: nothing an idle server would notice)."""
 
 
 @dataclass(slots=True)
@@ -275,16 +281,25 @@ class EngineLoop:
             _post(loop, batch)
 
     def _next_commands(self, engine) -> list | None:
-        """The queued commands; sleeps while the engine is idle and nothing is queued."""
+        """The queued commands; sleeps while the engine is idle and nothing is queued, checking
+        every ``IDLE_WATCH_S`` that its device is alive (a dead one raises here, as a failed
+        tick would, and is healed)."""
         with self._cond:
             if not self._commands and not self._stopping and engine.idle:
                 self._check_idle(engine)
                 t0 = time.monotonic_ns()
                 self.sleeping_since = t0
-                while not self._commands and not self._stopping:
-                    self._cond.wait()
-                self.sleeping_since = None
-                self.sleeps.append((t0, time.monotonic_ns()))
+                try:
+                    while not self._commands and not self._stopping:
+                        if not self._cond.wait(IDLE_WATCH_S):
+                            self._cond.release()    # a check may take a while: submit() must not wait on it
+                            try:
+                                engine.check_alive()
+                            finally:
+                                self._cond.acquire()
+                finally:
+                    self.sleeping_since = None
+                    self.sleeps.append((t0, time.monotonic_ns()))
             if self._stopping:
                 return None
             commands = list(self._commands)
