@@ -59,7 +59,11 @@ def served(tmp_path_factory):
         assert "Traceback" not in log.read_text(), log.read_text()[-3000:]   # slow clients are no error
     finally:
         proc.terminate()
-        proc.wait(30)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:   # still waiting on connections it should have closed
+            proc.kill()
+            proc.wait(30)
 
 
 def open_files(pid: int) -> int:
