@@ -9,9 +9,8 @@ design: ``compile_format``, and the config and tokenizer, fixed at start-up.) Pe
 ``call_soon_threadsafe``. With no work and no commands the thread sleeps on a
 condition (no spin); it records each sleep, so device statistics can leave out
 the time the engine had nothing to do, and checks the engine's invariants each
-time it goes idle (every page, row and slot free). While it sleeps it wakes every
-``IDLE_WATCH_S`` to check that the engine's device is alive: a worker that dies while
-the server is idle is healed then (below), not when the next request finds it dead.
+time it goes idle (every page, row and slot free). Asleep, it checks every
+``IDLE_WATCH_S`` that the device is alive: a worker dead while idle is healed then.
 
 The loop heals: when a tick raises (the device worker was killed or ran out of
 memory, a CUDA error, a bug) and the loop was given a factory, it fails only the
@@ -42,9 +41,7 @@ from photon_trace.server.served_engine import ServedEngine
 
 log = logging.getLogger(__name__)
 
-IDLE_WATCH_S = 0.5
-"""How often an idle engine's device is checked: ``/health`` says ``degraded`` within about
-this much of a worker's death (a check is a ``waitpid``: nothing an idle server would notice)."""
+IDLE_WATCH_S = 0.5   # how soon /health says "degraded" after an idle worker dies (a check: a waitpid)
 
 
 @dataclass(slots=True)
@@ -281,9 +278,8 @@ class EngineLoop:
             _post(loop, batch)
 
     def _next_commands(self, engine) -> list | None:
-        """The queued commands; sleeps while the engine is idle and nothing is queued, checking
-        every ``IDLE_WATCH_S`` that its device is alive (a dead one raises here, as a failed
-        tick would, and is healed)."""
+        """The queued commands; sleeps while the engine is idle and nothing is queued (a device
+        found dead meanwhile raises here, as a failed tick would, and is healed)."""
         with self._cond:
             if not self._commands and not self._stopping and engine.idle:
                 self._check_idle(engine)
