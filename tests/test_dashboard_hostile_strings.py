@@ -126,3 +126,22 @@ def test_in_the_browser_no_link_or_styled_text_comes_from_the_trace(tmp_path):
     assert f"host · {LINK}" in drawn["labels"] and f"device · {LINK}" in drawn["labels"]
     assert any(BIG in text for text in drawn["legend"]), drawn["legend"]
     assert drawn["hover"] and SITE in drawn["hover"][0] and BIG in drawn["hover"][0], drawn["hover"]
+
+
+def test_the_perfetto_export_keeps_the_trace_strings_raw(tmp_path):
+    """JSON for another viewer, which escapes as it shows: the names go out exactly as recorded."""
+    from photon_trace.telemetry.export.perfetto import write_chrome_trace
+
+    out = write_chrome_trace(hostile_trace(), tmp_path / "hostile.json")
+    strings = set()
+
+    def collect(node):
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            for v in node:
+                collect(v)
+        elif isinstance(node, str):
+            strings.add(node)
+    collect(json.loads(out.read_text())["traceEvents"])
+    assert {LINK, BIG} <= strings and not any("&lt;" in v for v in strings)
