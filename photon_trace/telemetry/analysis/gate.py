@@ -21,6 +21,7 @@ A Markdown summary and JUnit XML (one testcase per gate) are written when asked.
 from __future__ import annotations
 
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -31,7 +32,9 @@ from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_
 from photon_trace.telemetry.analysis.causes import Cause, cause_label, fixable_by_host
 from photon_trace.telemetry.analysis.window import compute_extent
 from photon_trace.telemetry.trace.lanes import primary_stream
+from photon_trace.telemetry.trace.plausible import check_trace
 from photon_trace.telemetry.trace.records import Trace
+from photon_trace.telemetry.trace.rows import TraceFormatError
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -82,35 +85,62 @@ class CheckResult:
         return [g for g in self.gates if not g.passed]
 
     def summary(self) -> str:
-        """One line for the console."""
+        """One line for the console (a trace's strings may hold line breaks: not here)."""
         if self.error:
-            return f"photon-trace check: BAD INPUT: {self.error}"
-        if self.passed:
-            return f"photon-trace check: PASS ({len(self.gates)} gates) on {self.source}"
-        return "photon-trace check: FAIL: " + "; ".join(g.message for g in self.failures)
+            text = f"photon-trace check: BAD INPUT: {self.error}"
+        elif self.passed:
+            text = f"photon-trace check: PASS ({len(self.gates)} gates) on {self.source}"
+        else:
+            text = "photon-trace check: FAIL: " + "; ".join(g.message for g in self.failures)
+        return one_line(text)
 
 
-def _load(x: TraceLike, what: str, load: dict) -> tuple[Trace, str]:
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (line breaks included) as one space."""
+    return " ".join(text.split())
+
+
+def _load(x: TraceLike, what: str, load: dict) -> tuple[Trace, str, list[str]]:
+    """The trace, its name, and the loader's warnings as notes (one line each: a CI log reads
+    them, not Python's warning format with its install path and source line)."""
     if isinstance(x, Trace):
-        return x, f"<{what}>"
+        return x, f"<{what}>", []
     import warnings
 
     from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning
     from photon_trace.telemetry.trace.importers import load_any
+    from photon_trace.telemetry.trace.importers.kineto_read import KinetoPartialWarning
     allow_partial = bool(load.get("allow_partial"))
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", TraceTruncatedWarning)   # said below, as bad input or a note
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             trace = load_any(x, strict=False if allow_partial else None, step_annotation=load.get("step_annotation"))
     except (TraceFormatError, OSError) as e:
         raise BadInput(f"{what}: {e}") from None
     except Exception as e:   # whatever a damaged file does to the loader, CI must not read it as a failed gate
         raise BadInput(f"{what}: {x}: cannot read: {type(e).__name__}: {e}") from None
+    stopped = stopped_early(trace)
+    if not allow_partial and stopped:
+        raise BadInput(f"{what}: {x}: {stopped}; check what is there with --allow-partial")
     if not allow_partial and (trace.header.get("truncated") or trace.header.get("incomplete")):
         how = ("cut inside a line" if trace.header.get("truncated") else
                "no end line (the run crashed or is still writing)")
         raise BadInput(f"{what}: {x}: truncated trace: {how}; check what is there with --allow-partial")
-    return trace, str(x)
+    # A truncation and a profiler trace's skipped events are in the header: ``_notes`` says them.
+    said = (TraceTruncatedWarning, KinetoPartialWarning)
+    return trace, str(x), [one_line(str(w.message)) for w in caught if not issubclass(w.category, said)]
+
+
+def stopped_early(trace: Trace) -> str | None:
+    """Why the trace's writer stopped before its end (its file's stopped line), in words; None
+    when it did not."""
+    stopped = trace.header.get("stopped")
+    if not isinstance(stopped, dict):
+        return None
+    why, error = stopped.get("why", "a write failed"), stopped.get("error")
+    records = sum(n for n in (stopped.get("records") or {}).values() if isinstance(n, int))
+    return (f"the trace stopped early: {why}{f' ({error})' if error else ''}, after {records} records; "
+            f"what was written before is whole")
 
 
 def _validate(trace: Trace, name: str) -> None:
@@ -118,6 +148,10 @@ def _validate(trace: Trace, name: str) -> None:
         bad = next((r for r in getattr(trace, kind) if r.t1 < r.t0), None)
         if bad is not None:
             raise BadInput(f"{name}: corrupt trace: a {kind[:-1].replace('_', ' ')} ends before it starts ({bad})")
+    try:   # a loaded file was checked on load; a trace built in memory is checked here
+        check_trace(trace, name)
+    except TraceFormatError as e:
+        raise BadInput(str(e)) from None
     source = trace.header.get("source", {}).get("format")
     if not trace.device_spans and source in NO_DEVICE_ACTIVITY:
         raise BadInput(f"{name}: no device activity: {NO_DEVICE_ACTIVITY[source]}; nothing to gate on")
@@ -131,10 +165,11 @@ def _validate(trace: Trace, name: str) -> None:
         raise BadInput(f"{name}: no step records to analyse")
 
 
-def _analyse(x: TraceLike | Report, what: str, load: dict | None = None) -> tuple[Report, Trace | None, str]:
+def _analyse(x: TraceLike | Report, what: str, load: dict | None = None
+             ) -> tuple[Report, Trace | None, str, list[str]]:
     if isinstance(x, Report):
-        return x, None, f"<{what} report>"
-    trace, name = _load(x, what, load or {})
+        return x, None, f"<{what} report>", []
+    trace, name, warned = _load(x, what, load or {})
     _validate(trace, name)
     try:
         report = analyze(trace)
@@ -142,7 +177,7 @@ def _analyse(x: TraceLike | Report, what: str, load: dict | None = None) -> tupl
         raise BadInput(f"{name}: cannot analyse: {type(e).__name__}: {e}") from None
     if not report.steps:
         raise BadInput(f"{name}: no complete steps in the steady-state window")
-    return report, trace, name
+    return report, trace, name, warned
 
 
 def _ms(ns: float) -> str:
@@ -217,6 +252,8 @@ def _notes(trace: Trace | None) -> list[str]:
             notes.append("the profiler trace is truncated: checked up to its last complete event")
         for kind, p in (source.get("problems") or {}).items():
             notes.append(f"profiler trace: {p['count']} x {kind} (first: {p['first']})")
+    elif stopped_early(trace):
+        notes.append(f"{stopped_early(trace)}: checked what is there")
     elif h.get("truncated") or h.get("incomplete"):
         notes.append("the trace file is truncated (the run crashed or was still writing): "
                      "checked what is there")
@@ -236,7 +273,7 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     ``step_annotation``: the annotation a profiler trace's steps are taken from."""
     load = {"allow_partial": allow_partial, "step_annotation": step_annotation}
     try:
-        report, trace, source = _analyse(trace_or_path, "trace", load)
+        report, trace, source, warned = _analyse(trace_or_path, "trace", load)
         base = _analyse(baseline, "baseline", load)[0] if baseline is not None else None
     except BadInput as e:
         result = CheckResult(EXIT_BAD_INPUT, source=str(trace_or_path) if not isinstance(trace_or_path, Trace)
@@ -244,7 +281,7 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     else:
         gates = _gates(report, trace, base, max_idle_fraction, tolerance, allow_syncs)
         code = EXIT_PASS if all(g.passed for g in gates) else EXIT_FAIL
-        result = CheckResult(code, gates, report, base, source, notes=_notes(trace))
+        result = CheckResult(code, gates, report, base, source, notes=_notes(trace) + warned)
     if out_md is not None:
         Path(out_md).write_text(render_markdown(result), encoding="utf-8")
     if out_junit is not None:
@@ -252,14 +289,35 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     return result
 
 
+def md_code(text: object, in_table: bool = True) -> str:
+    """``text`` as a Markdown code span: shown as written, whatever it holds.
+
+    Gate messages, call sites, op names, file names and notes come from the trace, and a
+    CI page renders this Markdown: a call site holding ``|``, a newline and ``# ... PASS``
+    must not start a row or a heading, nor ``<a href>``, ``[x](url)`` or ``![x](url)`` make
+    HTML, a link or an image. In a code span nothing is markup; what could still break out
+    of it is handled here: line breaks (a span cannot hold one; whitespace runs become one
+    space), backticks (the fence is one longer than the longest run inside), and, in a
+    table, ``|`` (escaped as ``\\|``, which GitHub's tables take before the span)."""
+    body = " ".join(str(text).split())
+    if in_table:
+        body = body.replace("|", "\\|")
+    if not body:
+        return "(empty)"
+    fence = "`" * (max((len(run) for run in re.findall("`+", body)), default=0) + 1)
+    pad = " " if body[0] == "`" or body[-1] == "`" else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
 def render_markdown(result: CheckResult) -> str:
-    """The summary a CI job shows: verdict, gates, key numbers, what to fix first."""
+    """The summary a CI job shows: verdict, gates, key numbers, what to fix first. Every string
+    that may come from the trace goes in as a code span (``md_code``)."""
     verdict = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_BAD_INPUT: "BAD INPUT"}[result.exit_code]
-    out = [f"# photon-trace check: {verdict}", "", f"Trace: `{result.source}`", ""]
+    out = [f"# photon-trace check: {verdict}", "", f"Trace: {md_code(result.source, in_table=False)}", ""]
     if result.error:
-        return "\n".join(out + [f"**Error:** {result.error}", ""])
+        return "\n".join(out + [f"**Error:** {md_code(result.error, in_table=False)}", ""])
     out += ["| gate | result | detail |", "|---|---|---|"]
-    out += [f"| {g.name} | {'pass' if g.passed else '**FAIL**'} | {g.message} |" for g in result.gates]
+    out += [f"| {g.name} | {'pass' if g.passed else '**FAIL**'} | {md_code(g.message)} |" for g in result.gates]
     r = result.report
     assert r is not None
     out += ["", "## Steady state", "",
@@ -274,7 +332,7 @@ def render_markdown(result: CheckResult) -> str:
     if r.diagnosis:
         out += _diagnosis_markdown(r.diagnosis)
     if result.notes:
-        out += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
+        out += ["", "## Notes", ""] + [f"- {md_code(n, in_table=False)}" for n in result.notes]
     return "\n".join(out) + "\n"
 
 
@@ -306,7 +364,7 @@ def _diagnosis_markdown(diagnosis: list) -> list[str]:
             continue
         out += ["", f"## {title}", "",
                 "| cause | site / phase | idle | share | predicted speedup |", "|---|---|---|---|---|"]
-        out += [f"| {cause_label(d.cause)} | `{d.site_or_phase}` | {_ms(d.idle_ns)} | {d.share:.1%} | "
+        out += [f"| {cause_label(d.cause)} | {md_code(d.site_or_phase)} | {_ms(d.idle_ns)} | {d.share:.1%} | "
                 f"{_speedup(d)} |" for d in rows]
     return out
 
