@@ -195,7 +195,7 @@ PIPELINING = "blocking->pipelined"
 def load_runs(folder: Path) -> Runs:
     """The traces of a recorded benchmark (``<name>-<i>.trace.jsonl``), analysed by this code."""
     from photon_trace.telemetry.analysis import analyze
-    from photon_trace.telemetry.tracefile import load_trace
+    from photon_trace.telemetry.trace.file import load_trace
 
     runs = Runs(folder)
     def order(p: Path):     # <name>-<repeat>.trace.jsonl, repeats in number order (10 after 9)

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "tests"))   # the synthetic-run driver and browser
 
 def make_trace(spans: int, folder: Path) -> Path:
     from helpers.loop_sim import SyntheticRun, synthetic_trace
-    from photon_trace.telemetry.tracefile import write_trace
+    from photon_trace.telemetry.trace.file import write_trace
     from photon_trace.telemetry.tracer import TraceLevel
     steps = max(spans // 10, 10)      # ~10 spans a step at the ON level
     path = folder / f"bench-{spans}.trace.jsonl"
@@ -70,12 +70,12 @@ def server_parts(path: Path) -> dict[str, float]:
 
     from dash._utils import to_json
 
-    from photon_trace.dashboard.sources import outside_bubbles
-    from photon_trace.dashboard.timeline import timeline_figure
-    from photon_trace.dashboard.timeline_data import prepare_spans, with_analysis
-    from photon_trace.dashboard.view import View
+    from photon_trace.dashboard.sources.store import outside_bubbles
+    from photon_trace.dashboard.timeline.data import prepare_spans, with_analysis
+    from photon_trace.dashboard.timeline.figure import timeline_figure
+    from photon_trace.dashboard.timeline.view import View
     from photon_trace.telemetry.analysis import analyze, steady_state_window
-    from photon_trace.telemetry.tracefile import load_trace
+    from photon_trace.telemetry.trace.file import load_trace
     out = {}
     t = time.perf_counter()
 

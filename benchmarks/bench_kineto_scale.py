@@ -29,12 +29,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from helpers.kineto_builder import training_trace  # noqa: E402
 from helpers.loop_sim import SyntheticRun, synthetic_trace  # noqa: E402
-from photon_trace.dashboard.timeline_data import prepare_timeline  # noqa: E402
-from photon_trace.dashboard.timeline_draw import draw as timeline_traces  # noqa: E402
-from photon_trace.dashboard.view import View  # noqa: E402
+from photon_trace.dashboard.timeline.data import prepare_timeline  # noqa: E402
+from photon_trace.dashboard.timeline.draw import draw as timeline_traces  # noqa: E402
+from photon_trace.dashboard.timeline.view import View  # noqa: E402
 from photon_trace.telemetry.analysis import analyze  # noqa: E402
-from photon_trace.telemetry.importers import load_any  # noqa: E402
-from photon_trace.telemetry.tracefile import write_trace  # noqa: E402
+from photon_trace.telemetry.trace.file import write_trace  # noqa: E402
+from photon_trace.telemetry.trace.importers import load_any  # noqa: E402
 from photon_trace.telemetry.tracer import TraceLevel  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"

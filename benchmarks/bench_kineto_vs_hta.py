@@ -31,7 +31,7 @@ from helpers.hta_compare import hta_idle, hta_window, ours, stream_number  # noq
 from helpers.kineto_builder import training_trace  # noqa: E402
 from photon_trace.telemetry.analysis import analyze  # noqa: E402
 from photon_trace.telemetry.analysis.streams import SHORT_GAPS  # noqa: E402
-from photon_trace.telemetry.importers import load_any  # noqa: E402
+from photon_trace.telemetry.trace.importers import load_any  # noqa: E402
 
 CAUSE_COLUMNS = (("host_bound", "host"), ("accidental_sync", "sync"), ("stream_wait", "strm"),
                  ("dispatch", "lat"), (SHORT_GAPS, "short"))

@@ -3,7 +3,7 @@
 A synthetic pipelined run with the mask-upload bug (tests/helpers/loop_sim.py drives the
 real recorder) of about ``--spans`` spans is written to a trace file; then, in a child
 process so the peak memory is the export's own, the file is loaded and exported with
-``python -m photon_trace.telemetry.perfetto`` (events written one by one, bubbles and
+``photon-trace export perfetto`` (events written one by one, bubbles and
 sync instants included). Printed: seconds, peak RSS, output size. Numbers are never judged.
 
     .venv/bin/python benchmarks/bench_perfetto_export.py --spans 500000
@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 CHILD = """import resource, sys, time
-from photon_trace.telemetry.perfetto import main
+from photon_trace.cli import main
 t = time.perf_counter()
-rc = main([sys.argv[1], sys.argv[2]])
+rc = main(["export", "perfetto", sys.argv[1], sys.argv[2]])
 print(f"{time.perf_counter() - t:.2f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} {rc}")
 """
 

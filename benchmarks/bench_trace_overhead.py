@@ -41,10 +41,11 @@ import warnings
 from pathlib import Path
 
 from photon_trace.engine.engine import Engine
-from photon_trace.telemetry.analysis import busy_intervals, steady_state_window
 from photon_trace.engine.params import SamplingParams
-from photon_trace.telemetry.recorder import RecordingTracer
-from photon_trace.telemetry.tracefile import TraceFileWriter, load_trace
+from photon_trace.telemetry.analysis import busy_intervals, steady_state_window
+from photon_trace.telemetry.recording.file_writer import TraceFileWriter
+from photon_trace.telemetry.recording.recorder import RecordingTracer
+from photon_trace.telemetry.trace.file import load_trace
 from photon_trace.telemetry.tracer import (NULL_TRACER, DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer,
                                            TraceLevel)
 
@@ -83,7 +84,7 @@ def make_tracer(mode: str, engine: Engine, out_dir: Path, run: int, otlp_every: 
                 flush_interval: float = 0.5):
     if mode in ("off", "torch.profiler"):
         return NULL_TRACER, None
-    from photon_trace.telemetry.otel import OtelSink
+    from photon_trace.telemetry.export.otlp.sink import OtelSink
 
     level = TraceLevel.FULL if mode == "full" else TraceLevel.ON
     sinks: list = [TraceFileWriter(out_dir / f"{mode.replace('+', '_')}-{run}.trace.jsonl")]
@@ -105,7 +106,8 @@ def call_costs(level: TraceLevel) -> dict[str, float]:
         "span": lambda t: t.end(Phase.LAUNCH, 5, 1, t.begin(Phase.LAUNCH, 5, 1)),
         "device_op": lambda t: t.device_op(Stream.COMPUTE, DeviceOp.FORWARD, 5, 1, 10, 20, 5),
         "wait": lambda t: t.host_wait("commit: copy-back", True, 10, 20, "engine/engine.py:1", 5),
-        "step": lambda t: t.step(5, StepKind.DECODE, 1, 8, 0, 0, 8),
+        "step": lambda t: t.step(5, kind=StepKind.DECODE, slot=1, rows=8, zombie_rows=0, constrained_rows=0,
+                                 tokens=8),
         "request": lambda t: t.request(3, RequestEvent.FIRST_TOKEN, 10, 1),
     }
     out = {}
@@ -253,7 +255,7 @@ def main() -> None:
     try:
         engine.generate(*workload(4, 8, args.prompt_len, 0))  # warm-up
         if "on+otlp" in args.modes:  # a server pays the OTel import (~0.2 s) once, not per run
-            from photon_trace.telemetry.otlp_http import preload
+            from photon_trace.telemetry.export.otlp.http import preload
             preload()
         costs = {lvl: call_costs(lvl) for lvl in (TraceLevel.ON, TraceLevel.FULL)}
         estimates, idles = [], []

@@ -35,8 +35,8 @@ import numpy as np
 
 from bench_trace_overhead import start_receiver
 from photon_trace.engine.device import shm
-from photon_trace.telemetry.recorder import RecordingTracer
-from photon_trace.telemetry.tracefile import TraceFileWriter
+from photon_trace.telemetry.recording.file_writer import TraceFileWriter
+from photon_trace.telemetry.recording.recorder import RecordingTracer
 from photon_trace.telemetry.tracer import NULL_TRACER, DeviceOp, Phase, StepKind, Stream, Tracer, TraceLevel
 
 N_EVENTS = 1 << 16
@@ -96,7 +96,7 @@ def one_step(tr: Tracer, k: int, host_ns: int) -> None:
         tr.device_op(Stream.COMPUTE, op, k, k & 1, now - 300_000, now - 100_000, now - 400_000)
     tr.device_op(Stream.COPY, DeviceOp.COPY_BACK, k, k & 1, now - 90_000, now - 80_000, now - 400_000)
     tr.host_wait("commit: copy-back", True, now - 200_000, now - 80_000, "engine/engine.py:1", k)
-    tr.step(k, StepKind.DECODE, k & 1, 8, 0, 0, 8)
+    tr.step(k, kind=StepKind.DECODE, slot=k & 1, rows=8, zombie_rows=0, constrained_rows=0, tokens=8)
 
 
 def wait_for(a: np.ndarray, k: int, tr: Tracer) -> None:
@@ -110,7 +110,7 @@ def wait_for(a: np.ndarray, k: int, tr: Tracer) -> None:
 
 def run(mode: str, a: np.ndarray, args, tmp: str, r: int) -> tuple[list[int], list[int]]:
     """Lateness of the events marked inside the recorder's flush windows, and of the others."""
-    from photon_trace.telemetry.otel import OtelSink
+    from photon_trace.telemetry.export.otlp.sink import OtelSink
 
     flusher = None
     if mode == "none":

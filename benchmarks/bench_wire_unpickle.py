@@ -28,7 +28,8 @@ def batch(shape, mode) -> list[tuple]:
 
 
 def main(rounds: int = 300) -> None:
-    shape, mode = LaunchShape(16, 16, 4, 1, False), SamplingMode(SamplePath.PLAIN)
+    shape = LaunchShape(num_tokens=16, num_rows=16, max_pages=4, max_query_len=1, prefill=False)
+    mode = SamplingMode(SamplePath.PLAIN)
     evict = np.ones(64 << 20, dtype=np.uint8)
     for name, b in (("objects", batch(shape, mode)), ("wire tuples", batch(shape_to_wire(shape), mode_to_wire(mode)))):
         data = pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL)

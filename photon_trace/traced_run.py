@@ -58,8 +58,8 @@ def trace_run(engine, prepared: PreparedWorkload, trace_path: str | Path,
     ``torch_profiler``: also record the run with ``torch.profiler`` (each host phase marked
     ``<phase>#<step>``) and write its trace there (``telemetry.profiler_ranges``).
     """
-    from photon_trace.telemetry.recorder import RecordingTracer
-    from photon_trace.telemetry.tracefile import TraceFileWriter
+    from photon_trace.telemetry.recording.file_writer import TraceFileWriter
+    from photon_trace.telemetry.recording.recorder import RecordingTracer
 
     # Ring buffers large enough for the whole run: <= 8 records of a kind per step, and
     # at most one step per generated token and prefill chunk of every request.
@@ -71,7 +71,7 @@ def trace_run(engine, prepared: PreparedWorkload, trace_path: str | Path,
     capture = engine.device.sync_debug() if sync_debug else None
     engine_tracer, profiling = tracer, _nothing()
     if torch_profiler is not None:
-        from photon_trace.telemetry.profiler_ranges import ProfilerRanges, profiled
+        from photon_trace.telemetry.recording.profiler_ranges import ProfilerRanges, profiled
         engine_tracer = ProfilerRanges(tracer)
         profiling = profiled(torch_profiler, cuda=engine.device.backend == "cuda")
     with attached(engine, engine_tracer), (capture if capture is not None else _nothing()), profiling:

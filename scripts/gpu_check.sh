@@ -10,7 +10,7 @@
 # i.e. run into a scratch folder (/tmp/gpu_check: its gpu_check/ holds everything, packed
 # into /tmp/gpu_check/gpu_check.tgz beside /tmp/gpu_check/summary.txt) and copy those two
 # files into the folder that is returned ("$OUT"); the commit is passed in because the
-# machine may get no .git. Give the call a timeout of 480 s: the worst case is 400 s.
+# machine may get no .git. Give the call a timeout of 480 s: the worst case is 415 s.
 # Without a GPU, the same stages on the tiny preset and the host-process device (how
 # this script is tested; PYTHON picks the interpreter, python3 otherwise):
 #

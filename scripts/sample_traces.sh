@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Regenerate the sample traces in traces/ from the current engine (about a minute on 2 cores):
-# the small 8-stream blocking/pipelined pair, and tiny with every other request constrained
-# (`point`), pipelined with the async mask upload and with the mask-upload bug.
+# Regenerate the sample traces in traces/ from the current engine: the demo's runs at 8 streams
+# on tiny, i.e. the blocking/pipelined pair, and every other request constrained (`point`),
+# pipelined with the async mask upload and with the mask-upload bug.
 # Then regenerate the screenshots in docs/ from them:
 #   PT_DOCS_SCREENSHOTS=1 .venv/bin/python -m pytest -q tests/test_dashboard_screenshots.py
 set -euo pipefail
@@ -10,9 +10,9 @@ PT=${PT:-.venv/bin/photon-trace}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-$PT bench --model small --streams 8 --no-progress --out "$tmp/small" >/dev/null
-cp "$tmp/small/bench-small-async-s8-blocking-r1.trace.jsonl" traces/small-s8-blocking.trace.jsonl
-cp "$tmp/small/bench-small-async-s8-pipelined-r1.trace.jsonl" traces/small-s8-pipelined.trace.jsonl
+$PT bench --model tiny --streams 8 --no-progress --out "$tmp/pair" >/dev/null
+cp "$tmp/pair/bench-tiny-async-s8-blocking-r1.trace.jsonl" traces/tiny-s8-blocking.trace.jsonl
+cp "$tmp/pair/bench-tiny-async-s8-pipelined-r1.trace.jsonl" traces/tiny-s8-pipelined.trace.jsonl
 
 for upload in async sync; do
   $PT bench --model tiny --streams 8 --constrained point --mask-upload $upload --no-progress \

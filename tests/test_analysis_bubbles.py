@@ -6,14 +6,13 @@ A gap is split by what covers each part of it; ``parts`` lists the bubbles as
 from __future__ import annotations
 
 from photon_trace.telemetry.analysis import (
-    ACCIDENTAL_SYNC, COMMIT_WAIT, COPY_WAIT, DISPATCH, HOST_BOUND, OUTSIDE_PHASES, Bubble, analyze,
-    busy_intervals, device_gaps, find_bubbles)
+    OUTSIDE_PHASES, Bubble, Cause, analyze, busy_intervals, device_gaps, find_bubbles)
 from photon_trace.telemetry.analysis.bubbles import LAUNCH_LATENCY
 from helpers.code_sites import COMMIT_SITE as COMMIT, ITEM_SITE as SITE
 from helpers.trace_builder import US, TraceBuilder
 
 WINDOW = (0, 10_000 * US)
-LATENCY = (DISPATCH, LAUNCH_LATENCY)
+LATENCY = (Cause.DISPATCH, LAUNCH_LATENCY)
 
 
 def two_forwards(gap_start=1000, gap_end=1500, enqueued=1490, **settings) -> TraceBuilder:
@@ -58,7 +57,7 @@ def test_gaps_under_the_threshold_are_dispatch_not_bubbles():
     b.compute("forward", 1, 0, 100 * US).compute("sample", 1, 119 * US, 200 * US)     # 19 µs
     b.compute("forward", 2, 220 * US, 300 * US, enqueued=210 * US)                     # 20 µs
     b.step(1).step(2)
-    assert split(b) == [(200, 210, HOST_BOUND, OUTSIDE_PHASES), (210, 220, *LATENCY)]
+    assert split(b) == [(200, 210, Cause.HOST_BOUND, OUTSIDE_PHASES), (210, 220, *LATENCY)]
     rep = analyze(b.build(), (0, 300 * US))
     assert rep.idle_ns == 39 * US and rep.bubble_ns == 20 * US and rep.dispatch_ns == 19 * US
     assert rep.busy_ns + rep.idle_ns == rep.window_ns
@@ -71,15 +70,15 @@ def test_a_sync_is_charged_its_own_length_from_the_gap_and_the_host_phases_keep_
     b.host("commit", 1, 800 * US, 1400 * US).host("launch", 2, 1400 * US, 1490 * US)
     b.wait("host read of a device value", 900 * US, 1010 * US, expected=False, site=SITE, step=1)
     # the wait lasted 110 µs: without it the host would have enqueued 110 µs earlier
-    assert split(b) == [(1000, 1110, ACCIDENTAL_SYNC, SITE), (1110, 1400, HOST_BOUND, "commit"),
-                        (1400, 1490, HOST_BOUND, "launch"), (1490, 1500, *LATENCY)]
+    assert split(b) == [(1000, 1110, Cause.ACCIDENTAL_SYNC, SITE), (1110, 1400, Cause.HOST_BOUND, "commit"),
+                        (1400, 1490, Cause.HOST_BOUND, "launch"), (1490, 1500, *LATENCY)]
 
 
 def test_a_drain_ending_as_the_gap_opens_costs_the_host_work_after_it():
     b = two_forwards()
     b.host("finalize", 2, 700 * US, 1300 * US)
     b.wait("mask upload: drain (sync)", 700 * US, 1000 * US, expected=False, site=SITE, step=2)
-    assert split(b) == [(1000, 1300, ACCIDENTAL_SYNC, SITE), (1300, 1490, HOST_BOUND, OUTSIDE_PHASES),
+    assert split(b) == [(1000, 1300, Cause.ACCIDENTAL_SYNC, SITE), (1300, 1490, Cause.HOST_BOUND, OUTSIDE_PHASES),
                         (1490, 1500, *LATENCY)]
 
 
@@ -89,37 +88,38 @@ def test_a_brief_sync_in_a_slow_host_is_charged_only_its_wait():
     b = two_forwards(gap_end=3500, enqueued=3490)
     b.host("plan", 2, 500 * US, 3400 * US).host("launch", 2, 3400 * US, 3490 * US)
     b.wait("host read of a device value", 3000 * US, 3030 * US, expected=False, site=SITE, step=2)
-    assert split(b) == [(1000, 3000, HOST_BOUND, "plan"), (3000, 3030, ACCIDENTAL_SYNC, SITE),
-                        (3030, 3400, HOST_BOUND, "plan"), (3400, 3490, HOST_BOUND, "launch"), (3490, 3500, *LATENCY)]
+    assert split(b) == [(1000, 3000, Cause.HOST_BOUND, "plan"), (3000, 3030, Cause.ACCIDENTAL_SYNC, SITE),
+                        (3030, 3400, Cause.HOST_BOUND, "plan"), (3400, 3490, Cause.HOST_BOUND, "launch"),
+                        (3490, 3500, *LATENCY)]
 
 
 def test_slack_absorbs_the_device_clock_error():
     b = two_forwards()
     b.wait("sync", 900 * US, 995 * US, expected=False, site=SITE, step=1)
-    assert split(b)[0] == (1000, 1490, HOST_BOUND, OUTSIDE_PHASES)      # ended before the gap: not its cause
+    assert split(b)[0] == (1000, 1490, Cause.HOST_BOUND, OUTSIDE_PHASES)      # ended before the gap: not its cause
     b.header["clock"]["device_error_ns"] = 10 * US
-    assert split(b)[0] == (1000, 1095, ACCIDENTAL_SYNC, SITE)
+    assert split(b)[0] == (1000, 1095, Cause.ACCIDENTAL_SYNC, SITE)
 
 
 def test_a_zero_length_wait_blocks_nothing():
     b = two_forwards()
     b.host("plan", 2, 1000 * US, 1490 * US)
     b.wait("sync", 1200 * US, 1200 * US, expected=False, site=SITE, step=2)
-    assert split(b) == [(1000, 1490, HOST_BOUND, "plan"), (1490, 1500, *LATENCY)]
+    assert split(b) == [(1000, 1490, Cause.HOST_BOUND, "plan"), (1490, 1500, *LATENCY)]
 
 
 def test_a_wait_that_began_after_the_op_was_enqueued_held_nothing_up():
     b = two_forwards(enqueued=1200)
     b.host("plan", 2, 900 * US, 1200 * US)
     b.wait("sync", 1300 * US, 1450 * US, expected=False, site=SITE, step=2)
-    assert split(b) == [(1000, 1200, HOST_BOUND, "plan"), (1200, 1500, *LATENCY)]
+    assert split(b) == [(1000, 1200, Cause.HOST_BOUND, "plan"), (1200, 1500, *LATENCY)]
 
 
 def test_a_gc_pause_after_the_commit_wait_is_the_commit_phase_not_the_wait():
     # blocking: the commit wait overlaps the gap's first 10 µs, then a 4 ms pause in commit
     b = blocking_tick((900, 5000, 5100, 5190), wait=(900, 1010), gap_end=5200, enqueued=5190)
-    assert split(b) == [(1000, 1010, COMMIT_WAIT, COMMIT), (1010, 5000, HOST_BOUND, "commit"),
-                        (5000, 5100, HOST_BOUND, "plan"), (5100, 5190, HOST_BOUND, "launch"),
+    assert split(b) == [(1000, 1010, Cause.COMMIT_WAIT, COMMIT), (1010, 5000, Cause.HOST_BOUND, "commit"),
+                        (5000, 5100, Cause.HOST_BOUND, "plan"), (5100, 5190, Cause.HOST_BOUND, "launch"),
                         (5190, 5200, *LATENCY)]
 
 
@@ -127,8 +127,8 @@ def test_a_gc_pause_after_the_commit_wait_is_the_commit_phase_not_the_wait():
 
 def test_blocking_gap_is_the_commit_wait_then_each_host_phase_after_it():
     b = blocking_tick((700, 1300, 1400, 1490), wait=(710, 1040))
-    assert split(b) == [(1000, 1040, COMMIT_WAIT, COMMIT), (1040, 1300, HOST_BOUND, "commit"),
-                        (1300, 1400, HOST_BOUND, "plan"), (1400, 1490, HOST_BOUND, "launch"),
+    assert split(b) == [(1000, 1040, Cause.COMMIT_WAIT, COMMIT), (1040, 1300, Cause.HOST_BOUND, "commit"),
+                        (1300, 1400, Cause.HOST_BOUND, "plan"), (1400, 1490, Cause.HOST_BOUND, "launch"),
                         (1490, 1500, *LATENCY)]
 
 
@@ -140,9 +140,9 @@ def test_blocking_stage_gap_after_the_commit_wait_is_launch():
     b.compute("stage", 2, 1300 * US, 1320 * US, enqueued=1300 * US)
     b.compute("forward", 2, 1400 * US, 2000 * US, enqueued=1400 * US)
     b.host("launch", 2, 1250 * US, 1450 * US).step(1).step(2)
-    assert split(b) == [(1000, 1050, COMMIT_WAIT, COMMIT), (1050, 1150, HOST_BOUND, "commit"),
-                        (1150, 1250, HOST_BOUND, "plan"), (1250, 1300, HOST_BOUND, "launch"),
-                        (1320, 1400, HOST_BOUND, "launch")]
+    assert split(b) == [(1000, 1050, Cause.COMMIT_WAIT, COMMIT), (1050, 1150, Cause.HOST_BOUND, "commit"),
+                        (1150, 1250, Cause.HOST_BOUND, "plan"), (1250, 1300, Cause.HOST_BOUND, "launch"),
+                        (1320, 1400, Cause.HOST_BOUND, "launch")]
 
 
 def test_a_pipelined_commit_still_waiting_when_the_device_runs_dry_is_the_wait_not_commit_work():
@@ -150,8 +150,8 @@ def test_a_pipelined_commit_still_waiting_when_the_device_runs_dry_is_the_wait_n
     b = two_forwards()
     b.host("commit", 0, 700 * US, 1300 * US).host("plan", 2, 1300 * US, 1400 * US)
     b.wait("commit: copy-back", 710 * US, 1040 * US, expected=True, site=COMMIT, step=0)
-    assert split(b) == [(1000, 1040, COMMIT_WAIT, COMMIT), (1040, 1300, HOST_BOUND, "commit"),
-                        (1300, 1400, HOST_BOUND, "plan"), (1400, 1490, HOST_BOUND, OUTSIDE_PHASES),
+    assert split(b) == [(1000, 1040, Cause.COMMIT_WAIT, COMMIT), (1040, 1300, Cause.HOST_BOUND, "commit"),
+                        (1300, 1400, Cause.HOST_BOUND, "plan"), (1400, 1490, Cause.HOST_BOUND, OUTSIDE_PHASES),
                         (1490, 1500, *LATENCY)]
 
 
@@ -162,8 +162,8 @@ def test_host_time_is_split_by_phase_and_sub_phases_never_compete_with_theirs():
     b.host("commit", 1, 900 * US, 1100 * US).host("plan", 2, 1100 * US, 1400 * US)
     b.host("launch", 2, 1400 * US, 1480 * US)
     b.host("stage", 2, 1400 * US, 1480 * US)
-    assert split(b) == [(1000, 1100, HOST_BOUND, "commit"), (1100, 1400, HOST_BOUND, "plan"),
-                        (1400, 1480, HOST_BOUND, "launch"), (1480, 1500, *LATENCY)]
+    assert split(b) == [(1000, 1100, Cause.HOST_BOUND, "commit"), (1100, 1400, Cause.HOST_BOUND, "plan"),
+                        (1400, 1480, Cause.HOST_BOUND, "launch"), (1480, 1500, *LATENCY)]
 
 
 def test_a_stall_between_phases_is_outside_phases_never_a_neighbours_name():
@@ -171,17 +171,17 @@ def test_a_stall_between_phases_is_outside_phases_never_a_neighbours_name():
     b = two_forwards(gap_end=3500, enqueued=3490)
     b.host("finalize", 1, 800 * US, 1100 * US)
     b.host("plan", 2, 3100 * US, 3200 * US).host("launch", 2, 3200 * US, 3490 * US)
-    assert split(b) == [(1000, 1100, HOST_BOUND, "finalize"), (1100, 3100, HOST_BOUND, OUTSIDE_PHASES),
-                        (3100, 3200, HOST_BOUND, "plan"), (3200, 3490, HOST_BOUND, "launch"),
+    assert split(b) == [(1000, 1100, Cause.HOST_BOUND, "finalize"), (1100, 3100, Cause.HOST_BOUND, OUTSIDE_PHASES),
+                        (3100, 3200, Cause.HOST_BOUND, "plan"), (3200, 3490, Cause.HOST_BOUND, "launch"),
                         (3490, 3500, *LATENCY)]
 
 
 def test_outside_phases_names_the_span_that_encloses_it():
     b = two_forwards()
     b.host("server: hand-off", 2, 1100 * US, 1300 * US, thread="server")
-    assert split(b) == [(1000, 1100, HOST_BOUND, OUTSIDE_PHASES),
-                        (1100, 1300, HOST_BOUND, f"{OUTSIDE_PHASES} (in server: hand-off)"),
-                        (1300, 1490, HOST_BOUND, OUTSIDE_PHASES), (1490, 1500, *LATENCY)]
+    assert split(b) == [(1000, 1100, Cause.HOST_BOUND, OUTSIDE_PHASES),
+                        (1100, 1300, Cause.HOST_BOUND, f"{OUTSIDE_PHASES} (in server: hand-off)"),
+                        (1300, 1490, Cause.HOST_BOUND, OUTSIDE_PHASES), (1490, 1500, *LATENCY)]
 
 
 # -- rule 1: the host's lateness comes before a copy wait -------------------------------------
@@ -199,7 +199,7 @@ def test_masked_sample_waiting_for_its_mask_upload_is_a_copy_wait():
     b.compute("masked_sample", 2, 1405 * US, 1600 * US, enqueued=900 * US)
     b.copy("mask_upload", 2, 900 * US, 1400 * US, enqueued=900 * US)
     b.step(2)
-    assert split(b) == [(1000, 1405, COPY_WAIT, "mask_upload")]
+    assert split(b) == [(1000, 1405, Cause.COPY_WAIT, "mask_upload")]
 
 
 def test_a_copy_wait_starts_only_when_the_host_has_enqueued_the_op():
@@ -210,8 +210,9 @@ def test_a_copy_wait_starts_only_when_the_host_has_enqueued_the_op():
         b.copy("mask_upload", 2, 1100 * US, upload_end * US, enqueued=1100 * US)
         b.host("finalize", 2, 900 * US, 1200 * US)
         return b.step(2)
-    assert split(trace(1300)) == [(1000, 1200, HOST_BOUND, "finalize"), (1200, 1305, COPY_WAIT, "mask_upload")]
-    assert split(trace(1150)) == [(1000, 1200, HOST_BOUND, "finalize"), (1200, 1305, *LATENCY)]
+    assert split(trace(1300)) == [(1000, 1200, Cause.HOST_BOUND, "finalize"),
+                                  (1200, 1305, Cause.COPY_WAIT, "mask_upload")]
+    assert split(trace(1150)) == [(1000, 1200, Cause.HOST_BOUND, "finalize"), (1200, 1305, *LATENCY)]
 
 
 def test_a_slow_finalize_is_the_finalize_not_the_mask_copy_enqueued_with_the_sample():
@@ -224,7 +225,8 @@ def test_a_slow_finalize_is_the_finalize_not_the_mask_copy_enqueued_with_the_sam
     b.compute("masked_sample", 2, 3045 * US, 3200 * US, enqueued=3000 * US)
     bubbles = find_bubbles(b.step(2).build(), WINDOW)
     # the upload starts 5 µs after it is queued (the device's own start, no excess measured), then 40 µs of copy
-    assert parts(bubbles) == [(1000, 3000, HOST_BOUND, "finalize"), (3000, 3005, *LATENCY), (3005, 3045, COPY_WAIT, "mask_upload")]
+    assert parts(bubbles) == [(1000, 3000, Cause.HOST_BOUND, "finalize"), (3000, 3005, *LATENCY),
+                              (3005, 3045, Cause.COPY_WAIT, "mask_upload")]
     assert bubbles[0].duration_ns / sum(x.duration_ns for x in bubbles) > 0.95
 
 
@@ -238,8 +240,9 @@ def test_a_device_that_ran_dry_starts_late_because_of_the_host_beyond_its_own_la
     b.compute("sample", 1, 1030 * US, 1100 * US, enqueued=0)
     b.host("plan", 2, 900 * US, 1400 * US).host("launch", 2, 1400 * US, 1450 * US)
     b.compute("forward", 2, 1550 * US, 2500 * US, enqueued=1450 * US).step(0).step(1).step(2)
-    assert split(b) == [(100, 130, *LATENCY), (1000, 1030, *LATENCY), (1100, 1400, HOST_BOUND, "plan"),
-                        (1400, 1450, HOST_BOUND, "launch"), (1450, 1520, HOST_BOUND, "plan"), (1520, 1550, *LATENCY)]
+    assert split(b) == [(100, 130, *LATENCY), (1000, 1030, *LATENCY), (1100, 1400, Cause.HOST_BOUND, "plan"),
+                        (1400, 1450, Cause.HOST_BOUND, "launch"), (1450, 1520, Cause.HOST_BOUND, "plan"),
+                        (1520, 1550, *LATENCY)]
 
 
 def queued_steps(start_us: int, within_us: int) -> TraceBuilder:
@@ -266,7 +269,7 @@ def test_a_step_start_s_launch_latency_is_measured_apart_from_the_latency_betwee
     b.host("plan", 4, 1900 * US, 2600 * US)
     b.compute("forward", 4, 2800 * US, 3300 * US, enqueued=2600 * US).step(4)
     got = split(b)
-    assert got[-2:] == [(2265, 2650, HOST_BOUND, "plan"), (2650, 2800, *LATENCY)]
+    assert got[-2:] == [(2265, 2650, Cause.HOST_BOUND, "plan"), (2650, 2800, *LATENCY)]
 
 
 def test_where_no_step_started_queued_its_latency_is_the_quickest_start_from_idle():
@@ -315,8 +318,8 @@ def test_a_carried_charge_beside_a_second_wait_of_the_site_does_not_count_as_tha
     b.wait("sync", 250 * US, 320 * US, expected=False, site=SITE, step=2)
     b.host("plan", 2, 200 * US, 250 * US).host("plan", 3, 320 * US, 400 * US)
     got = split(b.step(1).step(2).step(3))
-    assert [p for p in got if p[0] >= 300] == [(300, 415, ACCIDENTAL_SYNC, SITE),
-                                               (415, 495, HOST_BOUND, OUTSIDE_PHASES), (495, 500, *LATENCY)]
+    assert [p for p in got if p[0] >= 300] == [(300, 415, Cause.ACCIDENTAL_SYNC, SITE),
+                                               (415, 495, Cause.HOST_BOUND, OUTSIDE_PHASES), (495, 500, *LATENCY)]
 
 
 def sync_then_catch_up(lead_us: int) -> TraceBuilder:
@@ -338,15 +341,16 @@ def test_what_a_sync_did_not_cost_in_its_gap_it_costs_in_the_next_while_the_host
     b.compute("forward", 4, 2600 * US, 2700 * US, enqueued=2590 * US)
     b.step(4)
     assert split(b) == [
-        (1000, 1090, ACCIDENTAL_SYNC, SITE), (1090, 1100, *LATENCY),
-        (2300, 2390, ACCIDENTAL_SYNC, SITE), (2390, 2400, *LATENCY),
-        (2500, 2530, ACCIDENTAL_SYNC, SITE), (2530, 2590, HOST_BOUND, OUTSIDE_PHASES), (2590, 2600, *LATENCY)]
+        (1000, 1090, Cause.ACCIDENTAL_SYNC, SITE), (1090, 1100, *LATENCY),
+        (2300, 2390, Cause.ACCIDENTAL_SYNC, SITE), (2390, 2400, *LATENCY),
+        (2500, 2530, Cause.ACCIDENTAL_SYNC, SITE), (2530, 2590, Cause.HOST_BOUND, OUTSIDE_PHASES),
+        (2590, 2600, *LATENCY)]
 
 
 def test_once_the_host_is_ahead_again_later_gaps_are_its_own():
     assert split(sync_then_catch_up(lead_us=100)) == [
-        (1000, 1090, ACCIDENTAL_SYNC, SITE), (1090, 1100, *LATENCY),
-        (2300, 2390, HOST_BOUND, "launch"), (2390, 2400, *LATENCY)]
+        (1000, 1090, Cause.ACCIDENTAL_SYNC, SITE), (1090, 1100, *LATENCY),
+        (2300, 2390, Cause.HOST_BOUND, "launch"), (2390, 2400, *LATENCY)]
 
 
 def test_a_sync_costs_the_next_gaps_no_more_than_the_time_it_lost():
@@ -358,11 +362,11 @@ def test_a_sync_costs_the_next_gaps_no_more_than_the_time_it_lost():
     b.compute("forward", 4, 1250 * US, 1300 * US, enqueued=1250 * US)
     b.compute("forward", 5, 1350 * US, 1400 * US, enqueued=1350 * US)
     b.step(2).step(3).step(4).step(5)
-    assert split(b) == [(1000, 1050, ACCIDENTAL_SYNC, SITE), (1100, 1150, ACCIDENTAL_SYNC, SITE),
-                        (1200, 1220, ACCIDENTAL_SYNC, SITE), (1220, 1250, HOST_BOUND, OUTSIDE_PHASES),
-                        (1300, 1350, HOST_BOUND, OUTSIDE_PHASES)]
+    assert split(b) == [(1000, 1050, Cause.ACCIDENTAL_SYNC, SITE), (1100, 1150, Cause.ACCIDENTAL_SYNC, SITE),
+                        (1200, 1220, Cause.ACCIDENTAL_SYNC, SITE), (1220, 1250, Cause.HOST_BOUND, OUTSIDE_PHASES),
+                        (1300, 1350, Cause.HOST_BOUND, OUTSIDE_PHASES)]
 
 
 def test_bubbles_are_clipped_to_the_window():
     b = two_forwards()
-    assert split(b, (1200 * US, 2000 * US)) == [(1200, 1490, HOST_BOUND, OUTSIDE_PHASES), (1490, 1500, *LATENCY)]
+    assert split(b, (1200 * US, 2000 * US)) == [(1200, 1490, Cause.HOST_BOUND, OUTSIDE_PHASES), (1490, 1500, *LATENCY)]

@@ -16,7 +16,7 @@ import pytest
 
 from photon_trace.telemetry.analysis.clock import (
     Activity, clock_error_ns, compare_with_cupti, kineto_activities)
-from photon_trace.telemetry.records import DeviceSpan, Trace
+from photon_trace.telemetry.trace.records import DeviceSpan, Trace
 
 US = 1000
 OFFSET = 1_700_000_000_000_000_000 - 5_000_000_000   # Kineto's unix ns against our monotonic ns

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, COPY_WAIT, HOST_BOUND, analyze
+from photon_trace.telemetry.analysis import Cause, analyze
 from helpers.trace_builder import (
     ITEM_REASON, ITEM_SITE, MASK_SYNC_REASON, MASK_SYNC_SITE, MS, LoopCosts, copy_wait_trace, host_delay_trace,
     item_sync_trace, pipelined_trace, sync_bug_trace)
@@ -34,11 +34,11 @@ def test_clean_pipelined_run_has_no_syncs_and_no_bubbles(streams):
 
 @pytest.mark.parametrize("name, faulty, clean, cause, detail, moved_ns", [
     ("mask upload sync", sync_bug_trace(tokens=40), pipelined_trace(tokens=40, constrained=True),
-     ACCIDENTAL_SYNC, MASK_SYNC_SITE, MOVED_NS),
-    (".item() in commit", item_sync_trace(tokens=40), pipelined_trace(tokens=40), ACCIDENTAL_SYNC, ITEM_SITE, 0),
-    ("delay in plan", host_delay_trace(tokens=40), pipelined_trace(tokens=40), HOST_BOUND, "plan", 0),
+     Cause.ACCIDENTAL_SYNC, MASK_SYNC_SITE, MOVED_NS),
+    (".item() in commit", item_sync_trace(tokens=40), pipelined_trace(tokens=40), Cause.ACCIDENTAL_SYNC, ITEM_SITE, 0),
+    ("delay in plan", host_delay_trace(tokens=40), pipelined_trace(tokens=40), Cause.HOST_BOUND, "plan", 0),
     ("slow mask upload", copy_wait_trace(tokens=40), pipelined_trace(tokens=40, constrained=True),
-     COPY_WAIT, "mask_upload", 0),
+     Cause.COPY_WAIT, "mask_upload", 0),
 ])
 def test_fault_is_attributed_to_its_cause_and_costed(name, faulty, clean, cause, detail, moved_ns):
     rep, base = analyze(faulty), analyze(clean)
@@ -67,5 +67,5 @@ def test_sync_sites_report_each_call_site_with_its_count_and_cost(faulty, site, 
     rep = analyze(faulty)
     (s,) = rep.syncs
     assert (s.site, s.reason, s.count) == (site, reason, len(rep.steps) + extra)
-    assert s.idle_ns == sum(b.duration_ns for b in rep.bubbles if b.cause == ACCIDENTAL_SYNC)
+    assert s.idle_ns == sum(b.duration_ns for b in rep.bubbles if b.cause == Cause.ACCIDENTAL_SYNC)
     assert s.wait_ns > 0

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, analyze
+from photon_trace.telemetry.analysis import Cause, analyze
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check
-from photon_trace.telemetry.tracefile import load_trace
+from photon_trace.telemetry.trace.file import load_trace
 
 DATA = Path(__file__).parent / "data" / "golden"
 STEPS = 123                     # committed steps in each run (same workload and seed)
@@ -45,7 +45,7 @@ def test_the_clean_pipelined_run_has_only_commits_expected_waits(golden):
     assert trace.waits and {(w.reason, w.expected, w.site) for w in trace.waits} == \
         {("commit: copy-back", True, COMMIT_SITE)}
     assert report.syncs == []
-    assert ACCIDENTAL_SYNC not in {b.cause for b in report.bubbles}
+    assert Cause.ACCIDENTAL_SYNC not in {b.cause for b in report.bubbles}
     assert report.host_idle_fraction == 0.0     # every next op was enqueued before the device got to it
 
 
@@ -56,7 +56,7 @@ def test_the_mask_upload_bug_is_one_sync_site_once_per_step(golden):
     assert site.count == len(report.steps)                   # once in every steady-state step
     unexpected = [w for w in trace.waits if not w.expected]
     assert len(unexpected) == len({w.step for w in unexpected})
-    assert ACCIDENTAL_SYNC in {d.cause for d in report.diagnosis}
+    assert Cause.ACCIDENTAL_SYNC in {d.cause for d in report.diagnosis}
     assert report.idle_fraction > golden["clean-pipelined"][1].idle_fraction
 
 

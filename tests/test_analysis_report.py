@@ -5,8 +5,7 @@ import json
 
 import pytest
 
-from photon_trace.telemetry.analysis import (
-    ACCIDENTAL_SYNC, COMMIT_WAIT, DEVICE_BUSY, DISPATCH, HOST_BOUND, Bubble, analyze, sync_sites)
+from photon_trace.telemetry.analysis import Bubble, Cause, analyze, sync_sites
 from photon_trace.telemetry.analysis.causes import fixable_by_host
 from photon_trace.telemetry.analysis.bubbles import LAUNCH_LATENCY
 from helpers.trace_builder import (
@@ -58,8 +57,8 @@ def test_blocking_idle_is_the_serial_host_work_and_pipelining_hides_it():
     assert blk.bookkeeping_ms * MS == C.plan_ns + C.launch_ns + C.commit_ns
     # each gap: the commit's wait for the copy proper, then every host phase after it, then the launch latency
     assert [(b.cause, b.detail) for b in blk.bubbles] == [
-        (COMMIT_WAIT, COMMIT_SITE), (HOST_BOUND, "commit"), (HOST_BOUND, "plan"), (HOST_BOUND, "launch"),
-        (DISPATCH, LAUNCH_LATENCY)] * len(blk.steps)
+        (Cause.COMMIT_WAIT, COMMIT_SITE), (Cause.HOST_BOUND, "commit"), (Cause.HOST_BOUND, "plan"),
+        (Cause.HOST_BOUND, "launch"), (Cause.DISPATCH, LAUNCH_LATENCY)] * len(blk.steps)
     assert [b.duration_ns for b in blk.bubbles[:5]] == [
         C.copy_ns + C.wake_ns, C.commit_ns, C.plan_ns, C.launch_ns, C.dispatch_ns]
     assert pipe.period_ms * MS == busy and pipe.idle_ns == 0 and pipe.bubbles == []
@@ -86,9 +85,9 @@ def test_syncs_are_grouped_by_site_with_count_wait_and_idle_cost():
     for t0, t1, site in ((0, 10, "a.py:1"), (100, 130, "b.py:2"), (200, 220, "a.py:1"), (300, 300, "a.py:1")):
         tr.wait("sync", t0 * US, t1 * US, expected=False, site=site, step=1)
     tr.wait("commit: copy-back", 0, 50 * US, expected=True, site=COMMIT_SITE, step=1)
-    bubbles = [Bubble(0, 70 * US, 70 * US, 2, ACCIDENTAL_SYNC, "b.py:2"),
-               Bubble(0, 40 * US, 40 * US, 3, ACCIDENTAL_SYNC, "a.py:1"),
-               Bubble(0, 90 * US, 90 * US, 4, HOST_BOUND, "plan")]
+    bubbles = [Bubble(0, 70 * US, 70 * US, 2, Cause.ACCIDENTAL_SYNC, "b.py:2"),
+               Bubble(0, 40 * US, 40 * US, 3, Cause.ACCIDENTAL_SYNC, "a.py:1"),
+               Bubble(0, 90 * US, 90 * US, 4, Cause.HOST_BOUND, "plan")]
     rows = sync_sites(tr.build(), bubbles)
     assert [(s.site, s.count, s.wait_ns, s.idle_ns) for s in rows] == [
         ("b.py:2", 1, 30 * US, 70 * US), ("a.py:1", 3, 30 * US, 40 * US)]
@@ -104,7 +103,7 @@ def test_diagnosis_ranks_causes_by_idle_and_predicts_the_window_without_each():
     b.wait("sync", 3300 * US, 3600 * US, expected=False, site="x.py:9", step=3)
     rep = analyze(b.build(), (0, 4900 * US))
     assert [(d.cause, d.site_or_phase, d.idle_ns // US) for d in rep.diagnosis] == [
-        (HOST_BOUND, "plan", 600), (ACCIDENTAL_SYNC, "x.py:9", 300)]
+        (Cause.HOST_BOUND, "plan", 600), (Cause.ACCIDENTAL_SYNC, "x.py:9", 300)]
     assert [d.share for d in rep.diagnosis] == [pytest.approx(2 / 3), pytest.approx(1 / 3)]
     assert [d.predicted_speedup for d in rep.diagnosis] == [pytest.approx(4900 / 4300), pytest.approx(4900 / 4600)]
     assert analyze(b.build(), (0, 1000 * US)).diagnosis == []
@@ -123,10 +122,10 @@ def test_a_fix_clears_a_gap_down_to_the_launch_latency_the_trace_measures_where_
     b.compute("sample", 2, 2840 * US, 2900 * US, enqueued=1700 * US).step(0).step(1).step(2)
     rep = analyze(b.build(), (0, 2900 * US))
     assert rep.queued_gap_ns == 40 * US
-    (plan,) = [d for d in rep.diagnosis if d.cause == HOST_BOUND]
+    (plan,) = [d for d in rep.diagnosis if d.cause == Cause.HOST_BOUND]
     assert plan.idle_ns == 560 * US
     # the device's own: the three queued gaps and 40 µs of the late one
-    assert [(d.cause, d.idle_ns) for d in rep.diagnosis if d.cause == DISPATCH] == [(DISPATCH, 160 * US)]
+    assert [(d.cause, d.idle_ns) for d in rep.diagnosis if d.cause == Cause.DISPATCH] == [(Cause.DISPATCH, 160 * US)]
     assert plan.predicted_speedup == pytest.approx(2900 / (2900 - 560))    # 600 µs gap -> 40 µs
     assert plan.speedup_low == pytest.approx(2900 / (2900 - 500))          # the 100 µs latency stays
     assert plan.speedup_high == pytest.approx(2900 / (2900 - 600))         # the gap closes
@@ -154,7 +153,7 @@ def test_a_cleared_gap_keeps_the_device_s_own_tail_work_where_it_runs_one_op_at_
     # removed, each 320 µs gap keeps that and the start latency; a GPU copies beside compute.
     b, t = late_steps_with_a_copy_back(serial)
     rep = analyze(b.build(), window=(0, (t + 30) * US))
-    (plan,) = [d for d in rep.diagnosis if d.cause == HOST_BOUND]
+    (plan,) = [d for d in rep.diagnosis if d.cause == Cause.HOST_BOUND]
     window = (t + 30) * US
     removed = 5 * (320 - floor_us) * US         # five gaps, the first step's forward follows none
     assert plan.predicted_speedup == pytest.approx(window / (window - removed))
@@ -169,9 +168,10 @@ def test_the_device_s_own_tail_work_is_its_own_idle_not_the_host_s(serial):
     b, t = late_steps_with_a_copy_back(serial)
     rep = analyze(b.build(), window=(0, (t + 30) * US))
     gaps = [[(x.cause, x.detail, x.duration_ns // US) for x in rep.bubbles if x.step == s] for s in range(2, 7)]
-    tail = [(DEVICE_BUSY, "copy_back", 30)] if serial else []
-    assert gaps == [tail + [(HOST_BOUND, "plan", 300 - (30 if serial else 0)), (DISPATCH, LAUNCH_LATENCY, 20)]] * 5
-    assert not fixable_by_host(DEVICE_BUSY)
+    tail = [(Cause.DEVICE_BUSY, "copy_back", 30)] if serial else []
+    assert gaps == [tail + [(Cause.HOST_BOUND, "plan", 300 - (30 if serial else 0)),
+                            (Cause.DISPATCH, LAUNCH_LATENCY, 20)]] * 5
+    assert not fixable_by_host(Cause.DEVICE_BUSY)
 
 
 def test_a_sync_over_the_device_s_tail_work_is_charged_the_host_time_it_delayed_after_it():
@@ -187,8 +187,8 @@ def test_a_sync_over_the_device_s_tail_work_is_charged_the_host_time_it_delayed_
     b.compute("forward", 2, 1220 * US, 2220 * US, enqueued=1200 * US).step(1).step(2)
     rep = analyze(b.build(), (0, 2220 * US))
     assert [(x.cause, x.detail, x.duration_ns // US) for x in rep.bubbles] == [
-        (DEVICE_BUSY, "copy_back", 30), (ACCIDENTAL_SYNC, "x.py:7", 110), (HOST_BOUND, "plan", 60),
-        (DISPATCH, LAUNCH_LATENCY, 20)]
+        (Cause.DEVICE_BUSY, "copy_back", 30), (Cause.ACCIDENTAL_SYNC, "x.py:7", 110), (Cause.HOST_BOUND, "plan", 60),
+        (Cause.DISPATCH, LAUNCH_LATENCY, 20)]
 
 
 def test_a_queued_step_start_s_latency_is_measured_after_the_device_s_tail_work():
@@ -207,7 +207,7 @@ def test_blocking_diagnosis_predicts_the_pipelined_period():
     pipelined_period = (C.forward_ns + C.sample_ns) / MS
     assert blk.host_free_speedup[0] == pytest.approx(blk.period_ms / pipelined_period)
     # removing the commit wait (pipelining) hides the host phases after it too
-    (wait,) = [d for d in blk.diagnosis if d.cause == COMMIT_WAIT]
+    (wait,) = [d for d in blk.diagnosis if d.cause == Cause.COMMIT_WAIT]
     assert wait.predicted_speedup == pytest.approx(blk.period_ms / pipelined_period, rel=0.02)
 
 

@@ -14,9 +14,9 @@ from safetensors.torch import load_file, save_file
 
 from photon_trace.engine.model.checkpoint import CheckpointError, read_config, weight_map
 from photon_trace.engine.model.config import ModelConfig
-from photon_trace.engine.model.loader import check_prompt_length, load_model
+from photon_trace.engine.model.loader import load_model
 from photon_trace.engine.model.decoder import DecoderModel
-from helpers.reference_generate import generate
+from helpers.reference_generate import check_prompt_length, generate
 
 HF_CONFIG = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 300, "hidden_size": 32,

@@ -111,7 +111,7 @@ def test_device_ops_land_on_the_host_clock_in_stream_order(engines):
     t0 = now_ns()
     dev.completed_ops = spy
     try:
-        from photon_trace.telemetry.recorder import RecordingTracer
+        from photon_trace.telemetry.recording.recorder import RecordingTracer
         from photon_trace.traced_run import attached
 
         tracer = RecordingTracer(keep=True, flush_interval_s=None, nvtx=False)
@@ -147,7 +147,7 @@ def _traced(eng, reqs, sync_debug: bool = False):
     returns the trace."""
     from contextlib import nullcontext
 
-    from photon_trace.telemetry.recorder import RecordingTracer
+    from photon_trace.telemetry.recording.recorder import RecordingTracer
     from photon_trace.traced_run import attached
 
     tracer = RecordingTracer(keep=True, flush_interval_s=None, nvtx=False)

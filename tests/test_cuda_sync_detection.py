@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from helpers.fault_helpers import Runs, cost, engine_line, line_of, pageable_copy_back, patched, top_host_cause
-from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC
+from photon_trace.telemetry.analysis import Cause
 from photon_trace.workload import Workload, engine_settings, prepare
 
 GPU_MODEL = os.environ.get("PHOTON_TRACE_GPU_TEST_MODEL", "1.5b")
@@ -79,8 +79,8 @@ def test_a_clean_cuda_run_has_no_accidental_syncs_under_sync_debug(gpu_runs):
 def test_cuda_fault_is_detected_attributed_and_costed(gpu_runs, fault, site, reason):
     for trace, rep, _ in gpu_runs[fault]:
         assert rep.syncs and (rep.syncs[0].site, rep.syncs[0].reason) == (site, reason), rep.syncs
-        assert top_host_cause(rep) == (ACCIDENTAL_SYNC, site), rep.diagnosis[:3]
-    c = cost(gpu_runs, fault, "clean", ACCIDENTAL_SYNC, site)
+        assert top_host_cause(rep) == (Cause.ACCIDENTAL_SYNC, site), rep.diagnosis[:3]
+    c = cost(gpu_runs, fault, "clean", Cause.ACCIDENTAL_SYNC, site)
     assert c.injected > 0.01, c
     assert c.matches(rel=0.2), (c, c.truth)
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from photon_trace.telemetry.tracefile import write_trace
+from photon_trace.telemetry.trace.file import write_trace
 from helpers.browser import (CHROMIUM, Server, ServerProcess, figure, hover_points, markers, open_as_a,
                              polygons, relayout)
 from helpers.dashboard_samples import LONG_STEPS, report, sample, span_count, timeline, write_samples

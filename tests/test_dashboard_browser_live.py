@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from photon_trace.dashboard.live import STALE_S
+from photon_trace.dashboard.sources.live import STALE_S
 from photon_trace.engine.engine import Engine
 from helpers.browser import CHROMIUM, Server, figure, free_port, relayout
 from helpers.engine_helpers import TINY
@@ -153,7 +153,8 @@ def test_zooming_in_live_mode_pauses_following_until_follow(live):
 def test_a_live_redraw_landing_after_a_zoom_leaves_the_view_where_the_user_put_it(live):
     """The race behind the test above's old flake, forced: live re-draws pass the server's
     staleness check before the zoom's pause reaches the server (held there, then let go), and
-    land after the zoom's figure. The page drops them (``APPLY_LIVE``); the summary still updates."""
+    land after the zoom's figure. The page drops them (``apply_live``, dashboard/assets/clientside.js);
+    the summary still updates."""
     pg, state = live["page"], live["dash"].app_state
     figure(pg, "#timeline")
     held, release = threading.Event(), threading.Event()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from photon_trace.dashboard.panels import ranked_diagnoses
-from photon_trace.dashboard.sources import TraceStore
-from photon_trace.telemetry.perfetto import chrome_trace
+from photon_trace.dashboard.panels.figures import ranked_diagnoses
+from photon_trace.dashboard.sources.store import TraceStore
+from photon_trace.telemetry.export.perfetto import chrome_trace
 from helpers.browser import CHROMIUM, Server, click_point, figure, relayout
 from helpers.dashboard_samples import report, sample, timeline, write_samples
 
@@ -193,7 +193,7 @@ def test_the_requests_lane_marks_each_request_finished_or_aborted(browser, tmp_p
     """A mark where each request ended (finalized, or aborted: an x), as many as the trace's
     requests that ended; clicking one shows that request's lifecycle and outlines it."""
     from helpers.loop_sim import SyntheticRun, synthetic_trace
-    from photon_trace.telemetry.tracefile import write_trace
+    from photon_trace.telemetry.trace.file import write_trace
     tr = synthetic_trace(SyntheticRun(steps=60, requests=24, abort_every=4, seed=3))
     ends: dict[int, tuple[int, str]] = {}
     for r in tr.requests:

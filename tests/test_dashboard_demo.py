@@ -6,7 +6,7 @@ from __future__ import annotations
 from photon_trace.cli.demo import demo_pair
 from photon_trace.cli.dispatch import build_parser
 from photon_trace.telemetry.analysis import analyze
-from photon_trace.telemetry.tracefile import load_trace
+from photon_trace.telemetry.trace.file import load_trace
 
 
 def test_the_demo_benches_the_pipelining_pair_and_the_mask_upload_bug_and_fix(tmp_path, capsys):
@@ -33,7 +33,7 @@ def test_the_dashboard_warns_about_a_trace_it_cannot_read(tmp_path, capsys, monk
         def run(self, **kw):
             return None
     seen = {}
-    monkeypatch.setattr(app_module, "create_app", lambda files, allowed, live, guide=False: seen.update(
+    monkeypatch.setattr(app_module, "create_app", lambda files, allowed, live, guide=False, **kw: seen.update(
         files=files, guide=guide) or Stub())
     args = build_parser().parse_args(["dashboard", str(tmp_path / "nope.trace.jsonl"), "--guide"])
     assert run_dashboard(args) == 0

@@ -7,11 +7,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from photon_trace.dashboard import panels
-from photon_trace.dashboard.timeline import compare_figure, timeline_figure
-from photon_trace.dashboard.timeline_data import BUBBLE_CAUSES, bubble_name, prepare_timeline
-from photon_trace.dashboard.view import View, x_range_from_relayout
-from photon_trace.telemetry.analysis import analyze, cost_model
+from photon_trace.dashboard.panels import figures
+from photon_trace.dashboard.timeline.data import BUBBLE_CAUSES, bubble_name, prepare_timeline
+from photon_trace.dashboard.timeline.figure import compare_figure, timeline_figure
+from photon_trace.dashboard.timeline.view import View, x_range_from_relayout
+from photon_trace.telemetry.analysis import Cause, analyze, cost_model
 from helpers.dashboard_samples import report, sample, span_count
 
 
@@ -116,8 +116,8 @@ def test_one_vocabulary_for_causes_in_the_legend_and_the_tables(mask_sync):
     tr, rep, data = mask_sync
     legend = {t.name.removeprefix("bubble: ") for t in timeline_figure(data).data
               if t.name.startswith("bubble: ") and not t.name.endswith("(hover)")}
-    tables = {r["cause"] for r in panels.bubble_cause_totals(rep)} | {r["cause"] for r in panels.diagnosis_rows(rep)}
-    assert legend and tables <= legend <= set(panels.CAUSE_LABELS.values())
+    tables = {r["cause"] for r in figures.bubble_cause_totals(rep)} | {r["cause"] for r in figures.diagnosis_rows(rep)}
+    assert legend and tables <= legend <= {c.label for c in Cause}
 
 
 def test_bubbles_are_never_widened_and_narrow_spans_are_drawn_as_their_share_of_a_pixel_column(mask_sync):
@@ -210,7 +210,7 @@ def test_axis_is_linear_seconds_with_adaptive_units_from_the_window_start(mask_s
 
 
 def test_the_trace_axis_matches_the_perfetto_export_and_the_step_axis_labels_steps(mask_sync):
-    from photon_trace.telemetry.perfetto import chrome_trace
+    from photon_trace.telemetry.export.perfetto import chrome_trace
     tr, rep, data = mask_sync
     ev = [e for e in chrome_trace(tr)["traceEvents"] if e.get("ph") == "X" and e.get("name") == "forward"]
     fig = timeline_figure(data, View(axis="trace"))
@@ -307,7 +307,7 @@ def test_compare_puts_both_traces_on_one_x_axis_each_from_its_own_window_start()
 
 def test_summary_lists_period_forward_sample_idle_tokens_and_syncs():
     rep = report("mask_sync")
-    items = {i["key"]: i["value"] for i in panels.summary_items(rep)}
+    items = {i["key"]: i["value"] for i in figures.summary_items(rep)}
     assert items["period_ms"] == f"{rep.period_ms:.3f} ms"
     assert items["forward_ms"] == f"{rep.forward_ms:.3f} ms"
     assert items["sample_ms"] == f"{rep.sample_ms:.3f} ms"
@@ -320,23 +320,23 @@ def test_summary_lists_period_forward_sample_idle_tokens_and_syncs():
 
 def test_bubble_table_is_sorted_by_cost_with_causes():
     rep = report("mask_sync")
-    rows = panels.bubble_rows(rep, rep.window[0], limit=1000)
+    rows = figures.bubble_rows(rep, rep.window[0], limit=1000)
     assert len(rows) == len(rep.bubbles)
-    order = panels.bubble_order(rep)
+    order = figures.bubble_order(rep)
     cost = [rep.bubbles[i].duration_ns for i in order]
     assert cost == sorted(cost, reverse=True)
-    assert rows[0]["idle"] == panels.fmt_duration(cost[0])
-    assert {r["cause"] for r in rows} <= set(panels.CAUSE_LABELS.values())
+    assert rows[0]["idle"] == figures.fmt_duration(cost[0])
+    assert {r["cause"] for r in rows} <= {c.label for c in Cause}
 
 
 def test_durations_use_adaptive_units():
-    assert [panels.fmt_duration(x) for x in (850, 12_300, 4_560_000, 1_230_000_000, 250_000_000_000)] == \
+    assert [figures.fmt_duration(x) for x in (850, 12_300, 4_560_000, 1_230_000_000, 250_000_000_000)] == \
         ["850 ns", "12.3 µs", "4.56 ms", "1.23 s", "250 s"]
 
 
 def test_diagnosis_names_cause_site_and_predicted_speedup():
     rep = report("mask_sync")
-    rows = panels.diagnosis_rows(rep)
+    rows = figures.diagnosis_rows(rep)
     assert rows[0]["cause"] == "accidental sync"
     assert rows[0]["call site / phase"] == rep.syncs[0].site
     assert rows[0]["predicted speedup"].endswith("×") and rows[0]["who can fix it"] == "host code"
@@ -348,23 +348,23 @@ def test_diagnosis_ranks_host_fixable_causes_above_device_dispatch_even_when_dis
     from photon_trace.telemetry.analysis import Diagnosis
     rep = SimpleNamespace(diagnosis=[Diagnosis("dispatch", "queued op started late", 9_500_000, 0.63, 1.05),
                                      Diagnosis("accidental_sync", "engine/engine.py:168", 5_600_000, 0.37, 1.03)])
-    rows = panels.diagnosis_rows(rep)
+    rows = figures.diagnosis_rows(rep)
     assert [r["cause"] for r in rows] == ["accidental sync", "device dispatch"]
     assert [r["who can fix it"] for r in rows] == ["host code", "device-side latency"]
 
 
 def test_every_card_and_column_has_a_definition():
     from photon_trace.dashboard.glossary import define
-    from photon_trace.dashboard.stats import idle_breakdown, range_stats
+    from photon_trace.dashboard.panels.stats import idle_breakdown, range_stats
     rep = report("mask_sync")
     data = prepare_timeline(sample("mask_sync"), rep)
     headers = set()
-    for rows in (panels.diagnosis_rows(rep), panels.sync_rows(rep), panels.bubble_cause_totals(rep),
-                 panels.bubble_rows(rep, 0), panels.compare_rows(rep, rep),
-                 panels.cost_model_rows(cost_model(report("blocking"), report("pipelined"))),
+    for rows in (figures.diagnosis_rows(rep), figures.sync_rows(rep), figures.bubble_cause_totals(rep),
+                 figures.bubble_rows(rep, 0), figures.compare_rows(rep, rep),
+                 figures.cost_model_rows(cost_model(report("blocking"), report("pipelined"))),
                  range_stats(data, *rep.window)["rows"], range_stats(data, *rep.window)["idle_rows"]):
         headers |= {c for r in rows for c in r}
-    labels = {i["label"] for i in panels.summary_items(rep)}
+    labels = {i["label"] for i in figures.summary_items(rep)}
     missing = sorted(h for h in headers | labels if not define(h))
     assert not missing, missing
     assert idle_breakdown(data)
@@ -372,7 +372,7 @@ def test_every_card_and_column_has_a_definition():
 
 def test_period_and_idle_figure_has_series_and_histograms():
     rep = report("blocking")
-    fig = panels.step_series_figure(rep)
+    fig = figures.step_series_figure(rep)
     kinds = [t.type for t in fig.data]
     assert kinds.count("scatter") == 2 and kinds.count("bar") == 2            # histograms binned here
     assert "scattergl" not in kinds    # a few thousand points at most: SVG, no second WebGL context
@@ -384,17 +384,17 @@ def test_period_and_idle_figure_has_series_and_histograms():
 
 def test_cost_model_panel_orders_the_pair_by_depth():
     blocking, pipelined = report("blocking"), report("pipelined")
-    b, p, note = panels.blocking_and_pipelined(pipelined, blocking)
+    b, p, note = figures.blocking_and_pipelined(pipelined, blocking)
     assert b is blocking and p is pipelined and "B is the blocking" in note
     cm = cost_model(b, p)
-    rows = {r["quantity"]: r["value"] for r in panels.cost_model_rows(cm)}
+    rows = {r["quantity"]: r["value"] for r in figures.cost_model_rows(cm)}
     assert rows["T_block (blocking period)"] == f"{cm.T_block:.3f} ms"
     assert rows["predicted speedup"] == f"{cm.predicted:.2f}×"
     assert "observed speedup (end to end)" in rows
 
 
 def test_compare_rows_give_differences_and_which_way_is_better():
-    rows = {r["metric"]: r for r in panels.compare_rows(report("blocking"), report("pipelined"))}
+    rows = {r["metric"]: r for r in figures.compare_rows(report("blocking"), report("pipelined"))}
     assert rows["device idle"]["verdict"] == "better"
     assert rows["device idle"]["B − A"].endswith("pp")
     assert rows["idle: host late"]["verdict"] == "better"      # pipelining hides the host
@@ -407,21 +407,21 @@ def test_a_difference_inside_the_noise_band_is_not_called_worse():
     a = report("pipelined")
     b = dataclasses.replace(a, period_ms=a.period_ms * 1.007, idle_fraction=a.idle_fraction + 0.004,
                             tokens_per_s=a.tokens_per_s * 0.993)
-    rows = {r["metric"]: r for r in panels.compare_rows(a, b)}
+    rows = {r["metric"]: r for r in figures.compare_rows(a, b)}
     assert {rows[m]["verdict"] for m in ("period", "device idle", "tokens/s")} == {"within noise"}
     worse = dataclasses.replace(a, period_ms=a.period_ms * 1.2)
-    assert {r["metric"]: r for r in panels.compare_rows(a, worse)}["period"]["verdict"] == "worse"
+    assert {r["metric"]: r for r in figures.compare_rows(a, worse)}["period"]["verdict"] == "worse"
 
 
 def test_the_cost_model_applies_only_to_a_blocking_and_a_pipelined_run_of_one_workload():
     h = {k: sample(k).header for k in ("blocking", "pipelined", "mask_sync")}
     r = {k: report(k) for k in h}
-    assert panels.cost_model_applies(r["blocking"], r["pipelined"], (h["blocking"], h["pipelined"])) == (True, "")
-    ok, why = panels.cost_model_applies(r["pipelined"], r["mask_sync"], (h["pipelined"], h["mask_sync"]))
+    assert figures.cost_model_applies(r["blocking"], r["pipelined"], (h["blocking"], h["pipelined"])) == (True, "")
+    ok, why = figures.cost_model_applies(r["pipelined"], r["mask_sync"], (h["pipelined"], h["mask_sync"]))
     assert not ok and "depths 2 and 2" in why                       # sync vs async upload: not this model's pair
-    ok, why = panels.cost_model_applies(r["blocking"], r["mask_sync"], (h["blocking"], h["mask_sync"]))
+    ok, why = figures.cost_model_applies(r["blocking"], r["mask_sync"], (h["blocking"], h["mask_sync"]))
     assert not ok and "mask_upload_bug" in why                      # not the same workload
-    ok, why = panels.cost_model_applies(r["blocking"], r["pipelined"], (h["blocking"], h["pipelined"]), (True, False))
+    ok, why = figures.cost_model_applies(r["blocking"], r["pipelined"], (h["blocking"], h["pipelined"]), (True, False))
     assert not ok and "live" in why
 
 
@@ -438,15 +438,16 @@ def test_a_long_per_step_series_keeps_every_buckets_extremes():
     x = np.arange(50_000)
     y = np.sin(x / 500.0)
     y[31_337] = 9.0                                    # one spike
-    ex, ey = panels.envelope(x, y)
-    assert len(ex) <= 2 * panels.ENVELOPE_BUCKETS and list(ex) == sorted(ex)
+    ex, ey = figures.envelope(x, y)
+    assert len(ex) <= 2 * figures.ENVELOPE_BUCKETS and list(ex) == sorted(ex)
     assert 9.0 in ey and ey.min() == y.min()
 
 
-def test_the_readme_glossary_names_every_card():
+def test_the_docs_glossary_names_every_card():
     from pathlib import Path
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    glossary = readme[readme.index("### Glossary"):]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "observability.md").read_text()
+    glossary = page[page.index("## Glossary"):]
+    glossary = glossary[:glossary.index("\n## ", 1)]
     for label in ("period", "bookkeeping", "device idle", "idle: host late", "accidental sync", "who can fix it",
                   "predicted speedup", "analysis window", "pixel column", "within noise", "p99"):
         assert f"| {label}" in glossary or f", {label}" in glossary, label

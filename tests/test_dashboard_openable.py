@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from photon_trace.dashboard.openable import NotOpenable, check_openable
-from photon_trace.dashboard.sources import LoadError, PathRefused, TraceStore
+from photon_trace.dashboard.sources.openable import NotOpenable, check_openable
+from photon_trace.dashboard.sources.store import LoadError, PathRefused, TraceStore
 from helpers.trace_builder import pipelined_trace
 
 SECRET = "root:x:0:0:secret-token-123"
@@ -22,7 +22,7 @@ SECRET = "root:x:0:0:secret-token-123"
 
 @pytest.fixture()
 def folder(tmp_path: Path) -> Path:
-    from photon_trace.telemetry.tracefile import write_trace
+    from photon_trace.telemetry.trace.file import write_trace
     write_trace(pipelined_trace(), tmp_path / "good.trace.jsonl")
     (tmp_path / "passwd.trace.jsonl").write_text(SECRET + "\n")
     (tmp_path / "notes.txt").write_text(SECRET)

@@ -1,6 +1,10 @@
-"""The README's screenshots, taken in Chromium from the engine's own sample traces (traces/,
-made by scripts/sample_traces.sh); written to docs/ when PT_DOCS_SCREENSHOTS=1, else to a
-temporary folder (the test then only checks that every view renders)."""
+"""The docs' screenshots, taken in Chromium from the engine's own sample traces (traces/, made by
+scripts/sample_traces.sh: the demo's runs); written to docs/ when PT_DOCS_SCREENSHOTS=1, else to
+a temporary folder (the test then only checks that every view renders).
+
+The page names its folders and typed paths relative to the server's working directory, so the
+test works from the repository root (and from a scratch folder for the long trace): the images
+show ``traces/...``, not the machine they were taken on."""
 from __future__ import annotations
 
 import os
@@ -9,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from photon_trace.telemetry.tracefile import write_trace
+from photon_trace.telemetry.trace.file import write_trace
 from helpers.browser import CHROMIUM, Server, click_point, figure, hover_first, open_as_a, relayout
 from helpers.dashboard_samples import sample
 
@@ -21,15 +25,17 @@ TRACES = ROOT / "traces"
 NAMES = ("first-view", "timeline-zoomed", "panels", "compare", "long-trace")
 
 
-def test_screenshots_of_the_main_views(browser, tmp_path):
-    sync = TRACES / "tiny-point-s8-mask-sync-pipelined.trace.jsonl"
-    fixed = TRACES / "tiny-point-s8-mask-async-pipelined.trace.jsonl"
-    blocking, pipelined = TRACES / "small-s8-blocking.trace.jsonl", TRACES / "small-s8-pipelined.trace.jsonl"
-    if not all(p.exists() for p in (sync, fixed, blocking, pipelined)):
+def test_screenshots_of_the_main_views(browser, tmp_path, monkeypatch):
+    sync = Path("traces/tiny-point-s8-mask-sync-pipelined.trace.jsonl")
+    fixed = Path("traces/tiny-point-s8-mask-async-pipelined.trace.jsonl")
+    blocking, pipelined = Path("traces/tiny-s8-blocking.trace.jsonl"), Path("traces/tiny-s8-pipelined.trace.jsonl")
+    if not all((ROOT / p).exists() for p in (sync, fixed, blocking, pipelined)):
         pytest.skip("traces/ lacks the engine's sample traces (scripts/sample_traces.sh makes them)")
     out = ROOT / "docs" if os.environ.get("PT_DOCS_SCREENSHOTS") else tmp_path
-    long_path = write_trace(sample("long"), tmp_path / "long.trace.jsonl")
-    server = Server([sync, fixed], [TRACES, tmp_path], guide=True)
+    (tmp_path / "traces").mkdir()
+    long_path = write_trace(sample("long"), tmp_path / "traces" / "long.trace.jsonl")
+    monkeypatch.chdir(ROOT)
+    server = Server([sync, fixed], [TRACES], guide=True)
     with closing(browser.new_context(viewport={"width": 1500, "height": 1150}, device_scale_factor=1)) as ctx:
         pg = ctx.new_page()
         try:
@@ -64,9 +70,11 @@ def test_screenshots_of_the_main_views(browser, tmp_path):
                    until="f.meta.labels && f.meta.labels[1].includes('pipelined') && f.meta.labels[0].includes('blocking')")
             pg.wait_for_selector("#cost-model-table")
             pg.screenshot(path=str(out / "dashboard-compare.png"), full_page=True)
-            pg.fill("#path-input", str(long_path))
-            pg.click("#open-a")
-            pg.get_by_text("Timeline", exact=True).click()
+            server.close()
+            # the long trace from its own scratch folder, named there as traces/long.trace.jsonl
+            monkeypatch.chdir(tmp_path)
+            server = Server([long_path], [long_path.parent])
+            pg.goto(server.url)
             figure(pg, "#timeline", timeout_ms=120_000, until="f.meta.mode === 'aggregate'")
             pg.screenshot(path=str(out / "dashboard-long-trace.png"))
         finally:

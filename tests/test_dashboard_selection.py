@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from photon_trace.dashboard import selection
-from photon_trace.dashboard.marks import REQUEST_STATES, mean_counts
-from photon_trace.dashboard.search import search, step_range
-from photon_trace.dashboard.sources import outside_bubbles
-from photon_trace.dashboard.stats import idle_breakdown, range_stats
-from photon_trace.dashboard.timeline_data import prepare_timeline
+from photon_trace.dashboard.panels import selection
+from photon_trace.dashboard.panels.search import search, step_range
+from photon_trace.dashboard.panels.stats import idle_breakdown, range_stats
+from photon_trace.dashboard.sources.store import outside_bubbles
+from photon_trace.dashboard.timeline.data import prepare_timeline
+from photon_trace.dashboard.timeline.marks import REQUEST_STATES, mean_counts
 from helpers.dashboard_samples import report, sample
 
 
@@ -141,8 +141,8 @@ def _first_end(trace) -> dict[int, tuple[int, str]]:
 
 def test_the_requests_lane_marks_where_each_request_finished_or_was_aborted():
     from helpers.loop_sim import SyntheticRun, synthetic_trace
-    from photon_trace.dashboard.timeline import timeline_figure
-    from photon_trace.dashboard.view import View
+    from photon_trace.dashboard.timeline.figure import timeline_figure
+    from photon_trace.dashboard.timeline.view import View
     tr = synthetic_trace(SyntheticRun(steps=60, requests=24, abort_every=4, seed=3))
     data = prepare_timeline(tr)
     ends = _first_end(tr)
@@ -166,8 +166,8 @@ def test_the_requests_lane_marks_where_each_request_finished_or_was_aborted():
 
 def test_many_request_ends_are_binned_with_their_counts():
     from helpers.loop_sim import SyntheticRun, synthetic_trace
-    from photon_trace.dashboard.timeline import timeline_figure
-    from photon_trace.dashboard.view import View
+    from photon_trace.dashboard.timeline.figure import timeline_figure
+    from photon_trace.dashboard.timeline.view import View
     tr = synthetic_trace(SyntheticRun(steps=400, requests=300, streams=8, abort_every=5, seed=4))
     data = prepare_timeline(tr)
     ends = _first_end(tr)

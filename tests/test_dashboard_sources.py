@@ -10,12 +10,11 @@ import time
 
 import pytest
 
-from photon_trace.dashboard.live import FileSource, LiveFollower
-from photon_trace.dashboard.sources import LoadError, PathRefused, TraceStore, is_inside, list_traces
-from photon_trace.telemetry.records import Trace
-from photon_trace.telemetry.records import RECORD_KINDS
-from photon_trace.telemetry.sinks import Chunk
-from photon_trace.telemetry.tracefile import TraceFileWriter, load_trace
+from photon_trace.dashboard.sources.live import FileSource, LiveFollower
+from photon_trace.dashboard.sources.store import LoadError, PathRefused, TraceStore, is_inside, list_traces
+from photon_trace.telemetry.recording.file_writer import TraceFileWriter
+from photon_trace.telemetry.trace.file import load_trace
+from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
 from helpers.dashboard_samples import report, sample, write_samples
 
 
@@ -248,3 +247,25 @@ def test_the_three_runs_differ_as_their_names_say():
     assert report("pipelined").idle_fraction < report("blocking").idle_fraction
     assert sum(s.count for s in report("mask_sync").syncs) > 0
     assert any(b.cause == "accidental_sync" for b in report("mask_sync").bubbles)
+
+
+def test_the_page_names_the_allowed_folders_as_a_typed_path_would(folder, tmp_path, monkeypatch):
+    from photon_trace.dashboard.layout import page
+
+    def allowed_line(store) -> str:
+        found, todo = [], [page(store, None, None, [], None, None)]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, str) and node.startswith("allowed: "):
+                found.append(node)
+            children = getattr(node, "children", None)
+            todo.extend(children if isinstance(children, list) else [children] if children is not None else [])
+        assert len(found) == 1, found
+        return found[0]
+
+    inside = tmp_path / "traces"
+    inside.mkdir()
+    monkeypatch.chdir(tmp_path)
+    # inside the working directory: relative, as the path box resolves it; elsewhere: absolute
+    assert allowed_line(TraceStore([inside, folder])) == f"allowed: traces, {folder.resolve()}"
+    assert is_inside("traces/x.trace.jsonl", TraceStore([inside]).allowed) == (inside / "x.trace.jsonl").resolve()

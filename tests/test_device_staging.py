@@ -30,6 +30,9 @@ class WithCounts(SlotShape):
                 ("token_weight", np.dtype(np.float32), (T,))]
 
 
+WITH_COUNTS = WithCounts(max_rows=8, max_tokens=32, max_pages=6, mask_words=5)
+
+
 def _roles(shape):
     lay = layout(shape)
     names = list(lay)
@@ -37,7 +40,7 @@ def _roles(shape):
     return lay, names, staged
 
 
-@pytest.mark.parametrize("shape", [SHAPE, WithCounts(8, 32, 6, 5)], ids=["slot", "with-new-fields"])
+@pytest.mark.parametrize("shape", [SHAPE, WITH_COUNTS], ids=["slot", "with-new-fields"])
 def test_staged_fields_come_first_and_the_page_table_last_among_them(shape):
     lay, names, staged = _roles(shape)
     assert names[:len(staged)] == staged, "every staged field before the mask and the landing zones"
@@ -59,7 +62,7 @@ def test_a_launch_copies_all_flat_fields_and_its_rows_of_the_page_table():
     assert SHAPE.stage_bytes(3) <= lay["mask"][0]
 
 
-@pytest.mark.parametrize("shape", [SHAPE, WithCounts(8, 32, 6, 5)], ids=["slot", "with-new-fields"])
+@pytest.mark.parametrize("shape", [SHAPE, WITH_COUNTS], ids=["slot", "with-new-fields"])
 def test_one_copy_stages_every_input_into_the_device_mirror(shape):
     """Host staging written field by field, one block copy, and the device views agree:
     fields a teammate adds to ``fields()`` travel too, with no change to the copy."""

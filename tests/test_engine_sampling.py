@@ -96,7 +96,7 @@ def test_unseeded_runs_differ_and_a_recorded_seed_replays_them():
 
     Seeds are the host's: three fresh engines on the in-process device (``helpers/inprocess_device.py``,
     the worker's sampling ops; ``test_pipeline_equivalence`` holds it to the worker's tokens)."""
-    from photon_trace.telemetry.recorder import RecordingTracer
+    from photon_trace.telemetry.recording.recorder import RecordingTracer
 
     p = SamplingParams(temperature=1.0, max_tokens=12, ignore_eos=True)
     runs = []
@@ -133,7 +133,7 @@ def test_logprobs_and_penalties_add_no_host_wait(engines):
     """Traced at both depths, with constrained rows among them: the only host wait per step is
     the commit's expected one; logprobs travel in the copy-back that carries the tokens."""
     from photon_trace.engine.constraints import ResponseFormat
-    from photon_trace.telemetry.recorder import RecordingTracer
+    from photon_trace.telemetry.recording.recorder import RecordingTracer
     from photon_trace.traced_run import attached
     from helpers.engine_helpers import Req, drive, logprob_gap
 

@@ -17,7 +17,7 @@ import pytest
 
 from helpers.fault_families import BASELINES, BY_NAME
 from helpers.fault_helpers import Runs, host_made, per_step, top_host_cause
-from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, COMMIT_WAIT, COPY_WAIT, HOST_BOUND
+from photon_trace.telemetry.analysis import Cause
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, run_check
 
 
@@ -59,7 +59,7 @@ def test_every_step_fault_is_named_and_costs_what_it_added(runs, name):
     added = injected(runs, fam)
     base = baseline(runs, fam)
     # a delay adds most of itself (sized in periods); a sync, the host work it stops hiding
-    floor = 0.5 * base.bookkeeping_ms if fam.cause == ACCIDENTAL_SYNC else 0.3 * base.mean_period_ms
+    floor = 0.5 * base.bookkeeping_ms if fam.cause == Cause.ACCIDENTAL_SYNC else 0.3 * base.mean_period_ms
     assert added > floor * 1e6, (added, floor)
     # a phase is charged its own part of each gap: the phases after it (launch after plan)
     # keep theirs, which is why the floor is below 0.85 for a phase early in the tick. What the
@@ -95,7 +95,7 @@ def test_a_sync_in_a_slow_host_is_charged_its_wait_and_the_slow_phase_keeps_the_
     # plan is the top cause where the sync's charge (at most twice its wait, asserted below) is
     # under half the slow part; on a loaded machine the round trip can outlast that
     if 2 * median(waits) < 0.5 * slow:
-        assert top_host_cause(rep) == (HOST_BOUND, "plan"), (median(waits), slow)
+        assert top_host_cause(rep) == (Cause.HOST_BOUND, "plan"), (median(waits), slow)
     sync = charged(rep, fam)
     assert sync <= 2 * median(waits) + 50_000, (sync, median(waits))      # its wait, never the gap
     gap = median(per_step(rep, host_made))
@@ -104,8 +104,8 @@ def test_a_sync_in_a_slow_host_is_charged_its_wait_and_the_slow_phase_keeps_the_
     # a period (7.4-7.6 ms a step beside two CPU burners with a worker that never slept; 40-50 us
     # with one that sleeps after 2 ms); and there the other phases are late too (plan 8.1 of the
     # 11.1 ms left once, the rest in launch and commit)
-    plan = median(per_step(rep, lambda b: (b.cause, b.detail) == (HOST_BOUND, "plan")))
-    phases = median(per_step(rep, lambda b: b.cause == HOST_BOUND))
+    plan = median(per_step(rep, lambda b: (b.cause, b.detail) == (Cause.HOST_BOUND, "plan")))
+    phases = median(per_step(rep, lambda b: b.cause == Cause.HOST_BOUND))
     causes = {(b.cause, b.detail) for b in rep.bubbles if host_made(b)}
     split = {c: median(per_step(rep, lambda b, c=c: (b.cause, b.detail) == c)) for c in causes}
     assert phases >= 0.8 * (gap - sync), (phases, sync, gap, split)
@@ -114,12 +114,12 @@ def test_a_sync_in_a_slow_host_is_charged_its_wait_and_the_slow_phase_keeps_the_
 
 def test_a_slow_finalize_is_not_blamed_on_the_mask_copy(runs):
     (rep,) = runs.reports("slow_finalize")
-    finalize = sum(per_step(rep, lambda b: (b.cause, b.detail) == (HOST_BOUND, "finalize")))
-    copy = sum(per_step(rep, lambda b: b.cause == COPY_WAIT))
+    finalize = sum(per_step(rep, lambda b: (b.cause, b.detail) == (Cause.HOST_BOUND, "finalize")))
+    copy = sum(per_step(rep, lambda b: b.cause == Cause.COPY_WAIT))
     assert copy < 0.25 * finalize, (copy, finalize)     # the rule before gave it all to the copy
 
 
-@pytest.mark.parametrize("name, wrong", [("gc_pause", COMMIT_WAIT), ("stall_outside", "launch")])
+@pytest.mark.parametrize("name, wrong", [("gc_pause", Cause.COMMIT_WAIT), ("stall_outside", "launch")])
 def test_an_intermittent_stall_is_charged_where_it_happened(runs, name, wrong):
     fam = BY_NAME[name]
     (rep,) = runs.reports(name)
@@ -141,10 +141,10 @@ def test_an_intermittent_stall_is_charged_where_it_happened(runs, name, wrong):
 def test_blocking_names_the_slow_phase_not_the_commit_wait(runs):
     (rep,) = runs.reports("blocking_plan_delay")
     (clean,) = runs.reports("clean_blocking")
-    assert top_host_cause(rep) == (HOST_BOUND, "plan")
+    assert top_host_cause(rep) == (Cause.HOST_BOUND, "plan")
     # The commit wait keeps only what it has in the clean blocking run (the copy-back and the
     # host's wake-up from it, which a loaded machine stretches in both), none of the plan's delay.
-    wait, clean_wait = (median(per_step(r, lambda b: b.cause == COMMIT_WAIT)) for r in (rep, clean))
+    wait, clean_wait = (median(per_step(r, lambda b: b.cause == Cause.COMMIT_WAIT)) for r in (rep, clean))
     assert wait - clean_wait < 0.2 * charged(rep, BY_NAME["blocking_plan_delay"]), (wait, clean_wait)
 
 
@@ -152,4 +152,4 @@ def test_clean_runs_have_no_accidental_syncs(runs):
     for name in BASELINES.values():
         for trace, rep, _ in runs[name]:     # every repeat of the engine module's clean twins too
             assert trace.waits and all(w.expected for w in trace.waits), name
-            assert rep.syncs == [] and not any(b.cause == ACCIDENTAL_SYNC for b in rep.bubbles)
+            assert rep.syncs == [] and not any(b.cause == Cause.ACCIDENTAL_SYNC for b in rep.bubbles)

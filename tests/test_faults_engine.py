@@ -21,7 +21,7 @@ import pytest
 
 from helpers.fault_helpers import ROOT, Runs, cost, top_host_cause
 from helpers.code_sites import ITEM_SITE as READ_SITE, MASK_SYNC_SITE
-from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, HOST_BOUND
+from photon_trace.telemetry.analysis import Cause
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check
 
 GATE_IDLE = 0.5          # loose: see the module docstring
@@ -39,13 +39,13 @@ def test_a_clean_pipelined_run_has_no_accidental_syncs(runs):
         for trace, report, _ in runs[name]:
             assert trace.waits and all(w.expected for w in trace.waits), name
             assert report.syncs == []
-            assert ACCIDENTAL_SYNC not in {b.cause for b in report.bubbles}
+            assert Cause.ACCIDENTAL_SYNC not in {b.cause for b in report.bubbles}
 
 
 @pytest.mark.parametrize("fault, clean, cause, detail", [
-    ("mask_sync", "clean_constrained", ACCIDENTAL_SYNC, MASK_SYNC_SITE),      # (a)
-    ("read_in_commit", "clean", ACCIDENTAL_SYNC, READ_SITE),                  # (b)
-    ("long_plan_delay", "clean", HOST_BOUND, "plan"),                         # (c)
+    ("mask_sync", "clean_constrained", Cause.ACCIDENTAL_SYNC, MASK_SYNC_SITE),      # (a)
+    ("read_in_commit", "clean", Cause.ACCIDENTAL_SYNC, READ_SITE),                  # (b)
+    ("long_plan_delay", "clean", Cause.HOST_BOUND, "plan"),                         # (c)
 ], ids=["a-mask-upload-sync", "b-host-read-in-commit", "c-host-delay-in-plan"])
 def test_fault_is_detected_attributed_and_costed(runs, fault, clean, cause, detail):
     for rep in runs.reports(fault):

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from photon_trace.cli import main as cli
-from photon_trace.dashboard.sources import LoadError, TraceStore
+from photon_trace.dashboard.sources.store import LoadError, TraceStore
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.analysis.gate import EXIT_BAD_INPUT, run_check
-from photon_trace.telemetry.importers import load_any
-from photon_trace.telemetry.importers.kineto_read import KinetoFormatError, KinetoPartialWarning
-from photon_trace.telemetry.tracefile import TraceFormatError, TraceTruncatedWarning
+from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning
+from photon_trace.telemetry.trace.importers import load_any
+from photon_trace.telemetry.trace.importers.kineto_read import KinetoFormatError, KinetoPartialWarning
 
 SYNC = Path(__file__).parent / "data" / "kineto" / "critical_path_cuda_event_sync_event_sync_trace.json.gz"
 
@@ -166,9 +166,9 @@ def test_the_dashboard_reports_a_bad_trace_and_shows_a_partial_one(tmp_path):
 
 def test_each_file_goes_to_its_reader(tmp_path):
     """Ours (header keys in any order), a one-line compact profiler trace, and our own Perfetto export."""
-    from photon_trace.telemetry.perfetto import write_chrome_trace
-    from photon_trace.telemetry.records import Trace
-    from photon_trace.telemetry.tracefile import write_trace
+    from photon_trace.telemetry.export.perfetto import write_chrome_trace
+    from photon_trace.telemetry.trace.file import write_trace
+    from photon_trace.telemetry.trace.records import Trace
 
     kineto = load_any(SYNC)
     ours = write_trace(Trace({"version": 1, "backend": "sim", "format": "photon_trace"}, kineto.host_spans,
@@ -180,3 +180,26 @@ def test_each_file_goes_to_its_reader(tmp_path):
     export = write_chrome_trace(kineto, tmp_path / "export.json")
     with pytest.raises(KinetoFormatError, match="own Perfetto export"):
         load_any(export)
+
+
+def test_check_allow_partial_says_each_warning_in_one_line(tmp_path):
+    """Not Python's warning format (the install path, the line number, the source line that
+    warned): a CI log gets one line per thing said (issue 32, item 8)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    p = write(tmp_path, "two_problems", lambda doc: (_negative(doc), _overlap(doc)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+           "PYTHONWARNINGS": "default"}
+    proc = subprocess.run([sys.executable, "-m", "photon_trace.cli", "check", str(p), "--allow-partial",
+                           "--max-idle", "1"], capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr
+    lines = proc.stderr.splitlines()
+    assert not any("Warning:" in line or "warnings.warn" in line or ".py:" in line.split("(")[0] for line in lines), \
+        proc.stderr
+    assert str(root / "photon_trace") not in proc.stderr
+    notes = [line for line in lines if line.startswith("  note: ")]
+    assert any("negative duration" in n for n in notes) and any("overlapping" in n for n in notes), proc.stderr
+    assert all(line.startswith(("photon-trace check: ", "  note: ", "  warning: ")) for line in lines), proc.stderr

@@ -22,10 +22,10 @@ from __future__ import annotations
 import pytest
 
 from photon_trace.cli import main as cli
-from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, DISPATCH, HOST_BOUND, STREAM_WAIT, analyze
+from photon_trace.telemetry.analysis import Cause, analyze
 from photon_trace.telemetry.analysis.bubbles import LAUNCH_LATENCY
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check
-from photon_trace.telemetry.importers import load_any
+from photon_trace.telemetry.trace.importers import load_any
 from helpers.kineto_builder import KinetoBuilder
 
 US = 1000
@@ -55,15 +55,15 @@ def test_each_gap_gets_its_cause_and_what_covered_it(path):
     r = analyze(load_any(path))
     got = [(b.t0 // US, b.t1 // US, b.cause, b.detail, b.covered_ns // US, b.covered_by) for b in r.bubbles]
     assert got == [
-        (150, 240, HOST_BOUND, "aten::nonzero", 0, ""),
-        (240, 250, DISPATCH, LAUNCH_LATENCY, 0, ""),          # K2 queued at 240, started at 250
-        (300, 340, DISPATCH, LAUNCH_LATENCY, 40, "gpu0 stream 23"),
+        (150, 240, Cause.HOST_BOUND, "aten::nonzero", 0, ""),
+        (240, 250, Cause.DISPATCH, LAUNCH_LATENCY, 0, ""),          # K2 queued at 240, started at 250
+        (300, 340, Cause.DISPATCH, LAUNCH_LATENCY, 40, "gpu0 stream 23"),
         # the whole queued part: K4 was queued at 280, before the gap opened
-        (380, 485, STREAM_WAIT, f"gpu0 stream 23: {NCCL}", 100, "gpu0 stream 23"),
+        (380, 485, Cause.STREAM_WAIT, f"gpu0 stream 23: {NCCL}", 100, "gpu0 stream 23"),
         # the wait ended as the gap opened; the host work after it [520-600] (no op, in the step's
         # annotation) is within the wait's 230 µs, so the sync is charged all of it
-        (520, 600, ACCIDENTAL_SYNC, "## log_metrics ##", 0, ""),
-        (600, 610, DISPATCH, LAUNCH_LATENCY, 0, ""),          # K5 queued at 600, started at 610
+        (520, 600, Cause.ACCIDENTAL_SYNC, "## log_metrics ##", 0, ""),
+        (600, 610, Cause.DISPATCH, LAUNCH_LATENCY, 0, ""),          # K5 queued at 600, started at 610
     ]
     assert r.stream == "gpu0 stream 7" and r.window == (110 * US, 640 * US)
     assert r.queued_gap_ns == 40 * US                         # [300-340]: K3 queued at 260
@@ -81,7 +81,8 @@ def test_the_other_stream_is_analysed_too(path):
     assert (s7.stream, s7.span_ns, s7.busy_ns, s7.idle_ns, s7.covered_ns) == ("gpu0 stream 7", 530 * US, 195 * US,
                                                                               335 * US, 140 * US)
     # the bubbles above by cause: dispatch 10 + 40 + 10 (the launch latencies), the rest one bubble each
-    assert s7.causes == {HOST_BOUND: 90 * US, DISPATCH: 60 * US, STREAM_WAIT: 105 * US, ACCIDENTAL_SYNC: 80 * US}
+    assert s7.causes == {Cause.HOST_BOUND: 90 * US, Cause.DISPATCH: 60 * US, Cause.STREAM_WAIT: 105 * US,
+                         Cause.ACCIDENTAL_SYNC: 80 * US}
     assert (s23.stream, s23.ops, s23.busy_ns, s23.idle_ns) == ("gpu0 stream 23", 1, 180 * US, 0)
 
 

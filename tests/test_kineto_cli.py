@@ -1,13 +1,13 @@
-"""``photon-trace import`` and the Perfetto export on profiler traces, from the command line."""
+"""``photon-trace import`` and ``photon-trace export perfetto`` on profiler traces, from the command line."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 from photon_trace.cli import main as cli
-from photon_trace.telemetry.importers import load_any
-from photon_trace.telemetry.perfetto import BUBBLES_TRACK, main as perfetto
-from photon_trace.telemetry.tracefile import load_trace
+from photon_trace.telemetry.export.perfetto import BUBBLES_TRACK
+from photon_trace.telemetry.trace.file import load_trace
+from photon_trace.telemetry.trace.importers import load_any
 
 DATA = Path(__file__).parent / "data" / "kineto"
 TRAINING = DATA / "trace_filter_sampled_rank-0.json.gz"
@@ -37,7 +37,7 @@ def test_import_json_and_another_stream(capsys):
 
 def test_the_perfetto_export_has_a_track_per_stream_and_thread(tmp_path):
     out = tmp_path / "training.perfetto.json"
-    assert perfetto([str(TRAINING), str(out)]) == 0
+    assert cli(["export", "perfetto", str(TRAINING), str(out)]) == 0
     doc = json.loads(out.read_text())
     names = [e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"]
     assert sorted(names) == sorted(["thread 4037 (python3.8)", "thread 23695 (python3.8)", BUBBLES_TRACK]

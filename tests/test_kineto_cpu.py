@@ -18,8 +18,8 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from photon_trace.cli import main as cli
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.analysis.gate import EXIT_BAD_INPUT, run_check
-from photon_trace.telemetry.importers import load_any
-from photon_trace.telemetry.importers.kineto import import_kineto
+from photon_trace.telemetry.trace.importers import load_any
+from photon_trace.telemetry.trace.importers.kineto import import_kineto
 
 STEPS = 5
 ACTIVE = 3   # schedule(wait=1, warmup=1, active=3): ProfilerStep#2..#4 are recorded

@@ -5,6 +5,7 @@ What the page drew (``gd._fullData``) is compared with the analysis of the impor
 """
 from __future__ import annotations
 
+import html
 import os
 import threading
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from photon_trace.telemetry.analysis import analyze
-from photon_trace.telemetry.importers import load_any
+from photon_trace.telemetry.trace.importers import load_any
 
 CHROMIUM = "/usr/bin/chromium"
 DATA = Path(__file__).parent / "data" / "kineto"
@@ -81,13 +82,16 @@ def test_an_imported_gpu_trace_draws_its_lanes_bubbles_and_syncs(server, page):
             "bubble: host-bound launch"} <= names
     syncs = sum(t["n"] for t in fig["traces"] if t["name"] == "accidental sync")
     assert syncs == sum(s.count for s in report.syncs) == 3
-    # the kernels' own names are in their hover
+    # the kernels' own names are in their hover, as Plotly text (``<`` as ``&lt;``: shown as written,
+    # never read as markup, issue 32); Plotly shows the entities as the characters
     (hover,) = [t for t in fig["traces"] if t["name"] == "kernel (hover)"]
-    assert hover["text"][0].startswith("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor")
-    # zoomed to the device's work: every bubble, its cause, the syncs and the ops above them
+    assert html.unescape(hover["text"][0]).startswith(
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor")
+    # zoomed to the device's work (-40..360 µs; the axis is in seconds): every bubble, its cause,
+    # the syncs and the ops above them
     page.evaluate("([a, b]) => Plotly.relayout(document.querySelector('#timeline .js-plotly-plot'),"
-                  " {'xaxis.range[0]': a, 'xaxis.range[1]': b})", [-0.04, 0.36])
-    page.wait_for_function(f"() => {{ const f = ({FIGURE})(); return f && f.meta.x_range[0] > -0.05; }}")
+                  " {'xaxis.range[0]': a, 'xaxis.range[1]': b})", [-40e-6, 360e-6])
+    page.wait_for_function(f"() => {{ const f = ({FIGURE})(); return f && f.meta.x_range[1] < 1e-3; }}")
     out = Path(__file__).resolve().parents[1] / "docs" if os.environ.get("PT_DOCS_SCREENSHOTS") else None
     if out is not None:
         page.screenshot(path=str(out / "dashboard-kineto.png"), clip=page.locator("#timeline").bounding_box())

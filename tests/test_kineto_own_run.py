@@ -7,9 +7,9 @@ import argparse
 import json
 
 from photon_trace.cli.bench import add_bench_parser
-from photon_trace.telemetry.importers.crosscheck import check_against_profiler
-from photon_trace.telemetry.importers.kineto import import_kineto
-from photon_trace.telemetry.profiler_ranges import STEP_ANNOTATION
+from photon_trace.telemetry.trace.importers.crosscheck import check_against_profiler
+from photon_trace.telemetry.trace.importers.kineto import import_kineto
+from photon_trace.telemetry.recording.profiler_ranges import STEP_ANNOTATION
 from photon_trace.traced_run import trace_run
 from photon_trace.workload import Workload, engine_settings, prepare
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, DISPATCH, HOST_BOUND, analyze, sync_sites
+from photon_trace.telemetry.analysis import Cause, analyze, sync_sites
 from photon_trace.telemetry.analysis.bubbles import LAUNCH_LATENCY
-from photon_trace.telemetry.importers import load_any
-from photon_trace.telemetry.records import DeviceSpan
+from photon_trace.telemetry.trace.importers import load_any
+from photon_trace.telemetry.trace.records import DeviceSpan
 
 PATH = Path(__file__).parent / "data" / "kineto" / "critical_path_cuda_event_sync_event_sync_trace.json.gz"
 RAW = json.loads(gzip.decompress(PATH.read_bytes()))["traceEvents"]
@@ -137,21 +137,21 @@ def test_every_bubble_and_its_cause(report):
     # stream sync its own 6 µs (512282-512288): 512272-512307 in all. The rest until the launch is
     # Python in the step (a cudaEventRecord at 512352-512355), not the sync's.
     assert [(b.t0, b.t1, b.cause, b.detail) for b in report.bubbles] == [
-        (us(512146), us(512150), HOST_BOUND, "aten::ones"),
-        (us(512150), us(512159), HOST_BOUND, IN_STEP),
-        (us(512159), us(512182), HOST_BOUND, "aten::sum"),
-        (us(512182), us(512194), DISPATCH, LAUNCH_LATENCY),
-        (us(512205), us(512221), HOST_BOUND, "aten::gt"),
-        (us(512221), us(512235), DISPATCH, LAUNCH_LATENCY),
-        (us(512236), us(512238), HOST_BOUND, "aten::gt"),
-        (us(512238), us(512245), HOST_BOUND, IN_STEP),
-        (us(512245), us(512252), HOST_BOUND, "aten::is_nonzero"),
-        (us(512252), us(512270), DISPATCH, LAUNCH_LATENCY),
-        (us(512272), us(512307), ACCIDENTAL_SYNC, ITEM_SITE),
-        (us(512307), us(512352), HOST_BOUND, IN_STEP),
-        (us(512352), us(512355), HOST_BOUND, "outside phases (in cudaEventRecord)"),
-        (us(512355), us(512362), HOST_BOUND, IN_STEP),
-        (us(512362), us(512372), DISPATCH, LAUNCH_LATENCY),
+        (us(512146), us(512150), Cause.HOST_BOUND, "aten::ones"),
+        (us(512150), us(512159), Cause.HOST_BOUND, IN_STEP),
+        (us(512159), us(512182), Cause.HOST_BOUND, "aten::sum"),
+        (us(512182), us(512194), Cause.DISPATCH, LAUNCH_LATENCY),
+        (us(512205), us(512221), Cause.HOST_BOUND, "aten::gt"),
+        (us(512221), us(512235), Cause.DISPATCH, LAUNCH_LATENCY),
+        (us(512236), us(512238), Cause.HOST_BOUND, "aten::gt"),
+        (us(512238), us(512245), Cause.HOST_BOUND, IN_STEP),
+        (us(512245), us(512252), Cause.HOST_BOUND, "aten::is_nonzero"),
+        (us(512252), us(512270), Cause.DISPATCH, LAUNCH_LATENCY),
+        (us(512272), us(512307), Cause.ACCIDENTAL_SYNC, ITEM_SITE),
+        (us(512307), us(512352), Cause.HOST_BOUND, IN_STEP),
+        (us(512352), us(512355), Cause.HOST_BOUND, "outside phases (in cudaEventRecord)"),
+        (us(512355), us(512362), Cause.HOST_BOUND, IN_STEP),
+        (us(512362), us(512372), Cause.DISPATCH, LAUNCH_LATENCY),
     ]
     assert report.queued_gap_ns == 0          # no op was already queued when the device ran dry
     assert report.window == (us(512145), us(512408))
@@ -179,10 +179,10 @@ def test_the_step_and_the_diagnosis(report):
     # its gap's host-late part: 9, 7 (512198-512205, before the second gap opened), 7 and 67
     # (512292-512352, 512355-512362): 90 µs of the window.
     top = report.diagnosis[0]
-    assert (top.cause, top.site_or_phase, top.idle_ns) == (HOST_BOUND, IN_STEP, 68_000)
+    assert (top.cause, top.site_or_phase, top.idle_ns) == (Cause.HOST_BOUND, IN_STEP, 68_000)
     assert top.predicted_speedup == pytest.approx(263 / 173)
     # the .item() sync: its 35 µs of waits, all in the host's path to the spin kernel's launch
-    sync = next(d for d in report.diagnosis if d.cause == ACCIDENTAL_SYNC)
+    sync = next(d for d in report.diagnosis if d.cause == Cause.ACCIDENTAL_SYNC)
     assert (sync.site_or_phase, sync.idle_ns) == (ITEM_SITE, 35_000)
     assert sync.predicted_speedup == pytest.approx(263 / 228)
     assert sum(d.idle_ns for d in report.diagnosis) == 212_000

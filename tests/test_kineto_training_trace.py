@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from photon_trace.telemetry.analysis import analyze
-from photon_trace.telemetry.analysis.lanes import streams
-from photon_trace.telemetry.importers import load_any
-from photon_trace.telemetry.tracefile import load_trace, write_trace
+from photon_trace.telemetry.trace.file import load_trace, write_trace
+from photon_trace.telemetry.trace.importers import load_any
+from photon_trace.telemetry.trace.lanes import streams
 from helpers.hta_compare import hta_idle, hta_window, ours, stream_number
 
 DATA = Path(__file__).parent / "data" / "kineto"

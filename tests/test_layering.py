@@ -1,6 +1,9 @@
 """The architecture, enforced over the imports: model <- device <- engine <- {server, cli};
-the engine sees telemetry only through the tracer interface; analysis imports no engine,
-dashboard or server; the dashboard no engine; the scheduler side is plain Python.
+the engine sees telemetry only through the tracer interface; inside telemetry, trace/ <-
+{recording/, analysis/} and trace/ + analysis/ <- export/; analysis imports no engine,
+dashboard or server; the dashboard no engine, and from telemetry only trace/ and analysis/;
+every one of them may read the tracer interface's enums (``Phase``: the phase names); the
+scheduler side is plain Python; no import cycles; names unique in their folder.
 
 Imports are read from the source (every ``import``/``from`` statement, lazy ones inside
 functions included), so a layer cannot be crossed by an import hidden in a function.
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "photon_trace"
+HELPERS = Path(__file__).resolve().parent / "helpers"
 
 
 def _module(path: Path) -> str:
@@ -22,8 +26,15 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _is_module(name: str) -> bool:
+    path = PKG.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def _imports(path: Path) -> set[str]:
-    """Absolute names of the photon_trace modules ``path`` imports."""
+    """Absolute names of the photon_trace modules ``path`` imports. ``from pkg import name``
+    counts as an import of ``pkg.name`` when that is a module (the package is only its parent,
+    imported before any of its modules), else of ``pkg`` (a name its ``__init__`` defines)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     pkg = _module(path).rsplit(".", 0 if path.name == "__init__.py" else 1)[0]
     out = set()
@@ -35,8 +46,9 @@ def _imports(path: Path) -> set[str]:
             if node.level:
                 up = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
                 base = ".".join(up + ([base] if base else []))
-            out.add(base)
-            out.update(f"{base}.{a.name}" for a in node.names)   # "from pkg import module"
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                out.add(sub if _is_module(sub) else base)
     return {m for m in out if m.startswith("photon_trace")}
 
 
@@ -84,15 +96,106 @@ def test_the_dashboard_imports_no_engine_or_server():
                                                      "photon_trace.traced_run")) == []
 
 
+T = "photon_trace.telemetry"
+D = "photon_trace.dashboard"
+TRACE, RECORDING, EXPORT, ANALYSIS, TRACER = (f"{T}.trace", f"{T}.recording", f"{T}.export", f"{T}.analysis",
+                                              f"{T}.tracer")
+
+
+def test_the_tracer_interface_imports_nothing_of_the_package():
+    """The engine imports it: whatever it imported, the engine would too."""
+    assert _violations((TRACER,), ("photon_trace",)) == []
+
+
+def test_the_trace_layer_imports_nothing_else_of_telemetry():
+    """Records, the file, importers: what recording, analysis and export all read. And the tracer
+    interface, exactly that module: plain enums importing nothing of the package (the test above),
+    whose ``Phase`` names the host phases every layer reads from a trace (``TOP_PHASES``)."""
+    assert _violations((TRACE,), (T,), allowed=(TRACE, TRACER)) == []
+
+
+def test_recording_imports_only_the_tracer_interface_and_the_trace_layer():
+    assert _violations((RECORDING,), (T,), allowed=(RECORDING, TRACE, TRACER)) == []
+
+
+def test_analysis_imports_only_the_trace_layer():
+    """And the tracer interface for its ``Phase`` (the phase names), as the trace layer does."""
+    assert _violations((ANALYSIS,), (T,), allowed=(ANALYSIS, TRACE, TRACER)) == []
+
+
+def test_export_imports_only_the_trace_layer_and_the_analysis():
+    """And the tracer interface for its ``Phase`` (the phase names), as the trace layer does."""
+    assert _violations((EXPORT,), (T,), allowed=(EXPORT, TRACE, ANALYSIS, TRACER)) == []
+
+
+def test_the_dashboard_takes_from_telemetry_only_the_trace_layer_and_the_analysis():
+    """Not the exporters (the times it shares with Perfetto are the trace layer's) nor the
+    recorder (live mode reads records and merges headers: the trace layer's too). The tracer
+    interface only for its ``Phase`` (the phase names and their colours), as the trace layer does."""
+    assert _violations((D,), (T,), allowed=(TRACE, ANALYSIS, TRACER)) == []
+
+
+def test_the_figure_builders_import_nothing_of_the_page():
+    """timeline/ and panels/ are pure functions of the data: no callbacks, sources, layout or app."""
+    assert _violations((f"{D}.timeline", f"{D}.panels"), (D,), allowed=(f"{D}.timeline", f"{D}.panels")) == []
+
+
 def test_the_server_imports_no_cli_or_dashboard():
     assert _violations(("photon_trace.server",), ("photon_trace.cli", "photon_trace.dashboard")) == []
 
 
-def test_every_file_name_is_unique():
-    """In the package and beside it in the test helpers: a name says which file it is."""
-    files = [*PKG.rglob("*.py"), *(Path(__file__).parent / "helpers").rglob("*.py")]
-    names = [p.name for p in files if p.name not in ("__init__.py", "__main__.py")]
-    assert sorted({n for n in names if names.count(n) > 1}) == []
+def _cycles() -> list[list[str]]:
+    """The import cycles of the package, each as the modules around it (the first repeated at
+    the end); lazy imports count: a function-local import is still a dependency, only later."""
+    graph = {m: sorted(d for d in deps if d in MODULES and d != m) for m, deps in MODULES.items()}
+    state: dict[str, int] = {}   # 1: on the current path, 2: done
+    found = []
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in graph[m]:
+            if state.get(d) == 1:
+                found.append(path[path.index(d):] + [d])
+            elif d not in state:
+                visit(d, path + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    return found
+
+
+def test_the_package_imports_form_no_cycle():
+    """A cycle makes import order matter (a module seen half-initialised) and hides which of
+    its modules is the lower layer; the way out is a module below both."""
+    assert _cycles() == []
+
+
+def _module_names(folder: Path) -> list[str]:
+    """What ``import`` can find in ``folder``: its modules and its sub-packages (any folder
+    holding Python), lower-cased as a case-insensitive file system sees them."""
+    modules = [p.stem for p in folder.glob("*.py")]
+    packages = [d.name for d in folder.iterdir() if d.is_dir() and d.name != "__pycache__" and any(d.rglob("*.py"))]
+    return [n.lower() for n in modules + packages]
+
+
+@pytest.mark.parametrize("root", [PKG, HELPERS], ids=["package", "test-helpers"])
+def test_every_name_is_unique_in_its_folder(root):
+    """The folder gives a name its context (``callbacks/live.py`` and ``sources/live.py``), so a
+    name need only be unique beside its neighbours; a module ``x.py`` beside a package ``x/``
+    would leave ``import x`` naming one of them by accident."""
+    clashes = []
+    for folder in [root, *(d for d in root.rglob("*") if d.is_dir() and d.name != "__pycache__")]:
+        names = _module_names(folder)
+        clashes += [f"{folder.relative_to(root.parent)}/{n}" for n in sorted(set(names)) if names.count(n) > 1]
+    assert clashes == []
+
+
+def test_every_folder_of_the_package_is_a_package():
+    """A folder of Python without ``__init__.py`` is left out of the wheel (setuptools finds packages)."""
+    folders = {p.parent for p in PKG.rglob("*.py")}
+    assert sorted(str(d.relative_to(PKG.parent)) for d in folders if not (d / "__init__.py").is_file()) == []
 
 
 def test_nothing_test_only_ships_in_the_package():

@@ -83,7 +83,7 @@ def received(tmp_path_factory):
                           timeout=600, cwd=tmp)
     assert proc.returncode == 0, proc.stderr[-3000:]
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
-    from photon_trace.telemetry.tracefile import load_trace
+    from photon_trace.telemetry.trace.file import load_trace
 
     return out.read_text().splitlines(), load_trace(trace_path), facts
 

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai  # noqa: E402
 
 from photon_trace.engine.engine import Engine  # noqa: E402
-from photon_trace.telemetry.otel import OtelSink, export_trace  # noqa: E402
+from photon_trace.telemetry.export.otlp.sink import OtelSink, export_trace  # noqa: E402
 from helpers.otlp_receiver import Receiver, attrs  # noqa: E402
 from helpers.serving import serving  # noqa: E402
 from helpers.trace_builder import MS, TraceBuilder  # noqa: E402

@@ -27,7 +27,7 @@ def exported():
 
 @pytest.fixture(scope="module")
 def otel(exported):
-    from photon_trace.telemetry.otel import OtelSink
+    from photon_trace.telemetry.export.otlp.sink import OtelSink
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")    # spans reach the exporter within 50 ms
         yield OtelSink(exporter=exported, model="tiny")
@@ -234,7 +234,7 @@ def test_trace_recent_pages_through_records_with_a_cursor(client):
                        and "freed" in {r[1] for r in b["requests"]} and b, 60, "the first records")
     assert first["cursor"] > 0 and first["header"]["model"] == "tiny"
     assert first["steps"] and first["device_spans"] and first["host_spans"]
-    from photon_trace.telemetry.records import DeviceSpan, RequestRecord, StepRecord
+    from photon_trace.telemetry.trace.records import DeviceSpan, RequestRecord, StepRecord
     StepRecord._make(first["steps"][0])
     DeviceSpan._make(first["device_spans"][0])
     events = {RequestRecord._make(r).event for r in first["requests"]}

@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from photon_trace.telemetry.recorder import RecordingTracer
-from photon_trace.telemetry.sink_port import SinkPort
-from photon_trace.telemetry.tracefile import TraceFileWriter, load_trace
+from photon_trace.telemetry.recording.file_writer import TraceFileWriter
+from photon_trace.telemetry.recording.recorder import RecordingTracer
+from photon_trace.telemetry.recording.sink_port import SinkPort
+from photon_trace.telemetry.trace.file import load_trace
 from photon_trace.telemetry.tracer import TraceLevel
 from helpers.loop_sim import SyntheticRun, VirtualClock, drive
 from helpers.waiting import wait_until
@@ -79,7 +80,7 @@ def record(tracer: RecordingTracer, steps: int, seed: int = 0) -> None:
 
 def test_close_is_bounded_when_the_otlp_endpoint_never_answers(tmp_path, monkeypatch):
     pytest.importorskip("opentelemetry.sdk")
-    from photon_trace.telemetry.otel import OtelSink
+    from photon_trace.telemetry.export.otlp.sink import OtelSink
 
     hung = HungEndpoint()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", hung.url)

@@ -12,8 +12,9 @@ import pytest
 from helpers.engine_helpers import Req, drive, mask_upload_sync, settle
 from photon_trace.engine.constraints import ResponseFormat
 from photon_trace.engine.params import SamplingParams
-from photon_trace.telemetry.recorder import RecordingTracer
-from photon_trace.telemetry.tracefile import TraceFileWriter, load_trace
+from photon_trace.telemetry.recording.file_writer import TraceFileWriter
+from photon_trace.telemetry.recording.recorder import RecordingTracer
+from photon_trace.telemetry.trace.file import load_trace
 from photon_trace.telemetry.tracer import TraceLevel
 from photon_trace.traced_run import attached
 from helpers.trace_checks import trace_problems

@@ -7,11 +7,12 @@ import warnings
 
 import pytest
 
-from photon_trace.telemetry.perfetto import write_chrome_trace
-from photon_trace.telemetry.recorder import RecordingTracer
+from photon_trace.telemetry.export.perfetto import write_chrome_trace
+from photon_trace.telemetry.recording.recorder import RecordingTracer
 from helpers.loop_sim import SyntheticRun, synthetic_trace
-from photon_trace.telemetry.tracefile import (FORMAT_NAME, FORMAT_VERSION, TraceFileWriter, TraceFormatError,
-                                              TraceTruncatedWarning, load_trace, new_header, write_trace)
+from photon_trace.telemetry.recording.file_writer import TraceFileWriter
+from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning, load_trace, write_trace
+from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, new_header
 from photon_trace.telemetry.tracer import StepKind, TraceLevel
 
 
@@ -40,15 +41,15 @@ def test_the_file_is_readable_while_the_run_is_going_and_complete_after_close(tm
     tr = RecordingTracer(TraceLevel.ON, sinks=[TraceFileWriter(path)], keep=True, flush_interval_s=None,
                          nvtx=False)
     for i in range(3):
-        tr.step(i, StepKind.DECODE, i % 2, 2, 0, 0, 2)
+        tr.step(i, kind=StepKind.DECODE, slot=i % 2, rows=2, zombie_rows=0, constrained_rows=0, tokens=2)
     tr.flush()
     tr.describe(model="late-model")
-    tr.step(3, StepKind.DECODE, 1, 2, 0, 0, 2)
+    tr.step(3, kind=StepKind.DECODE, slot=1, rows=2, zombie_rows=0, constrained_rows=0, tokens=2)
     tr.flush()
     during = load_trace(path)
     assert [s.step for s in during.steps] == [0, 1, 2, 3]
     assert during.header["incomplete"] is True and during.header["model"] == "late-model"
-    tr.step(4, StepKind.DECODE, 0, 2, 0, 0, 2)
+    tr.step(4, kind=StepKind.DECODE, slot=0, rows=2, zombie_rows=0, constrained_rows=0, tokens=2)
     tr.close()
     after = load_trace(path)
     assert "incomplete" not in after.header
@@ -60,7 +61,7 @@ def test_ring_drops_are_recorded_in_the_file(tmp_path):
     tr = RecordingTracer(TraceLevel.ON, sinks=[TraceFileWriter(path)], capacity=16, flush_interval_s=None,
                          nvtx=False)
     for i in range(20):
-        tr.step(i, StepKind.DECODE, 0, 1, 0, 0, 1)
+        tr.step(i, kind=StepKind.DECODE, slot=0, rows=1, zombie_rows=0, constrained_rows=0, tokens=1)
     tr.close()
     assert load_trace(path).header["dropped"] == {"steps": 4}
 

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
-from photon_trace.telemetry.otel import OtelSink, export_trace  # noqa: E402
+from photon_trace.telemetry.export.otlp.sink import OtelSink, export_trace  # noqa: E402
 from helpers.otlp_receiver import Receiver, attrs  # noqa: E402
 from helpers.code_sites import COMMIT_SITE  # noqa: E402
 from helpers.loop_sim import (START_NS, WALL_ANCHOR_NS, SyntheticRun,  # noqa: E402
@@ -173,7 +173,7 @@ def test_nothing_breaks_and_close_is_bounded_when_no_collector_listens(monkeypat
 def test_idle_ticks_plans_do_not_stretch_a_step_span():
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from photon_trace.telemetry.records import HostSpan
+    from photon_trace.telemetry.trace.records import HostSpan
 
     trace = synthetic_trace(SyntheticRun(steps=12))
     first = min(h.t0 for h in trace.host_spans)

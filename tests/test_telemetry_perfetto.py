@@ -6,10 +6,11 @@ from collections import defaultdict
 
 import pytest
 
-from photon_trace.telemetry.perfetto import DEVICE_PID, HOST_PID, main, write_chrome_trace
+from photon_trace.cli import main as cli
+from photon_trace.telemetry.export.perfetto import DEVICE_PID, HOST_PID, write_chrome_trace
 from helpers.code_sites import MASK_SYNC_SITE
 from helpers.loop_sim import SyntheticRun, synthetic_trace
-from photon_trace.telemetry.tracefile import write_trace
+from photon_trace.telemetry.trace.file import write_trace
 
 PHASES = {"M", "X", "s", "f", "b", "e", "n", "i"}
 
@@ -112,18 +113,23 @@ def test_requests_are_async_slices(doc, trace):
 
 
 def test_command_line_converts_a_trace_file(tmp_path, trace, capsys):
+    """``photon-trace export perfetto TRACE [OUT]``: OUT defaults to beside TRACE; not a trace: exit 2."""
     src = write_trace(trace, tmp_path / "run.trace.jsonl")
-    assert main([str(src)]) == 0
+    assert cli(["export", "perfetto", str(src)]) == 0
     out = tmp_path / "run.perfetto.json"
     assert json.loads(out.read_text())["traceEvents"]
+    assert capsys.readouterr().out.strip() == str(out)
     (tmp_path / "junk.txt").write_text("hello\n")
-    assert main([str(tmp_path / "junk.txt")]) == 2
-    assert "not a photon_trace trace" in capsys.readouterr().err
+    assert cli(["export", "perfetto", str(tmp_path / "junk.txt")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'junk.txt'}: not a photon_trace trace")
+    with pytest.raises(SystemExit) as usage:    # no TRACE: argparse's usage line, exit 2
+        cli(["export", "perfetto"])
+    assert usage.value.code == 2
 
 
 def test_bubbles_are_a_track_with_their_causes_and_syncs_are_instants_with_their_call_site(doc, trace):
     from photon_trace.telemetry.analysis import analyze
-    from photon_trace.telemetry.perfetto import BUBBLES_TRACK
+    from photon_trace.telemetry.export.perfetto import BUBBLES_TRACK
     evs = doc["traceEvents"]
     tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
     bubbles = [e for e in evs if e.get("cat") == "bubble"]

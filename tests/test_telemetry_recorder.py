@@ -8,9 +8,9 @@ import types
 
 import pytest
 
-from photon_trace.telemetry.recorder import RecordingTracer
-from photon_trace.telemetry.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
-from photon_trace.telemetry.sinks import LiveBuffer
+from photon_trace.telemetry.recording.recorder import RecordingTracer
+from photon_trace.telemetry.recording.sinks import LiveBuffer
+from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
 from helpers.waiting import wait_until
 from helpers.loop_sim import SyntheticRun, VirtualClock, synthetic_trace
 from photon_trace.telemetry.tracer import (DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer,
@@ -31,7 +31,7 @@ def one_step(tr: Tracer, clock: VirtualClock, step: int = 7, slot: int = 1) -> N
         if phase == Phase.COMMIT:
             tr.host_wait("commit: copy-back", True, clock.t, clock.t + 3, "engine/x.py:1", step)
             tr.device_op(Stream.COMPUTE, DeviceOp.FORWARD, step, slot, 100, 200, 90)
-            tr.step(step, StepKind.DECODE, slot, 4, 1, 2, 3)
+            tr.step(step, kind=StepKind.DECODE, slot=slot, rows=4, zombie_rows=1, constrained_rows=2, tokens=3)
         clock.advance(10)
         tr.end(phase, step, slot, t0)
     tr.request(42, RequestEvent.FIRST_TOKEN, clock.t, 1)
@@ -91,13 +91,13 @@ def test_a_wrapped_ring_keeps_the_newest_records_and_counts_the_lost():
     tr, clock = record(TraceLevel.ON, capacity=16)
     assert tr.capacity == 16
     for i in range(40):
-        tr.step(i, StepKind.DECODE, i % 2, 1, 0, 0, 1)
+        tr.step(i, kind=StepKind.DECODE, slot=i % 2, rows=1, zombie_rows=0, constrained_rows=0, tokens=1)
     t = tr.snapshot()
     assert [s.step for s in t.steps] == list(range(24, 40))
     assert tr.dropped["steps"] == 24 and t.header["dropped"] == {"steps": 24}
     # after a drain the ring is reusable without further loss
     for i in range(40, 50):
-        tr.step(i, StepKind.DECODE, 0, 1, 0, 0, 1)
+        tr.step(i, kind=StepKind.DECODE, slot=0, rows=1, zombie_rows=0, constrained_rows=0, tokens=1)
     t = tr.snapshot()
     tr.close()
     assert [s.step for s in t.steps][-10:] == list(range(40, 50)) and tr.dropped["steps"] == 24
@@ -158,7 +158,7 @@ def test_describe_before_the_first_flush_lands_in_the_header_and_later_as_an_upd
 def test_the_flusher_thread_delivers_while_running():
     live = LiveBuffer()
     tr = RecordingTracer(TraceLevel.ON, sinks=[live], flush_interval_s=0.02, nvtx=False)
-    tr.step(1, StepKind.DECODE, 0, 1, 0, 0, 1)
+    tr.step(1, kind=StepKind.DECODE, slot=0, rows=1, zombie_rows=0, constrained_rows=0, tokens=1)
     state = {"cursor": 0}
 
     def delivered():
@@ -168,7 +168,7 @@ def test_the_flusher_thread_delivers_while_running():
     got = wait_until(delivered, 30, "the flusher delivering step 1")
     cursor = state["cursor"]
     assert [s.step for s in got] == [1]
-    tr.step(2, StepKind.DECODE, 0, 1, 0, 0, 1)
+    tr.step(2, kind=StepKind.DECODE, slot=0, rows=1, zombie_rows=0, constrained_rows=0, tokens=1)
     tr.close()
     t, cursor2 = live.recent(cursor)
     assert [s.step for s in t.steps] == [2] and cursor2 > cursor
@@ -178,7 +178,7 @@ def test_live_buffer_reports_chunks_the_reader_missed():
     live = LiveBuffer(max_chunks=2)
     tr = RecordingTracer(TraceLevel.ON, sinks=[live], flush_interval_s=None, nvtx=False)
     for i in range(5):
-        tr.step(i, StepKind.DECODE, 0, 1, 0, 0, 1)
+        tr.step(i, kind=StepKind.DECODE, slot=0, rows=1, zombie_rows=0, constrained_rows=0, tokens=1)
         tr.flush()
     t, cur = live.recent(1)
     tr.close()
@@ -193,9 +193,9 @@ def test_a_failing_sink_is_detached_and_recording_continues():
 
     tr, clock = record(TraceLevel.ON)
     tr.add_sink(Broken())
-    tr.step(1, StepKind.DECODE, 0, 1, 0, 0, 1)
+    tr.step(1, kind=StepKind.DECODE, slot=0, rows=1, zombie_rows=0, constrained_rows=0, tokens=1)
     tr.flush()
-    tr.step(2, StepKind.DECODE, 0, 1, 0, 0, 1)
+    tr.step(2, kind=StepKind.DECODE, slot=0, rows=1, zombie_rows=0, constrained_rows=0, tokens=1)
     t = tr.snapshot()
     tr.close()
     assert [s.step for s in t.steps] == [1, 2]
@@ -270,15 +270,15 @@ def test_synthetic_runs_are_complete_and_ordered(depth, bug):
 
 
 def test_make_tracer_builds_the_usual_setups(tmp_path):
-    from photon_trace.telemetry.tracer_setup import make_tracer
-    from photon_trace.telemetry.tracefile import load_trace
+    from photon_trace.telemetry.setup import make_tracer
+    from photon_trace.telemetry.trace.file import load_trace
     from photon_trace.telemetry.tracer import NULL_TRACER
 
     assert make_tracer("off") is NULL_TRACER
     live = LiveBuffer()
     tr = make_tracer("full", trace_dir=tmp_path, live=live, header={"model": "m"}, nvtx=False)
     assert tr.level == TraceLevel.FULL
-    tr.step(1, StepKind.DECODE, 0, 1, 0, 0, 1)
+    tr.step(1, kind=StepKind.DECODE, slot=0, rows=1, zombie_rows=0, constrained_rows=0, tokens=1)
     tr.close()
     (path,) = tmp_path.glob("run-*.trace.jsonl")
     t = load_trace(path)

@@ -10,7 +10,7 @@ import types
 
 from photon_trace.engine.device.base import Device
 from photon_trace.engine.params import SamplingParams
-from photon_trace.telemetry.recorder import RecordingTracer
+from photon_trace.telemetry.recording.recorder import RecordingTracer
 from photon_trace.telemetry.tracer import StepKind, Tracer, TraceLevel
 from helpers.engine_helpers import tiny_engine
 
@@ -80,7 +80,7 @@ def test_each_work_call_runs_one_unit_when_the_slice_is_zero():
     sink = PiecesSink(pieces=5)
     tr = RecordingTracer(TraceLevel.ON, sinks=[sink], flush_interval_s=600, slice_us=0, nvtx=False)
     for i in range(3):
-        tr.step(i, StepKind.DECODE, 0, 1, 0, 0, 1)
+        tr.step(i, kind=StepKind.DECODE, slot=0, rows=1, zombie_rows=0, constrained_rows=0, tokens=1)
     assert not tr.work()            # nothing due yet: no slice, no cycle
     tr._due_ns = 0                  # the cycle is due now
     progress, more = [], True

@@ -9,7 +9,7 @@ import pytest
 
 from photon_trace.cli.bench import add_bench_parser, render_tables
 from photon_trace.cli.check import add_check_parser
-from photon_trace.telemetry.tracefile import load_trace
+from photon_trace.telemetry.trace.file import load_trace
 from photon_trace.traced_run import run_traced
 from photon_trace.workload import Workload, drive, engine_settings, prepare
 
@@ -86,9 +86,15 @@ def test_bench_writes_traces_and_a_summary_and_prints_both_tables(tmp_path, caps
         assert c["observed_min"] == c["observed_max"] == c["observed"]
         m = row["modes"]["blocking"]
         assert 0 <= m["host_idle_fraction"] <= m["idle_fraction"] < 1 and 0 < m["bookkeeping_share"] < 1
+        settings = {}
         for mode in ("blocking", "pipelined"):
             (path,) = row["modes"][mode]["traces"]
-            assert load_trace(path).header["settings"]["mode"] == mode
+            settings[mode] = load_trace(path).header["settings"]
+            assert settings[mode]["mode"] == mode
+        # one workload, engine seed included: the dashboard's cost model takes the pair only
+        # when nothing but these differ (dashboard.panels.WORKLOAD_FREE)
+        a, b = settings["blocking"], settings["pipelined"]
+        assert {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} <= {"depth", "mode", "planned_stops"}
     assert len(list(tmp_path.glob("*.trace.jsonl"))) == 4
     assert render_tables(summary).splitlines()[0].startswith("photon-trace bench: model=tiny")
 

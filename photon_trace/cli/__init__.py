@@ -1,5 +1,5 @@
 """The ``photon-trace`` command: ``main`` dispatches to one module per subcommand
-(``demo``, ``generate``, ``bench``, ``check``, ``import``, ``dashboard``, ``serve``)."""
+(``demo``, ``generate``, ``bench``, ``check``, ``import``, ``export``, ``dashboard``, ``serve``)."""
 from __future__ import annotations
 
 

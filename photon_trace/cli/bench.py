@@ -53,7 +53,7 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--constrained", nargs="?", const="point", default=None, choices=("point", "json_schema"),
                    help="half the requests constrained (default kind: point)")
     p.add_argument("--repeats", type=int, default=1, help="measured runs per mode and stream count")
-    p.add_argument("--seed", type=int, default=0, help="workload seed")
+    p.add_argument("--seed", type=int, default=0, help="workload seed (also the engines' seed)")
     p.add_argument("--cuda-graphs", default="on", choices=("on", "off"))
     p.add_argument("--device-threads", type=int, default=1, help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
     p.add_argument("--sync-debug", action="store_true",
@@ -87,8 +87,11 @@ def run_bench(args: argparse.Namespace) -> int:
                              prompt_len=args.prompt_len, constrained=args.constrained, seed=args.seed)
                  for s in args.streams}
     sizing = engine_settings(workloads[max(args.streams)])
+    # Both engines get the workload's seed: every request carries its own seed anyway, and equal
+    # engine settings are what make the two traces one workload to the dashboard's cost model.
     common = dict(model=args.model, backend=args.backend, dtype=args.dtype, mask_upload=args.mask_upload,
-                  cuda_graphs=args.cuda_graphs == "on", device_threads=args.device_threads, **sizing)
+                  cuda_graphs=args.cuda_graphs == "on", device_threads=args.device_threads, seed=args.seed,
+                  **sizing)
     tag = _tag(args)
     bar = _progress(args, total=len(args.streams) * (2 + 2 * args.repeats))
     engines = {}
@@ -173,10 +176,10 @@ def _equality(engine, prepared, outputs: dict[str, dict], ulps: int):
 
 
 def _profiler_check(trace, profiler: Path) -> dict[str, Any]:
-    """torch.profiler's trace of the run, imported, against ours (``importers.crosscheck``)."""
-    from photon_trace.telemetry.importers.crosscheck import check_against_profiler
-    from photon_trace.telemetry.importers.kineto import import_kineto
-    from photon_trace.telemetry.profiler_ranges import STEP_ANNOTATION
+    """torch.profiler's trace of the run, imported, against ours (``trace.importers.crosscheck``)."""
+    from photon_trace.telemetry.recording.profiler_ranges import STEP_ANNOTATION
+    from photon_trace.telemetry.trace.importers.crosscheck import check_against_profiler
+    from photon_trace.telemetry.trace.importers.kineto import import_kineto
 
     check = check_against_profiler(trace, import_kineto(profiler, step_annotation=STEP_ANNOTATION))
     return {"trace": str(profiler), **check._asdict()}

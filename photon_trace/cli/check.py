@@ -1,4 +1,4 @@
-"""``photon-trace check``: the CI gate on the command line (the gates are in ``telemetry.check``).
+"""``photon-trace check``: the CI gate on the command line (the gates are in ``telemetry/analysis/gate.py``).
 
 Checks a trace file, or with ``--run`` first makes one: a short pipelined run of
 the standard workload on the CPU backend (``tiny`` preset by default).
@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 from photon_trace.telemetry.analysis.gate import (
-    DEFAULT_MAX_IDLE_FRACTION, DEFAULT_TOLERANCE, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, run_check)
+    DEFAULT_MAX_IDLE_FRACTION, DEFAULT_TOLERANCE, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, one_line, run_check)
 
 EXIT_CODES = f"""\
 exit codes:
@@ -19,8 +20,8 @@ exit codes:
      the trace, or (with --baseline) idle per step or the median period regressed by more
      than --tolerance of the baseline's period
   {EXIT_BAD_INPUT}  bad input: no trace given, or a trace/baseline that is unreadable, foreign,
-     corrupt, truncated (unless --allow-truncated) or has nothing to analyse (also
-     argparse's usage errors)"""
+     corrupt, holds impossible times, is truncated or stopped early (a full disk; unless
+     --allow-partial) or has nothing to analyse (also argparse's usage errors)"""
 
 
 def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -29,7 +30,8 @@ def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1],
         epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("trace", nargs="?",
-                   help="trace file to check: ours, or a PyTorch profiler trace (.json[.gz]) (omit with --run)")
+                   help="trace file to check: ours, a PyTorch profiler trace (.json[.gz]) or an Nsight Systems "
+                        "export (.sqlite[.gz]) (omit with --run)")
     p.add_argument("--run", action="store_true",
                    help="run a short pipelined CPU workload and check its trace")
     p.add_argument("--model", default="tiny", help="--run: preset or checkpoint folder")
@@ -47,7 +49,8 @@ def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="a call-site pattern (fnmatch, e.g. '*aten::item*') whose syncs the program means: "
                         "listed, not failing the gate (repeatable)")
     p.add_argument("--step-annotation", metavar="NAME",
-                   help="profiler traces: take steps from this annotation (default ProfilerStep#N)")
+                   help="profiler traces and Nsight exports: take steps from this annotation or NVTX range "
+                        "(NAME, NAME#N or DOMAIN:NAME; default ProfilerStep#N)")
     p.add_argument("--allow-partial", "--allow-truncated", dest="allow_partial", action="store_true",
                    help="check what is valid of a truncated or damaged trace (our file without its end line "
                         "or cut inside a line, a damaged profiler trace) instead of exit 2")
@@ -66,18 +69,22 @@ def run_check_cli(args: argparse.Namespace) -> int:
         trace = short_run(args.model, args.streams, args.tokens, Path(args.out))
         print(f"photon-trace check: ran {args.streams} pipelined streams on {args.model} -> {trace}",
               file=sys.stderr)
-    result = run_check(trace, args.baseline, max_idle_fraction=args.max_idle, tolerance=args.tolerance,
-                       out_md=args.markdown, out_junit=args.junit, allow_syncs=tuple(args.allow_sync),
-                       allow_partial=args.allow_partial, step_annotation=args.step_annotation)
+    with warnings.catch_warnings(record=True) as caught:   # said below, one line each
+        warnings.simplefilter("always")
+        result = run_check(trace, args.baseline, max_idle_fraction=args.max_idle, tolerance=args.tolerance,
+                           out_md=args.markdown, out_junit=args.junit, allow_syncs=tuple(args.allow_sync),
+                           allow_partial=args.allow_partial, step_annotation=args.step_annotation)
     print(result.summary(), file=sys.stdout if result.passed else sys.stderr)
     for note in result.notes:
-        print(f"  note: {note}", file=sys.stderr)
+        print(f"  note: {one_line(note)}", file=sys.stderr)
+    for w in caught:
+        print(f"  warning: {one_line(str(w.message))}", file=sys.stderr)
     return result.exit_code
 
 
 def short_run(model: str, streams: int, tokens: int, out: Path) -> Path:
     """A short traced pipelined run of the standard workload on the CPU backend; its trace path."""
-    from photon_trace.telemetry.tracefile import default_trace_path
+    from photon_trace.telemetry.trace.file import default_trace_path
     from photon_trace.traced_run import run_traced
     from photon_trace.workload import Workload
 

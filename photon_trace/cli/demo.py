@@ -26,9 +26,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Bench the three pairs, then serve the dashboard on the buggy run with the fixed one as B."""
     from photon_trace.cli.bench import run_bench
     from photon_trace.cli.dashboard import run_dashboard
-    from photon_trace.cli.dispatch import build_parser
 
-    parser = build_parser()
+    parser = _steps_parser()
     out = Path(args.out)
     common = ["--model", args.model, "--backend", args.backend, "--repeats", str(args.repeats),
               "--tokens", str(args.tokens), "--out", str(out)] + (["--no-progress"] if args.no_progress else [])
@@ -52,6 +51,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(STORY, file=sys.stderr)
     dash = ["dashboard", *map(str, pair), "--guide", "--host", args.host, "--port", str(args.port)]
     return run_dashboard(parser.parse_args(dash))
+
+
+def _steps_parser() -> argparse.ArgumentParser:
+    """The two subcommands the demo runs, parsed as ``photon-trace`` parses them. Built here,
+    not taken from the dispatcher, which imports this module to add ``demo``."""
+    from photon_trace.cli.bench import add_bench_parser
+    from photon_trace.cli.dashboard import add_dashboard_parser
+
+    parser = argparse.ArgumentParser(prog="photon-trace")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_bench_parser(sub)
+    add_dashboard_parser(sub)
+    return parser
 
 
 def demo_pair(out: Path, model: str, streams: int) -> tuple[Path, Path] | None:

@@ -4,7 +4,8 @@
     photon-trace generate    generate text with the pipelined engine
     photon-trace bench       blocking vs pipelined at 1/8/32 streams: tables, traces, JSON summary
     photon-trace check       the CI gate on idle time and accidental syncs
-    photon-trace import      analyse a PyTorch profiler (Kineto) trace of any program
+    photon-trace import      analyse a PyTorch profiler trace or an Nsight Systems export of any program
+    photon-trace export      write a trace for another tool (export perfetto: ui.perfetto.dev)
     photon-trace dashboard   the timeline dashboard
     photon-trace serve       the OpenAI-compatible server
 
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     from photon_trace.cli.check import add_check_parser
     from photon_trace.cli.dashboard import add_dashboard_parser
     from photon_trace.cli.demo import add_demo
+    from photon_trace.cli.export import add_export_parser
     from photon_trace.cli.generate import add_generate
     from photon_trace.cli.import_trace import add_import_parser
     from photon_trace.cli.serve import add_serve_parser
@@ -37,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(sub)
     add_check_parser(sub)
     add_import_parser(sub)
+    add_export_parser(sub)
     add_dashboard_parser(sub)
     add_serve_parser(sub)
     for p in sub.choices.values():   # also after the subcommand; SUPPRESS keeps a --debug given before it

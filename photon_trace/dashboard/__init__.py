@@ -1,6 +1,8 @@
-"""The Dash dashboard over traces: pure figure builders (``timeline``, ``panels``), trace
-sources (``sources``) and the app (``app.create_app``); ``photon-trace dashboard`` runs it
-(``cli/dashboard.py``).
+"""The Dash dashboard over traces: the timeline (``timeline/``: its data, drawing, overview
+strip and view), the panels beside it (``panels/``: figures, statistics, search, selection),
+where traces come from (``sources/``: files, live), the callbacks that wire them to the page
+(``callbacks/``) and the app (``app.create_app``, ``layout``, ``glossary``, ``assets/``);
+``photon-trace dashboard`` runs it (``cli/dashboard.py``).
 
 Importing the package loads nothing heavy and registers nothing."""
 from __future__ import annotations

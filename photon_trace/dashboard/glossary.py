@@ -1,9 +1,15 @@
 """What every card, table column and legend entry of the dashboard means.
 
-The page shows these as hover definitions (``title``); the README's glossary is
-checked against them by a test, so the two say the same thing.
+The page shows these as hover definitions (``title``); the glossary in
+docs/observability.md is checked against them by a test, so the two say the same
+thing. The causes are listed from ``Cause``, so a new cause is defined here as soon
+as it exists.
 """
 from __future__ import annotations
+
+from photon_trace.telemetry.analysis.causes import DEVICE_SIDE, HOST_CODE, Cause
+
+_LABELS = [c.label for c in Cause]
 
 GLOSSARY: dict[str, str] = {
     # summary cards
@@ -32,9 +38,8 @@ GLOSSARY: dict[str, str] = {
     "z (zombie tax)": "z: the share of pipelined rows that were zombies (sequences already finished when "
                       "the step after was launched); the cost model takes (1 − z) off the speedup.",
     # diagnosis and the cause tables
-    "cause": "Why the device was idle: host-bound launch, expected commit wait, accidental sync, copy wait, "
-             "wait on another stream (imported traces) or device dispatch (the same words on the timeline's "
-             "legend). A gap with several causes is split: each is charged only the part it covers.",
+    "cause": f"Why the device was idle: {', '.join(_LABELS[:-1])} or {_LABELS[-1]} (the same words on the "
+             "timeline's legend). A gap with several causes is split: each is charged only the part it covers.",
     "call site / phase": "Where the cause is: the file:line of the wait, the host phase the device waited "
                          "for, or the copy it waited on.",
     "idle (ms)": "Device idle attributed to this row, in the analysis window.",
@@ -42,8 +47,8 @@ GLOSSARY: dict[str, str] = {
     "predicted speedup": "Throughput were this row's cause removed: window / (window − removable), with "
                          "a range. Removable is what the fix takes off the host's path to each gap, minus "
                          "the device's own launch latency the trace measures where the host was on time.",
-    "who can fix it": "'host code' when changing the engine's host code removes this idle; "
-                      "'device-side latency' when it is the device starting queued work late (launch "
+    "who can fix it": f"'{HOST_CODE}' when changing the engine's host code removes this idle; "
+                      f"'{DEVICE_SIDE}' when it is the device starting queued work late (launch "
                       "latency), which host code cannot shorten. Ranked apart.",
     "reason": "What the host was waiting for, as the engine recorded it.",
     "call site": "The file:line in the engine where the host waited (the first frame outside the device layer).",
@@ -77,6 +82,18 @@ GLOSSARY: dict[str, str] = {
     "p99": "99th-percentile duration.",
     "stream": "A device stream (an in-order queue of device work).",
     "busy": "Share of the window the stream ran an op.",
+    # the two views of idle, and nsys's expert rules (imported traces and ours alike)
+    "view": "Per stream (ours): a stream is idle between its own ops, whatever the others do. Per device "
+            "(Nsight's): the device is idle only while none of its streams runs. Both over the window.",
+    "ops": "Device ops (kernels, copies, memsets) in the window.",
+    "span": "From the first op's start to the last op's end, inside the window.",
+    "idle share": "Idle as a share of the span.",
+    "rule": "The rule's name in nsys analyze (Nsight Systems' expert system), with nsys's defaults: "
+            "gpu_gaps 500 ms, gpu_time_util 30 chunks under 50 %.",
+    "nsys title": "What Nsight Systems calls the rule.",
+    "found": "How many rows the rule reports (nsys lists at most 50, longest first).",
+    "Duration": "The row's duration, as nsys reports it (a call, a copy, a gap or a chunk).",
+    "Start": "When it began, from the start of the trace's timeline.",
     # the timeline
     "analysis window": "The steady state the cards and tables describe: warm-up (filling the batch) and "
                        "drain (the batch emptying) are cut. Outside it the timeline is shaded and still "

@@ -5,12 +5,13 @@ Every card and table header carries its definition (``glossary.py``) as a hover 
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 from dash import dcc, html
 
-from photon_trace.dashboard import panels
 from photon_trace.dashboard.glossary import define
-from photon_trace.dashboard.timeline import placeholder_figure
+from photon_trace.dashboard.panels import figures
+from photon_trace.dashboard.timeline.figure import placeholder_figure
 
 # No "Share chart" (plotly.js shows it by default: it uploads the figure, trace data and all,
 # to Plotly Cloud), and no cloud URL for anything else to use.
@@ -73,7 +74,7 @@ def summary_cards(report, stale: bool = False) -> list:
                       html.Div(item["value"], style={"fontSize": "18px", "fontWeight": 600},
                                id=f"summary-{item['key']}")],
                      style=CARD, title=define(item["label"]), className="pt-card")
-            for item in panels.summary_items(report)]
+            for item in figures.summary_items(report)]
 
 
 def section(title: str, *children, help_text: str | None = None) -> html.Div:
@@ -131,6 +132,12 @@ def timeline_tab(live: bool) -> dcc.Tab:
     ])
 
 
+def _as_typed(folder: Path) -> str:
+    """An allowed folder as a path typed in the box would name it: relative to the server's
+    working directory (which the box resolves paths against) when it lies inside it."""
+    return folder.relative_to(Path.cwd()).as_posix() if folder.is_relative_to(Path.cwd()) else str(folder)
+
+
 def page(store, live: str | None, follower, opts: list[dict], a: str | None, b: str | None) -> html.Div:
     return html.Div(style=PAGE, children=[
         html.Div(style={**ROW, "justifyContent": "space-between"}, children=[
@@ -150,7 +157,7 @@ def page(store, live: str | None, follower, opts: list[dict], a: str | None, b: 
                       style={"width": "520px"}, debounce=False, n_submit=0),
             html.Button("open as A", id="open-a", n_clicks=0),
             html.Button("open as B", id="open-b", n_clicks=0),
-            html.Span(f"allowed: {', '.join(str(d) for d in store.allowed)}", style=SMALL),
+            html.Span(f"allowed: {', '.join(_as_typed(d) for d in store.allowed)}", style=SMALL),
         ]),
         html.Div(id="path-error"),
         html.Div(id="load-error"),
@@ -174,7 +181,7 @@ def page(store, live: str | None, follower, opts: list[dict], a: str | None, b: 
         dcc.Interval(id="live-tick", interval=500, disabled=follower is None),
         dcc.Interval(id="pending-tick", interval=250, disabled=True),   # a trace still loading or being analysed
         dcc.Store(id="zoom-a"), dcc.Store(id="zoom-compare"), dcc.Store(id="live-version"),
-        dcc.Store(id="live-draw"),   # a live re-draw on its way to the timeline (callbacks_timeline.APPLY_LIVE)
+        dcc.Store(id="live-draw"),   # a live re-draw on its way to the timeline (assets/clientside.js: apply_live)
         dcc.Store(id="view-a", data={"range": None, "axis": "window", "version": None}),
         dcc.Store(id="selection-a"), dcc.Store(id="hidden-a", data=[]), dcc.Store(id="hits-a", data=[]),
         dcc.Store(id="load-state"), dcc.Store(id="row-click"),

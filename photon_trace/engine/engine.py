@@ -13,10 +13,10 @@ from collections.abc import Iterator, Sequence as Seq
 
 import numpy as np
 
-from photon_trace.telemetry.tracer import NULL_TRACER, Phase, StepKind, Tracer
+from photon_trace.telemetry.tracer import NULL_TRACER, Phase, Tracer
 from photon_trace.engine.constraints.interface import bitmask_words
 from photon_trace.engine.device import make_device
-from photon_trace.engine.device.base import NUM_SLOTS, DeviceError, DeviceSpec, LaunchShape
+from photon_trace.engine.device.base import NUM_SLOTS, DeviceError, DeviceSpec
 from photon_trace.engine.device.staging import SlotShape
 from photon_trace.engine.engine_config import EngineConfig
 from photon_trace.engine.pages import PageAllocator
@@ -25,7 +25,7 @@ from photon_trace.engine.params import MAX_TOP_LOGPROBS, SamplingParams
 from photon_trace.engine.request_book import RequestBook
 from photon_trace.engine.scheduler import Scheduler, StepPlan
 from photon_trace.engine.sequence import FinishReason
-from photon_trace.engine.stage import fill_masks, read_logprob, sampling_mode, stage_plan
+from photon_trace.engine.stage import fill_masks, launch_shape, read_logprob, sampling_mode, stage_plan
 
 
 class Engine:
@@ -44,13 +44,17 @@ class Engine:
         if config.seed is None:   # recorded in config (and so the trace header): a run can be replayed
             config = replace(config, seed=secrets.randbits(62))
         self.config, self.tracer = config, tracer
-        shape = SlotShape(config.max_rows, config.max_step_tokens, config.max_pages_per_row,
-                          bitmask_words(self.model_config.vocab_size), MAX_TOP_LOGPROBS)
-        spec = DeviceSpec(host.source, config.resolved_dtype(), config.num_pages, config.page_size,
-                          shape, config.max_seqs, config.weights_seed, config.cuda_graphs, config.device_threads)
+        shape = SlotShape(max_rows=config.max_rows, max_tokens=config.max_step_tokens,
+                          max_pages=config.max_pages_per_row, top_logprobs=MAX_TOP_LOGPROBS,
+                          mask_words=bitmask_words(self.model_config.vocab_size))
+        spec = DeviceSpec(model=host.source, dtype=config.resolved_dtype(), shape=shape,
+                          num_pages=config.num_pages, page_size=config.page_size, table_rows=config.max_seqs,
+                          seed=config.weights_seed, cuda_graphs=config.cuda_graphs,
+                          threads=config.device_threads)
         self.device = make_device(config.resolved_backend(), spec, tracer)
-        self.scheduler = Scheduler(PageAllocator(config.num_pages), config.page_size, config.max_rows,
-                                   config.max_step_tokens, config.max_seqs, config.max_context)
+        self.scheduler = Scheduler(PageAllocator(config.num_pages), page_size=config.page_size,
+                                   max_rows=config.max_rows, max_step_tokens=config.max_step_tokens,
+                                   max_seqs=config.max_seqs, max_context=config.max_context)
         self.requests = RequestBook(self.tokenizer, self.model_config, tracer)
         self._failed = False
         self._closed = False
@@ -116,10 +120,7 @@ class Engine:
         if seq is None or seq.finalized:
             return False
         self.requests.finish(seq, FinishReason.ABORT)
-        if self.scheduler.abort_waiting(seq):
-            seq.freed = True
-        elif seq.inflight_refs == 0:
-            self.scheduler.release(seq)   # zombies are freed by their last commit instead
+        if self.scheduler.settle(seq, committed=False):   # a zombie is freed by its last commit instead
             self.requests.note_freed(seq)
         return True
 
@@ -168,10 +169,9 @@ class Engine:
         stage_plan(self.device.staging(slot), plan, self.config.page_size, self._scratch_row)
         tr.end(Phase.STAGE, plan.index, slot, ts)
         B = plan.num_rows
-        self.device.forward(slot, LaunchShape(plan.num_tokens, B, plan.max_pages, plan.max_query_len,
-                                              plan.kind != StepKind.DECODE, plan.segments))
+        self.device.forward(slot, launch_shape(plan))
         if plan.split:
-            self.device.sample(slot, 0, plan.split, False, sampling_mode(plan, 0, plan.split))
+            self.device.sample(slot, 0, plan.split, masked=False, mode=sampling_mode(plan, 0, plan.split))
         if plan.split == B:
             self.device.copy_back(slot, B)      # nothing constrained: the step is complete on the device
         self.device.flush()                     # the step's commands reach the device together
@@ -195,7 +195,7 @@ class Engine:
         else:
             self.device.upload_mask(slot, lo, hi)
         tr.end(Phase.MASK_UPLOAD, plan.index, slot, tm)
-        self.device.sample(slot, lo, hi, True, sampling_mode(plan, lo, hi))
+        self.device.sample(slot, lo, hi, masked=True, mode=sampling_mode(plan, lo, hi))
         self.device.copy_back(slot, hi)
         self.device.flush()
         tr.end(Phase.FINALIZE, plan.index, slot, t0)
@@ -210,14 +210,12 @@ class Engine:
         zombies = emitted = 0
         for b, (row, token) in enumerate(zip(plan.rows, tokens)):
             seq = row.seq
-            seq.inflight_refs -= 1
             if seq.finalized:
                 zombies += 1                    # launched before its sequence stopped: no-op
             elif row.samples:
                 self.requests.accept(seq, token, read_logprob(st, b, token, seq.params.logprobs))
                 emitted += 1
-            if seq.finalized and seq.inflight_refs == 0 and not seq.freed:
-                self.scheduler.release(seq)     # free late: no launched step references it now
+            if self.scheduler.settle(seq, committed=True):   # free late: no launched step holds it now
                 self.requests.note_freed(seq)
         tr.end(Phase.STREAM_OUT, plan.index, slot, ts)
         self._slot_busy[slot] = False
@@ -225,7 +223,8 @@ class Engine:
         self.tokens += emitted
         self.zombie_rows += zombies
         tr.device_ops(plan.index, slot, lambda: self.device.completed_ops(slot))
-        tr.step(plan.index, plan.kind, slot, plan.num_rows, zombies, plan.num_rows - plan.split, emitted)
+        tr.step(plan.index, kind=plan.kind, slot=slot, rows=plan.num_rows, zombie_rows=zombies,
+                constrained_rows=plan.num_rows - plan.split, tokens=emitted)
         tr.end(Phase.COMMIT, plan.index, slot, t0)
 
     # -- conveniences --------------------------------------------------------------------------
@@ -274,6 +273,10 @@ class Engine:
         self.scheduler.check_invariants()
         if self.idle:
             assert not any(self._slot_busy), "a slot is still held"
+
+    def check_alive(self) -> None:
+        """Raise ``DeviceError`` if the device died (a worker killed while the engine was idle)."""
+        self.device.check_alive()
 
     def close(self) -> None:
         """Commit what is in flight (unless the device failed: nothing more can come back),

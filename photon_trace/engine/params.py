@@ -68,10 +68,6 @@ class SamplingParams:
     def greedy(self) -> bool:
         return self.temperature < MIN_TEMPERATURE
 
-    @property
-    def penalized(self) -> bool:
-        return self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
-
     def for_vocab(self, vocab_size: int) -> SamplingParams:
         """These params with ``top_k`` clipped to the vocabulary (0 when it keeps every token)."""
         return replace(self, top_k=0) if self.top_k >= vocab_size else self

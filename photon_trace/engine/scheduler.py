@@ -52,7 +52,7 @@ class Scheduler:
     token budget, so prefill interleaves with decode instead of stalling it.
     """
 
-    def __init__(self, allocator: PageAllocator, page_size: int, max_rows: int,
+    def __init__(self, allocator: PageAllocator, *, page_size: int, max_rows: int,
                  max_step_tokens: int, max_seqs: int, max_context: int) -> None:
         self.allocator = allocator
         self.page_size = page_size
@@ -81,16 +81,24 @@ class Scheduler:
         self.check_fits(len(seq.prompt), seq.params.max_tokens)
         self.waiting.append(seq)
 
-    def abort_waiting(self, seq: Sequence) -> bool:
-        try:
+    # -- the zombie rule: finalize early, free late ---------------------------------------
+    # A launched step holds a reference to each of its rows' sequences (``_account_launch``
+    # takes it); ``settle`` drops it at that step's commit. No other code writes
+    # ``inflight_refs`` or ``freed``.
+    def settle(self, seq: Sequence, *, committed: bool) -> bool:
+        """Apply the zombie rule to ``seq`` at the commit of a step it was a row of
+        (``committed=True``: that step's reference is dropped) or once it was aborted
+        (``committed=False``). A finalized sequence keeps its pages, reservation and row
+        while a launched step still references it (a zombie: its commits are no-ops), and
+        gives them back when none does. Returns whether they were given back now."""
+        if committed:
+            seq.inflight_refs -= 1
+        elif seq in self.waiting:
             self.waiting.remove(seq)
-            return True
-        except ValueError:
+            seq.freed = True                # never admitted: nothing to give back
             return False
-
-    def release(self, seq: Sequence) -> None:
-        """Give back a finished sequence's pages, reservation and row (inflight_refs == 0)."""
-        assert seq.inflight_refs == 0 and not seq.freed
+        if not seq.finalized or seq.inflight_refs or seq.freed:
+            return False
         self.allocator.free(seq.pages)
         self._reserved -= seq.reserved_pages
         seq.pages, seq.reserved_pages = [], 0
@@ -98,6 +106,7 @@ class Scheduler:
         seq.row = -1
         seq.freed = True
         self.running.remove(seq)
+        return True
 
     @property
     def next_step(self) -> int:
@@ -154,15 +163,16 @@ class Scheduler:
             budget -= rows[-1].num_tokens
         if not rows:
             return None
-        return self._commit_plan(rows)
+        return self._account_launch(rows)
 
     def _prefill_row(self, seq: Sequence, budget: int) -> Row:
         n = min(len(seq.prompt) - seq.prefilled, budget)
         last = seq.prefilled + n == len(seq.prompt)
         return Row(seq, seq.prefilled, n, prefill=True, samples=last)
 
-    def _commit_plan(self, rows: list[Row]) -> StepPlan:
-        # Host-side accounting of the launch: positions advance now, tokens arrive later.
+    def _account_launch(self, rows: list[Row]) -> StepPlan:
+        # Host-side accounting of the launch: positions advance now, tokens arrive later;
+        # the step holds its rows' sequences until its commit (``settle``).
         for r in rows:
             seq = r.seq
             end = r.start + r.num_tokens

@@ -35,7 +35,7 @@ class Sequence:
     # -- pipelining state --------------------------------------------------------------
     finalized: bool = False           # stopped: commit of later in-flight steps is a no-op
     inflight_refs: int = 0            # launched-but-uncommitted steps that reference it (0..2)
-    freed: bool = False
+    freed: bool = False               # pages and row given back (Scheduler.settle: the zombie rule)
     finish_reason: FinishReason | None = None
     # -- results -----------------------------------------------------------------------
     output: list[int] = field(default_factory=list)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from photon_trace.telemetry.tracer import StepKind
+from photon_trace.engine.device.base import LaunchShape
 from photon_trace.engine.device.sampling import SamplingMode, sampling_mode as sample_mode
-
 from photon_trace.engine.device.staging import SlotStaging
 from photon_trace.engine.outputs import TokenLogprob
 from photon_trace.engine.scheduler import StepPlan
@@ -67,6 +68,13 @@ def stage_plan(st: SlotStaging, plan: StepPlan, page_size: int, scratch_row: int
     st.first_sample[:B] = first
     # the sampling counter is the position of the token being drawn: batch-independent
     st.sample_pos[:B] = ctx
+
+
+def launch_shape(plan: StepPlan) -> LaunchShape:
+    """The step's forward as the device sees it: host-known ints only."""
+    return LaunchShape(num_tokens=plan.num_tokens, num_rows=plan.num_rows, max_pages=plan.max_pages,
+                       max_query_len=plan.max_query_len, prefill=plan.kind != StepKind.DECODE,
+                       segments=plan.segments)
 
 
 def sampling_mode(plan: StepPlan, lo: int, hi: int) -> SamplingMode:

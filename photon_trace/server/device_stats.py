@@ -20,9 +20,7 @@ from statistics import median
 from photon_trace.telemetry.analysis import busy_intervals, device_gaps
 from photon_trace.telemetry.analysis.bubbles import classify
 from photon_trace.telemetry.analysis.steps import step_periods
-from photon_trace.telemetry.records import Trace
-from photon_trace.telemetry.records import RECORD_KINDS
-from photon_trace.telemetry.sinks import Chunk
+from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
 
 NS = 1e-9
 

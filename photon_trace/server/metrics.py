@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from photon_trace.engine.outputs import RequestOutput
-from photon_trace.telemetry.analysis.attribution import CAUSES
+from photon_trace.telemetry.analysis.causes import Cause
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -65,7 +65,7 @@ class ServerMetrics:
                                     "by call site", ["site"], registry=r)
         self.recent_period = Gauge("photon_step_period_recent_seconds", "Median step period over the recent "
                                    "window", registry=r)
-        for cause in CAUSES:
+        for cause in Cause:    # every cause is exported, at 0 until it occurs
             self.bubbles.labels(cause)
             self.bubble_seconds.labels(cause)
         r.register(_EngineCollector(loop))

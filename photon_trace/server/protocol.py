@@ -96,9 +96,6 @@ class SkillRequest(BaseModel):
     seed: int | None = None
 
 
-REQUEST_MODELS = (CompletionRequest, ChatCompletionRequest, SkillRequest)
-
-
 def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:24]}"
 

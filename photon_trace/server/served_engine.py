@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from photon_trace.engine.outputs import EngineStats, RequestDelta
     from photon_trace.engine.params import SamplingParams
     from photon_trace.engine.request_book import RequestBook
-    from photon_trace.telemetry.recorder import RecordingTracer
+    from photon_trace.telemetry.recording.recorder import RecordingTracer
     from photon_trace.telemetry.tracer import Tracer
 
 
@@ -51,6 +51,8 @@ class ServedEngine(Protocol):
     def compile_format(self, response_format: ResponseFormat) -> None: ...
 
     def check_invariants(self) -> None: ...
+
+    def check_alive(self) -> None: ...   # raises when the device died; watched while idle
 
     def close(self) -> None: ...
 

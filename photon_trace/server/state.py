@@ -17,8 +17,8 @@ from fastapi import Depends, FastAPI, Request
 from photon_trace.engine.constraints import ConstraintError, ResponseFormat
 from photon_trace.engine.outputs import RequestOutput
 from photon_trace.engine.params import SamplingParams
-from photon_trace.telemetry.recorder import RecordingTracer
-from photon_trace.telemetry.sinks import LiveBuffer
+from photon_trace.telemetry.recording.recorder import RecordingTracer
+from photon_trace.telemetry.recording.sinks import LiveBuffer
 
 from photon_trace.server import validate
 from photon_trace.server.device_stats import DeviceStats
@@ -57,7 +57,7 @@ class ServerState:
         self.stats = DeviceStats(self.metrics, self.loop.idle_intervals)
         self._sinks = [self.live, self.stats, *sinks]
         if otlp:
-            from photon_trace.telemetry.otel import OtelSink
+            from photon_trace.telemetry.export.otlp.sink import OtelSink
             self._sinks.append(OtelSink(model=model_name))
         # Sinks that label request spans (OtelSink): told each request's parameters and outcome.
         self._span_sinks = [s for s in self._sinks if hasattr(s, "request_attributes")]

@@ -8,7 +8,7 @@ adds a synchronisation.
 
 A host wait on the device calls ``work()`` while the device is busy: a recording
 tracer converts and encodes there, in slices of tens of microseconds, in time the
-host would otherwise spend spinning (see recorder.py for why not on a thread).
+host would otherwise spend spinning (see recording/recorder.py for why not on a thread).
 """
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ class TraceLevel(IntEnum):
 
 
 class Phase(IntEnum):
-    """Host phases of a tick. The first four are recorded at ON, the rest at FULL."""
+    """Host phases of a tick. The first four (the top phases) are recorded at ON, the rest
+    (sub-phases, each inside a top phase on its thread) at FULL."""
     PLAN = 0
     LAUNCH = 1
     COMMIT = 2
@@ -32,6 +33,23 @@ class Phase(IntEnum):
     MASK_BUILD = 5   # filling constrained rows' allowed-token bitmasks
     MASK_UPLOAD = 6  # enqueueing the mask copy (host side of it)
     STREAM_OUT = 7   # appending tokens, detokenising, handing results to callers
+
+    @property
+    def span_name(self) -> str:
+        """What a trace calls this phase's host spans ("plan", "mask_build"): the one spelling
+        that the recorder writes and the analysis, exports and dashboard read."""
+        return self.name.lower()
+
+    @property
+    def top(self) -> bool:
+        """One of the tick's own phases, not a sub-phase inside one."""
+        return self < Phase.STAGE
+
+
+TOP_PHASES = tuple(p.span_name for p in Phase if p.top)
+"""The span names of the top phases, in tick order: plan, launch, commit, finalize."""
+SUB_PHASES = tuple(p.span_name for p in Phase if not p.top)
+"""The span names of the sub-phases (FULL only), each inside a top phase: stage, mask_build, ..."""
 
 
 class DeviceOp(IntEnum):
@@ -99,9 +117,9 @@ class Tracer:
             for stream, op, t0, t1, enqueued in read():
                 self.device_op(stream, op, step, slot, t0, t1, enqueued)
 
-    def step(self, step: int, kind: StepKind, slot: int, rows: int, zombie_rows: int,
+    def step(self, step: int, *, kind: StepKind, slot: int, rows: int, zombie_rows: int,
              constrained_rows: int, tokens: int) -> None:
-        """One record per committed step."""
+        """One record per committed step; the counts by name (seven ints in a row read alike)."""
 
     def request(self, req_id: int, event: RequestEvent, t: int, tokens: int = 0) -> None:
         """A request lifecycle event; ``tokens`` carries prompt/output counts where meaningful."""

@@ -11,9 +11,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from photon_trace.telemetry.analysis import analyze
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.trace.records import Trace
 from helpers.loop_sim import SyntheticRun, synthetic_trace
-from photon_trace.telemetry.tracefile import write_trace
+from photon_trace.telemetry.trace.file import write_trace
 from photon_trace.telemetry.tracer import TraceLevel
 
 WORKLOAD = dict(steps=80, requests=30)
@@ -59,6 +59,6 @@ def span_count(trace: Trace) -> int:
 def timeline(kind: str):
     """The timeline arrays the dashboard draws for ``kind`` (the analysis window's bubbles and
     those outside it), as ``TraceStore`` prepares them."""
-    from photon_trace.dashboard.sources import outside_bubbles
-    from photon_trace.dashboard.timeline_data import prepare_timeline
+    from photon_trace.dashboard.sources.store import outside_bubbles
+    from photon_trace.dashboard.timeline.data import prepare_timeline
     return prepare_timeline(sample(kind), report(kind), outside_bubbles(sample(kind), report(kind).window))

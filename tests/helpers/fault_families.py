@@ -22,7 +22,7 @@ import photon_trace.engine.engine as engine_module
 from photon_trace.engine.device.base import NUM_SLOTS
 from helpers.fault_helpers import Sleep, delay_before, patched, read_in_commit, replaced
 from helpers.code_sites import ITEM_SITE, MASK_SYNC_SITE
-from photon_trace.telemetry.analysis import ACCIDENTAL_SYNC, HOST_BOUND
+from photon_trace.telemetry.analysis import Cause
 from photon_trace.telemetry.analysis.bubbles import OUTSIDE_PHASES
 from photon_trace.telemetry.tracer import now_ns
 
@@ -227,20 +227,21 @@ BASELINES = {"plain": "clean", "constrained": "clean_constrained", "blocking": "
 """The clean run of each engine that has one (the mask-sync engine's clean twin is the constrained one)."""
 
 FAMILIES = [
-    Family("mask_sync", mask_sync, ACCIDENTAL_SYNC, MASK_SYNC_SITE, engine="constrained", baseline="clean_constrained"),
-    Family("read_in_commit", lambda eng, period_s: read_in_commit(eng), ACCIDENTAL_SYNC, ITEM_SITE),
-    Family("read_in_plan", read_in_plan, ACCIDENTAL_SYNC, _site("read in plan")),
-    Family("read_in_stage", read_in_stage, ACCIDENTAL_SYNC, _site("read in stage")),
-    Family("wait_in_plan", wait_in_plan, ACCIDENTAL_SYNC, _site("wait in plan")),
-    Family("sync_in_slow_plan", sync_in_slow_plan, ACCIDENTAL_SYNC, _site("read in slow plan"),
-           baseline="plan_delay", top=(HOST_BOUND, "plan")),
-    Family("plan_delay", plan_delay, HOST_BOUND, "plan"),
-    Family("stage_delay", stage_delay, HOST_BOUND, "launch"),
-    Family("slow_finalize", slow_finalize, HOST_BOUND, "finalize", engine="constrained",
+    Family("mask_sync", mask_sync, Cause.ACCIDENTAL_SYNC, MASK_SYNC_SITE, engine="constrained",
            baseline="clean_constrained"),
-    Family("commit_work", commit_work, HOST_BOUND, "commit"),
-    Family("gc_pause", gc_pause, HOST_BOUND, "commit", intermittent=True),
-    Family("stall_outside", stall_outside, HOST_BOUND, OUTSIDE_PHASES, intermittent=True),
-    Family("blocking_plan_delay", plan_delay, HOST_BOUND, "plan", engine="blocking", baseline="clean_blocking"),
+    Family("read_in_commit", lambda eng, period_s: read_in_commit(eng), Cause.ACCIDENTAL_SYNC, ITEM_SITE),
+    Family("read_in_plan", read_in_plan, Cause.ACCIDENTAL_SYNC, _site("read in plan")),
+    Family("read_in_stage", read_in_stage, Cause.ACCIDENTAL_SYNC, _site("read in stage")),
+    Family("wait_in_plan", wait_in_plan, Cause.ACCIDENTAL_SYNC, _site("wait in plan")),
+    Family("sync_in_slow_plan", sync_in_slow_plan, Cause.ACCIDENTAL_SYNC, _site("read in slow plan"),
+           baseline="plan_delay", top=(Cause.HOST_BOUND, "plan")),
+    Family("plan_delay", plan_delay, Cause.HOST_BOUND, "plan"),
+    Family("stage_delay", stage_delay, Cause.HOST_BOUND, "launch"),
+    Family("slow_finalize", slow_finalize, Cause.HOST_BOUND, "finalize", engine="constrained",
+           baseline="clean_constrained"),
+    Family("commit_work", commit_work, Cause.HOST_BOUND, "commit"),
+    Family("gc_pause", gc_pause, Cause.HOST_BOUND, "commit", intermittent=True),
+    Family("stall_outside", stall_outside, Cause.HOST_BOUND, OUTSIDE_PHASES, intermittent=True),
+    Family("blocking_plan_delay", plan_delay, Cause.HOST_BOUND, "plan", engine="blocking", baseline="clean_blocking"),
 ]
 BY_NAME = {f.name: f for f in FAMILIES}

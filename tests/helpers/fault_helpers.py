@@ -16,7 +16,7 @@ from statistics import median
 from pathlib import Path
 from typing import NamedTuple
 
-from photon_trace.telemetry.analysis import COPY_WAIT, DEVICE_BUSY, DISPATCH, analyze
+from photon_trace.telemetry.analysis import Cause, analyze
 from photon_trace.telemetry.tracer import TraceLevel
 from photon_trace.traced_run import trace_run
 
@@ -164,7 +164,7 @@ def device_made(d) -> bool:
     its queue: the device process picked it up late), ``copy_wait`` (the host-process
     device runs its copy stream on the same worker, so a mask upload is a small gap of its own)
     and ``device_busy`` (that worker still running the previous step's copy-back)."""
-    return d.cause in (COPY_WAIT, DEVICE_BUSY, DISPATCH)
+    return d.cause in (Cause.COPY_WAIT, Cause.DEVICE_BUSY, Cause.DISPATCH)
 
 
 def host_made(b) -> bool:

@@ -15,9 +15,9 @@ import re
 from pathlib import Path
 
 from photon_trace.telemetry.analysis.bubbles import device_gaps
-from photon_trace.telemetry.analysis.lanes import on_stream
 from photon_trace.telemetry.analysis.streams import StreamStats, stream_stats
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.trace.lanes import on_stream
+from photon_trace.telemetry.trace.records import Trace
 
 _STEP = re.compile(r"ProfilerStep\s*#\s*\d+")
 

@@ -89,11 +89,11 @@ class InProcessDevice(Device):
         self._queue(slot, DeviceOp.STAGE, lambda: self.program.stage(slot, self._host[slot]["block"], shape.num_rows))
         self._queue(slot, op, lambda: self.program.forward(slot, shape))
 
-    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
+    def sample(self, slot: int, lo: int, hi: int, *, masked: bool, mode: SamplingMode) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
         self._note_sample(slot, mode)
         self._issue(slot, op, Stream.COMPUTE)
-        self._queue(slot, op, lambda: self.program.sample(slot, lo, hi, masked, mode))
+        self._queue(slot, op, lambda: self.program.sample(slot, lo, hi, masked=masked, mode=mode))
 
     def upload_mask(self, slot: int, lo: int, hi: int) -> None:
         self._issue(slot, DeviceOp.MASK_UPLOAD, Stream.COPY)
@@ -105,7 +105,7 @@ class InProcessDevice(Device):
         rows = torch.from_numpy(mask[lo:hi].copy())
         self._issue(slot, DeviceOp.MASK_UPLOAD, Stream.COMPUTE)
         self._queue(slot, DeviceOp.MASK_UPLOAD, lambda: self.program.slots[slot].mask[lo:hi].copy_(rows))
-        self._traced_wait(self.flush, "mask upload: pageable copy waits for the device to drain", False, step)
+        self._traced_wait(self.flush, "mask upload: pageable copy waits for the device to drain", step, expected=False)
 
     def copy_back(self, slot: int, B: int) -> None:
         logprobs = self._logprobs[slot]   # whether this step's sampling made them, as issued
@@ -119,7 +119,7 @@ class InProcessDevice(Device):
         def read() -> None:
             self._scalar = int(self.program.read_table(row))
         self._queue(-1, None, read)
-        self._traced_wait(self.flush, "host read of a device value", False, step)
+        self._traced_wait(self.flush, "host read of a device value", step, expected=False)
         return self._scalar
 
     def completed_ops(self, slot: int) -> list[CompletedOp]:

@@ -29,8 +29,8 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-from photon_trace.telemetry.records import Trace
-from photon_trace.telemetry.recorder import RecordingTracer
+from photon_trace.telemetry.recording.recorder import RecordingTracer
+from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer, TraceLevel
 
 from helpers.code_sites import COMMIT_SITE, ITEM_SITE, MASK_SYNC_SITE
@@ -290,7 +290,8 @@ class _Loop:
         tr.end(Phase.STREAM_OUT, i, slot, s0)
         for stream, op, d0, d1, q in sorted(step.ops, key=lambda o: o[2]):
             tr.device_op(stream, op, i, slot, d0, d1, q)
-        tr.step(i, step.kind, slot, len(step.rows), zombies, step.constrained, tokens)
+        tr.step(i, kind=step.kind, slot=slot, rows=len(step.rows), zombie_rows=zombies,
+                constrained_rows=step.constrained, tokens=tokens)
         tr.end(Phase.COMMIT, i, slot, t0)
 
     def run_all(self) -> None:

@@ -17,13 +17,22 @@ import torch
 from photon_trace.engine.model.batch import RowInput, make_forward_batch
 from photon_trace.engine.model.kv_pool import KVPool
 from photon_trace.engine.pages import PageAllocator, pages_needed
-from photon_trace.engine.model.loader import check_prompt_length
 from photon_trace.engine.model.decoder import DecoderModel
 from photon_trace.engine.model.tokenizer import Tokenizer
 
 
 class KVPoolExhausted(RuntimeError):
     """The pool has fewer free pages than a request needs."""
+
+
+def check_prompt_length(num_prompt_tokens: int, max_context: int) -> None:
+    """Raise ValueError unless the prompt leaves room for at least one generated token.
+    (The engine checks prompt + max_tokens against its context in ``Scheduler.check_fits``.)"""
+    if num_prompt_tokens < 1:
+        raise ValueError("empty prompt: at least one token is needed")
+    if num_prompt_tokens >= max_context:
+        raise ValueError(f"prompt of {num_prompt_tokens} tokens does not fit the model's context of "
+                         f"{max_context} tokens (at most {max_context - 1} leave room to generate)")
 
 
 @dataclass(slots=True)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from photon_trace.telemetry.records import (
-    DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace)
+from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
 
 from helpers.code_sites import COMMIT_SITE, ITEM_SITE, MASK_SYNC_SITE  # noqa: F401  (tests import them from here)
 from helpers.loop_sim import (  # noqa: F401  (tests import them from here)

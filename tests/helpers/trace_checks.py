@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.trace.records import Trace
 
 PARENT_PHASE = {"stage": "launch", "mask_build": "finalize", "mask_upload": "finalize",
                 "stream_out": "commit"}

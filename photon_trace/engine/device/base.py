@@ -31,7 +31,7 @@ class DeviceError(RuntimeError):
     """The device failed (CUDA error, worker process died): fatal to the engine."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceSpec:
     """What the device needs to build its side: the model and the sizes of everything."""
     model: str             # preset name or checkpoint folder
@@ -45,7 +45,7 @@ class DeviceSpec:
     threads: int = 1       # host-process device: intra-op threads (1: pinned to a core of its own)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LaunchShape:
     """A step's forward as the device sees it: host-known ints, never a device value."""
     num_tokens: int        # flat input tokens (prefill chunks + decode rows)
@@ -99,7 +99,7 @@ class Device:
         """Stage the slot's inputs and enqueue the forward (compute stream)."""
         raise NotImplementedError
 
-    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
+    def sample(self, slot: int, lo: int, hi: int, *, masked: bool, mode: SamplingMode) -> None:
         """Sample rows [lo, hi) on the compute stream; masked rows read the uploaded bitmask."""
         raise NotImplementedError
 
@@ -124,7 +124,7 @@ class Device:
         reads the previous step's tokens early) serialises the pipeline, so it is
         recorded as an accidental sync at its call site."""
         reason = "commit: copy-back" if expected else "a step's tokens read outside its commit"
-        self._traced_wait(self._copied_waiter(slot), reason, expected, step)
+        self._traced_wait(self._copied_waiter(slot), reason, step, expected=expected)
 
     def _copied_waiter(self, slot: int):
         """A callable that blocks until the slot's latest copy-back has landed."""
@@ -166,6 +166,10 @@ class Device:
     def close(self) -> None:
         pass
 
+    def check_alive(self) -> None:
+        """Raise ``DeviceError`` if the device can run nothing more (its worker died). Cheap: for
+        a caller with no step to run, to notice a dead device before the next request does."""
+
     # -- shared mechanics --------------------------------------------------------------
     def _issue(self, slot: int, op: DeviceOp, stream: Stream) -> None:
         self._issued[slot][op] = (stream, now_ns())
@@ -191,7 +195,7 @@ class Device:
                 block()
                 return
 
-    def _traced_wait(self, wait_fn, reason: str, expected: bool, step: int) -> None:
+    def _traced_wait(self, wait_fn, reason: str, step: int, *, expected: bool) -> None:
         t0 = now_ns()
         wait_fn()
         self.tracer.host_wait(reason, expected, t0, now_ns(), call_site(), step)

@@ -128,7 +128,8 @@ class CudaDevice(Device):
         the engine line that asked for the op)."""
         if not self._pin_check.pageable(host_tensors):
             return fn
-        return lambda: self._traced_wait(fn, f"{what}: pageable host memory, the copy blocks the host", False, -1)
+        return lambda: self._traced_wait(fn, f"{what}: pageable host memory, the copy blocks the host", -1,
+                                          expected=False)
 
     def _graph_forward(self, slot: int, B: int, P: int) -> None:
         rows, pages = _bucket(B, _BATCH_BUCKETS), _bucket(P, self._page_buckets)
@@ -144,7 +145,7 @@ class CudaDevice(Device):
         writes the K/V this step's forward writes next, so it is harmless. Only this
         slot's buffers hold inputs of this shape now: capturing the other slot too
         would warm it up on another step's inputs."""
-        padded = LaunchShape(rows, rows, pages, 1, prefill=False)
+        padded = LaunchShape(num_tokens=rows, num_rows=rows, max_pages=pages, max_query_len=1, prefill=False)
         side = torch.cuda.Stream()
         side.wait_stream(self.compute)
         with torch.cuda.stream(side):
@@ -179,11 +180,12 @@ class CudaDevice(Device):
             else:
                 self._timed(slot, op, self.compute, lambda: self.program.forward(slot, shape))
 
-    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
+    def sample(self, slot: int, lo: int, hi: int, *, masked: bool, mode: SamplingMode) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
         self._note_sample(slot, mode)
         with torch.cuda.stream(self.compute):
-            self._timed(slot, op, self.compute, lambda: self.program.sample(slot, lo, hi, masked, mode))
+            self._timed(slot, op, self.compute,
+                        lambda: self.program.sample(slot, lo, hi, masked=masked, mode=mode))
 
     def upload_mask(self, slot: int, lo: int, hi: int) -> None:
         host_mask = self._host[slot]["mask"]
@@ -205,7 +207,7 @@ class CudaDevice(Device):
             with torch.cuda.stream(self.compute):
                 self._timed(slot, DeviceOp.MASK_UPLOAD, self.compute, lambda: dst.copy_(pageable))
 
-        self._traced_wait(copy, "mask upload: pageable copy waits for the device to drain", False, step)
+        self._traced_wait(copy, "mask upload: pageable copy waits for the device to drain", step, expected=False)
 
     def copy_back(self, slot: int, B: int) -> None:
         self._sampled[slot].record(self.compute)
@@ -229,7 +231,7 @@ class CudaDevice(Device):
             with torch.cuda.stream(self.compute):
                 out.append(int(self.program.read_table(row).item()))
 
-        self._traced_wait(read, "host read of a device value", False, step)
+        self._traced_wait(read, "host read of a device value", step, expected=False)
         return out[0]
 
     def completed_ops(self, slot: int) -> list[CompletedOp]:

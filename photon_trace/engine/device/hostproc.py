@@ -138,6 +138,9 @@ class HostProcessDevice(Device):
     def _stream_wait(self, stream: Stream, event: int, gen: int) -> None:
         self._send((int(stream), P.WAIT, event, gen))
 
+    def check_alive(self) -> None:
+        self._check_alive()
+
     def _check_alive(self) -> None:
         if self.state.error[0]:
             msg = "unknown error"
@@ -224,7 +227,7 @@ class HostProcessDevice(Device):
         self._issue(slot, op, Stream.COMPUTE)
         self._send((int(Stream.COMPUTE), P.STAGE_FORWARD, slot, shape_to_wire(shape), int(op)))
 
-    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
+    def sample(self, slot: int, lo: int, hi: int, *, masked: bool, mode: SamplingMode) -> None:
         op = DeviceOp.MASKED_SAMPLE if masked else DeviceOp.SAMPLE
         self._note_sample(slot, mode)
         self._issue(slot, op, Stream.COMPUTE)
@@ -245,7 +248,7 @@ class HostProcessDevice(Device):
         ev = self.state.global_event(P.EV_DRAIN)
         gen = self._record(ev, Stream.COMPUTE)
         self._traced_wait(lambda: self._wait_event(ev, gen),
-                          "mask upload: pageable copy waits for the device to drain", False, step)
+                          "mask upload: pageable copy waits for the device to drain", step, expected=False)
 
     def copy_back(self, slot: int, B: int) -> None:
         sampled = self.state.slot_event(slot, P.EV_SAMPLED)
@@ -264,7 +267,8 @@ class HostProcessDevice(Device):
         self._send((int(Stream.COMPUTE), P.READ_TABLE, row))
         ev = self.state.global_event(P.EV_READ)
         gen = self._record(ev, Stream.COMPUTE)
-        self._traced_wait(lambda: self._wait_event(ev, gen), "host read of a device value", False, step)
+        self._traced_wait(lambda: self._wait_event(ev, gen), "host read of a device value", step,
+                          expected=False)
         return int(self.state.scalar[0])
 
     def completed_ops(self, slot: int) -> list[CompletedOp]:

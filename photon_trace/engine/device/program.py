@@ -82,7 +82,7 @@ class DeviceProgram:
         d = self.slots[slot]
         self.model.forward(self.forward_batch(slot, shape), self.kv, out_logits=d.logits[:shape.num_rows])
 
-    def sample(self, slot: int, lo: int, hi: int, masked: bool, mode: SamplingMode) -> None:
+    def sample(self, slot: int, lo: int, hi: int, *, masked: bool, mode: SamplingMode) -> None:
         """Sample rows [lo, hi) and publish their tokens into the token table; with
         ``mode.logprobs``, also their log-probabilities for the copy-back."""
         d = self.slots[slot]

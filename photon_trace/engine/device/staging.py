@@ -32,7 +32,7 @@ UPLOADED_APART = frozenset({"mask"})       # host -> device by its own op (final
 COPIED_BACK = frozenset({"out_tokens", "out_logprob", "out_top_ids", "out_top_logprobs"})  # device -> host landing zones, never staged
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SlotShape:
     """Capacities of a slot; fixed at start-up (no device allocation in the loop)."""
     max_rows: int      # rows (sequences) in one step

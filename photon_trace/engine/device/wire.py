@@ -39,7 +39,10 @@ class FromWire:
         if shape is None:
             if len(self._shapes) >= _CACHE_LIMIT:
                 self._shapes.clear()
-            shape = self._shapes[w] = LaunchShape(*w[:5], tuple(Segment(*s) for s in w[5]))
+            num_tokens, num_rows, max_pages, max_query_len, prefill, segments = w
+            shape = self._shapes[w] = LaunchShape(
+                num_tokens=num_tokens, num_rows=num_rows, max_pages=max_pages, max_query_len=max_query_len,
+                prefill=prefill, segments=tuple(Segment(*s) for s in segments))
         return shape
 
     def mode(self, w: tuple) -> SamplingMode:

@@ -160,7 +160,7 @@ def _run(queue: _Queue, conn: Connection, program: DeviceProgram, state: P.Share
             _, _, slot, lo, hi, masked, wire, sop = cmd
             mode = from_wire.mode(wire)
             t0 = time.monotonic_ns()
-            program.sample(slot, lo, hi, masked, mode)
+            program.sample(slot, lo, hi, masked=masked, mode=mode)
             timed.append((slot, sop, t0, time.monotonic_ns()))
         elif op == P.UPLOAD_MASK:
             _, _, slot, lo, hi = cmd

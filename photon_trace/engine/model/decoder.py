@@ -27,7 +27,7 @@ class DecoderLayer(nn.Module):
                  windowed: bool = False) -> None:
         super().__init__()
         self.input_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
-        self.attn = PagedAttention(config, dtype, device, windowed)
+        self.attn = PagedAttention(config, dtype, device, windowed=windowed)
         self.post_attn_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
         self.mlp = SwiGLU(config.hidden_size, config.intermediate_size, dtype, device)
 
@@ -55,11 +55,11 @@ class DecoderModel(nn.Module):
         # spent on an init that a checkpoint or preset overwrites.
         meta = torch.device("meta")
         self.embed = nn.Embedding(config.vocab_size, config.hidden_size, dtype=dtype, device=meta)
-        self.layers = nn.ModuleList(DecoderLayer(config, dtype, meta, config.layer_window(i) is not None)
+        self.layers = nn.ModuleList(DecoderLayer(config, dtype, meta, windowed=config.layer_window(i) is not None)
                                     for i in range(config.num_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, meta)
         self.lm_head = None if config.tie_embeddings else Linear(
-            config.hidden_size, config.vocab_size, False, dtype, meta)
+            config.hidden_size, config.vocab_size, bias=False, dtype=dtype, device=meta)
         self.to_empty(device=device)
         self.rope = RotaryEmbedding(config).to(self.embed.weight.device)
         self.requires_grad_(False)

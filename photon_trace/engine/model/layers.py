@@ -56,8 +56,8 @@ class SwiGLU(nn.Module):
         super().__init__()
         self.intermediate = intermediate
         # Rows [0, I) are gate_proj, rows [I, 2I) up_proj.
-        self.gate_up = Linear(hidden, 2 * intermediate, False, dtype, device)
-        self.down = Linear(intermediate, hidden, False, dtype, device)
+        self.gate_up = Linear(hidden, 2 * intermediate, bias=False, dtype=dtype, device=device)
+        self.down = Linear(intermediate, hidden, bias=False, dtype=dtype, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up(x).split(self.intermediate, dim=-1)  # (T, I) each

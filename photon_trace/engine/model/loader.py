@@ -82,12 +82,3 @@ def model_folder(name_or_path: str) -> Path:
     if not path.is_dir():
         raise CheckpointError(f"not a model folder: {path}")
     return path
-
-
-def check_prompt_length(num_prompt_tokens: int, max_context: int) -> None:
-    """Raise ValueError unless the prompt leaves room for at least one generated token."""
-    if num_prompt_tokens < 1:
-        raise ValueError("empty prompt: at least one token is needed")
-    if num_prompt_tokens >= max_context:
-        raise ValueError(f"prompt of {num_prompt_tokens} tokens does not fit the model's context of "
-                         f"{max_context} tokens (at most {max_context - 1} leave room to generate)")

@@ -2,18 +2,22 @@
 
     report = analyze(trace)                 # steady-state window by default
     report.bubbles, report.syncs, report.diagnosis
+    report.streams, report.devices          # idle per stream (ours) and per device (Nsight's)
+    expert_rules(trace)                     # nsys analyze's rules, under its names
     cost_model(analyze(blocking), analyze(pipelined))
 
-Loading lives in ``telemetry.tracefile``; nothing here reads files or plots.
+Loading lives in ``telemetry.trace``; nothing here reads files or plots.
 Each table is a list of NamedTuples; ``Report.to_dict()`` is the JSON summary.
 """
 from __future__ import annotations
 
 from photon_trace.telemetry.analysis.bubbles import (
-    ACCIDENTAL_SYNC, CAUSES, COMMIT_WAIT, COPY_WAIT, DEVICE_BUSY, DISPATCH, HOST_BOUND, MIN_BUBBLE_NS,
-    OUTSIDE_PHASES, STREAM_WAIT, Bubble, busy_intervals, device_gaps, find_bubbles)
+    MIN_BUBBLE_NS, OUTSIDE_PHASES, Bubble, busy_intervals, device_gaps, find_bubbles)
+from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.analysis.costmodel import CostModel, cost_model
+from photon_trace.telemetry.analysis.device_idle import DeviceIdle, device_idle
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, Removal, diagnose, predict_removal
+from photon_trace.telemetry.analysis.gpu_rules import RuleResult, expert_rules, gpu_gaps, gpu_time_util
 from photon_trace.telemetry.analysis.report import Report, analyze
 from photon_trace.telemetry.analysis.steps import StepStats, step_stats
 from photon_trace.telemetry.analysis.streams import StreamStats, stream_stats
@@ -23,7 +27,7 @@ from photon_trace.telemetry.analysis.window import steady_state_window
 __all__ = [
     "analyze", "Report", "Bubble", "StepStats", "SyncSite", "Diagnosis", "CostModel",
     "cost_model", "steady_state_window", "find_bubbles", "busy_intervals", "device_gaps",
-    "step_stats", "sync_sites", "diagnose", "predict_removal", "Removal", "MIN_BUBBLE_NS", "CAUSES",
-    "HOST_BOUND", "COMMIT_WAIT", "ACCIDENTAL_SYNC", "COPY_WAIT", "STREAM_WAIT", "DEVICE_BUSY", "DISPATCH", "OUTSIDE_PHASES",
-    "StreamStats", "stream_stats",
+    "step_stats", "sync_sites", "diagnose", "predict_removal", "Removal", "MIN_BUBBLE_NS", "Cause", "OUTSIDE_PHASES",
+    "StreamStats", "stream_stats", "DeviceIdle", "device_idle", "RuleResult", "expert_rules", "gpu_gaps",
+    "gpu_time_util",
 ]

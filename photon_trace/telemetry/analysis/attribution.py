@@ -14,7 +14,7 @@ by what actually covers it, so a cause is charged only its own time:
      a pipelined loop, a commit still waiting for its step's copy once the device has
      run out of work: the copy, or the host's wake-up from it, came late);
   3. a top-level host phase (plan, launch, commit, finalize; an imported trace's
-     header names its own, ``lanes.host_phases``): ``host_bound`` in it;
+     header names its own, ``trace.lanes.host_phases``): ``host_bound`` in it;
   4. nothing the engine recorded: ``host_bound`` "outside phases" (naming the
      innermost other host span that encloses it, if any), never a neighbour's name.
 
@@ -67,26 +67,16 @@ from statistics import median
 from typing import NamedTuple
 
 from photon_trace.telemetry.analysis._index import IntervalIndex
-from photon_trace.telemetry.analysis.lanes import COPY, host_phases, primary_stream
-from photon_trace.telemetry.analysis.launch import LaunchLatency
+from photon_trace.telemetry.analysis.causes import Cause
+from photon_trace.telemetry.analysis.launch_latency import LaunchLatency
 from photon_trace.telemetry.analysis.window import compute_ops
-from photon_trace.telemetry.records import DeviceSpan, HostWait, Trace
+from photon_trace.telemetry.trace.lanes import COPY, host_phases, primary_stream
+from photon_trace.telemetry.trace.records import DeviceSpan, HostWait, Trace
+from photon_trace.telemetry.tracer import SUB_PHASES
 
-HOST_BOUND = "host_bound"
-COMMIT_WAIT = "commit_wait"
-ACCIDENTAL_SYNC = "accidental_sync"
-COPY_WAIT = "copy_wait"
-DISPATCH = "dispatch"
-STREAM_WAIT = "stream_wait"
-DEVICE_BUSY = "device_busy"
-CAUSES = (HOST_BOUND, COMMIT_WAIT, ACCIDENTAL_SYNC, COPY_WAIT, STREAM_WAIT, DEVICE_BUSY, DISPATCH)
-QUEUED_CAUSES = frozenset({COPY_WAIT, STREAM_WAIT, DEVICE_BUSY, DISPATCH})
-"""The causes the device makes: what is left of a gap once the host is on time."""
-
-SUB_PHASES = frozenset({"stage", "mask_build", "mask_upload", "stream_out"})   # always inside a top phase
 OUTSIDE_PHASES = "outside phases"
 """``host_bound``'s detail for host time no top-level phase covers."""
-_OUTSIDE = (HOST_BOUND, OUTSIDE_PHASES)
+_OUTSIDE = (Cause.HOST_BOUND, OUTSIDE_PHASES)
 LAUNCH_LATENCY = "launch latency"
 """``dispatch``'s detail: the op was queued and the device started it late."""
 
@@ -95,7 +85,7 @@ class Part(NamedTuple):
     """One stretch of a gap with one cause (full gap coordinates, before window clipping)."""
     t0: int
     t1: int
-    cause: str
+    cause: Cause
     detail: str
 
 
@@ -105,7 +95,7 @@ class GapSplit(NamedTuple):
     next: DeviceSpan
     parts: list[Part]             # covering the whole gap, in time order
     host_late_ns: int             # before the next op was enqueued
-    chain: dict[tuple[str, str], int]   # host time per (cause, detail) since the last gap: the serial
+    chain: dict[tuple[Cause, str], int]   # host time per (cause, detail) since the last gap: the serial
                                   # work that led to this enqueue (see ``diagnosis``)
     regained: bool                # the host was ahead of the device again at a step start since the last gap
     launch_ns: int | None = None  # the device's own launch latency before this gap's next op (None: unknown)
@@ -119,15 +109,15 @@ def _late_start(e: int, x: int, late: list[Part], launch: int | None) -> list[Pa
     largest cause, whose lateness let it run dry (all ``dispatch`` without a measured latency)."""
     if x <= e:
         return []
-    late = [p for p in late if p.cause != DEVICE_BUSY]   # the host's lateness let the device run dry
+    late = [p for p in late if p.cause != Cause.DEVICE_BUSY]   # the host's lateness let the device run dry
     if not late or launch is None:
-        return [Part(e, x, DISPATCH, LAUNCH_LATENCY)]
+        return [Part(e, x, Cause.DISPATCH, LAUNCH_LATENCY)]
     own = min(x - e, launch)
-    share: dict[tuple[str, str], int] = defaultdict(int)
+    share: dict[tuple[Cause, str], int] = defaultdict(int)
     for p in late:
         share[p[2:]] += p.t1 - p.t0
     largest = max(share.items(), key=lambda kv: kv[1])[0]
-    return [Part(e, x - own, *largest), Part(x - own, x, DISPATCH, LAUNCH_LATENCY)]
+    return [Part(e, x - own, *largest), Part(x - own, x, Cause.DISPATCH, LAUNCH_LATENCY)]
 
 
 class _Cover(NamedTuple):
@@ -135,7 +125,7 @@ class _Cover(NamedTuple):
     t0: int
     t1: int
     rank: tuple[int, int]
-    cause: str
+    cause: Cause
     detail: str
 
 
@@ -160,14 +150,14 @@ class Attribution:
         self.unexpected: IntervalIndex[HostWait] = IntervalIndex(w for w in waits if not w.expected)
         # What can cover host time, each with its precedence (a lower rank wins; among equals
         # the latest to start, the innermost). Sub-phases lie inside their phase: never needed.
-        covers = [_Cover(w.t0, w.t1, (1 if w.expected else 0, -w.t0), COMMIT_WAIT if w.expected else ACCIDENTAL_SYNC,
-                         w.site) for w in waits]
+        covers = [_Cover(w.t0, w.t1, (1 if w.expected else 0, -w.t0),
+                         Cause.COMMIT_WAIT if w.expected else Cause.ACCIDENTAL_SYNC, w.site) for w in waits]
         phases = host_phases(trace)
         for h in trace.host_spans:
             if h.phase in phases:
-                covers.append(_Cover(h.t0, h.t1, (2, -h.t0), HOST_BOUND, h.phase))
+                covers.append(_Cover(h.t0, h.t1, (2, -h.t0), Cause.HOST_BOUND, h.phase))
             elif h.phase not in SUB_PHASES and h.t1 > h.t0:
-                covers.append(_Cover(h.t0, h.t1, (3, -h.t0), HOST_BOUND, outside_detail(h.phase)))
+                covers.append(_Cover(h.t0, h.t1, (3, -h.t0), Cause.HOST_BOUND, outside_detail(h.phase)))
         self._cuts, self._labels = _timeline(covers)
         self.copies: dict[int, list[DeviceSpan]] = defaultdict(list)   # the step's ops on other streams
         device = trace.header.get("device")
@@ -202,7 +192,7 @@ class Attribution:
         if regained:
             self._carry = None
         parts: list[Part] = []
-        chain: dict[tuple[str, str], int] = defaultdict(int)
+        chain: dict[tuple[Cause, str], int] = defaultdict(int)
         if late_end > g0:
             covered = self._coverage(min(chain_from, g0), late_end)
             for p in covered:
@@ -211,13 +201,13 @@ class Attribution:
             if parts[0].t0 < g0:
                 parts[0] = parts[0]._replace(t0=g0)
             if tail_op:     # before the syncs are charged: a sync costs only host time the device could use
-                parts = _relabel(parts, g0, min(tail_end, late_end), DEVICE_BUSY, tail_op[1])
+                parts = _relabel(parts, g0, min(tail_end, late_end), Cause.DEVICE_BUSY, tail_op[1])
             parts = self._host_late(g0, late_end, parts)
         launch = self.launch.of(prev, nxt)
         if late_end < g1:
             parts = _merged(parts + self._queued_parts(late_end, g1, nxt, parts, launch))
             if tail_op and tail_end > late_end:
-                parts = _relabel(parts, late_end, tail_end, DEVICE_BUSY, tail_op[1])
+                parts = _relabel(parts, late_end, tail_end, Cause.DEVICE_BUSY, tail_op[1])
         self._last = (g1, min(nxt.enqueued, late_end))
         return GapSplit(prev, nxt, parts, late_end - g0, dict(chain), regained, launch, tail_end - g0)
 
@@ -256,7 +246,8 @@ class Attribution:
             return _late_start(e, g1, late, launch)
         copies = [c for c in self.copies.get(nxt.step, ()) if e < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued]
         c = max(copies, key=lambda c: c.t1)
-        wait = Part(0, g1, COPY_WAIT, c.op) if c.stream == COPY else Part(0, g1, STREAM_WAIT, f"{c.stream}: {c.op}")
+        wait = (Part(0, g1, Cause.COPY_WAIT, c.op) if c.stream == COPY
+                else Part(0, g1, Cause.STREAM_WAIT, f"{c.stream}: {c.op}"))
         # the wait is the copy's own time; before the copy began, the device had started
         # nothing queued: a late start like any other (a worker that ran dry and slept)
         begun = min(max(e, c.t0), g1)
@@ -298,7 +289,7 @@ class Attribution:
             self._charged.add(w)
             # its own stretch: the part of the sync-labelled time inside the wait (a carried charge
             # of the same site may sit right after it, merged into one part)
-            own = sum(min(p.t1, w.t1) - max(p.t0, w.t0) for p in parts if p.cause == ACCIDENTAL_SYNC
+            own = sum(min(p.t1, w.t1) - max(p.t0, w.t0) for p in parts if p.cause == Cause.ACCIDENTAL_SYNC
                       and p.detail == w.site and p.t0 < w.t1 and p.t1 > w.t0)
             parts, left = _charge(parts, max(a, min(w.t1, b)), (w.t1 - w.t0) - own, w.site)
             if left > 0:
@@ -321,12 +312,12 @@ class Attribution:
         return [Part(x, y, *label) for x, y, label in stretches]
 
 
-def _timeline(covers: list[_Cover]) -> tuple[list[int], list[tuple[str, str] | None]]:
+def _timeline(covers: list[_Cover]) -> tuple[list[int], list[tuple[Cause, str] | None]]:
     """The host's whole timeline cut where what covers it changes: ``cuts`` in time order and
     the label of each stretch [cuts[i], cuts[i+1]) (None: nothing covers it), by precedence."""
     covers = sorted(covers, key=lambda c: c.t0)
     cuts = sorted({t for c in covers for t in (c.t0, c.t1)})
-    labels: list[tuple[str, str] | None] = []
+    labels: list[tuple[Cause, str] | None] = []
     active: list[_Cover] = []
     j = 0
     for x in cuts:
@@ -344,14 +335,14 @@ def _charge(parts: list[Part], start: int, budget: int, site: str) -> tuple[list
     """Give ``site`` up to ``budget`` of the host-bound stretches from ``start`` on; (parts, budget left)."""
     out = []
     for p in parts:
-        if budget <= 0 or p.cause != HOST_BOUND or p.t1 <= start:
+        if budget <= 0 or p.cause != Cause.HOST_BOUND or p.t1 <= start:
             out.append(p)
             continue
         x = max(p.t0, start)
         take = min(budget, p.t1 - x)
         if x > p.t0:
             out.append(p._replace(t1=x))
-        out.append(Part(x, x + take, ACCIDENTAL_SYNC, site))
+        out.append(Part(x, x + take, Cause.ACCIDENTAL_SYNC, site))
         if x + take < p.t1:
             out.append(p._replace(t0=x + take))
         budget -= take
@@ -365,7 +356,7 @@ def _relabel(parts: list[Part], a: int, b: int, cause: str, detail: str) -> list
         return parts
     out = []
     for p in parts:
-        if p.t1 <= a or p.t0 >= b or p.cause in (COPY_WAIT, STREAM_WAIT):
+        if p.t1 <= a or p.t0 >= b or p.cause in (Cause.COPY_WAIT, Cause.STREAM_WAIT):
             out.append(p)
             continue
         out += [p._replace(t1=a), Part(max(p.t0, a), min(p.t1, b), cause, detail), p._replace(t0=b)]

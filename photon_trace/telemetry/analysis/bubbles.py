@@ -9,27 +9,24 @@ what covered it (a wait, a host phase, nothing the engine recorded, a copy, the
 device's own latency). A gap with several causes gives several bubbles, adjacent
 and adding up to the gap; ``attribution`` has the rules.
 
-"Compute" is the trace's primary stream (``lanes.primary_stream``) and "copy" any other:
+"Compute" is the trace's primary stream (``trace.lanes.primary_stream``) and "copy" any other:
 in an imported trace the op the device waited for may be on any stream (an NCCL or a
-side stream); the cause is then ``stream_wait``. The host phases are ``lanes.host_phases``.
+side stream); the cause is then ``stream_wait``. The host phases are ``trace.lanes.host_phases``.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
 from photon_trace.telemetry.analysis.attribution import (
-    ACCIDENTAL_SYNC, CAUSES, COMMIT_WAIT, COPY_WAIT, DEVICE_BUSY, DISPATCH, HOST_BOUND, LAUNCH_LATENCY,
-    OUTSIDE_PHASES, STREAM_WAIT, Attribution, GapSplit, LaunchLatency)
+    LAUNCH_LATENCY, OUTSIDE_PHASES, Attribution, GapSplit, LaunchLatency)
+from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.analysis.clock import clock_error_ns
-from photon_trace.telemetry.analysis.lanes import TOP_PHASES
 from photon_trace.telemetry.analysis.window import compute_ops
-from photon_trace.telemetry.records import DeviceSpan, Trace
+from photon_trace.telemetry.trace.records import DeviceSpan, Trace
 
 __all__ = ["Gap", "Bubble", "busy_intervals", "device_gaps", "split_gaps", "Splits", "bubbles_of", "classify",
            "find_bubbles",
-           "MIN_BUBBLE_NS", "GapSplit",
-           "CAUSES", "HOST_BOUND", "COMMIT_WAIT", "ACCIDENTAL_SYNC", "COPY_WAIT", "STREAM_WAIT", "DEVICE_BUSY",
-           "DISPATCH", "TOP_PHASES", "OUTSIDE_PHASES", "LAUNCH_LATENCY"]
+           "MIN_BUBBLE_NS", "GapSplit", "Cause", "OUTSIDE_PHASES", "LAUNCH_LATENCY"]
 
 MIN_BUBBLE_NS = 20_000
 """Gaps under 20 µs are dispatch overhead, not bubbles: the host-process device
@@ -51,7 +48,7 @@ class Bubble(NamedTuple):
     t1: int
     duration_ns: int
     step: int          # the step of the op after the gap
-    cause: str         # one of CAUSES
+    cause: Cause
     detail: str        # host phase, call site, copy op, or what the host was outside of
     covered_ns: int = 0    # of it, time another stream was busy (``streams.with_cover``)
     covered_by: str = ""   # the stream that covered most of it

@@ -1,10 +1,15 @@
-"""One vocabulary for the bubble causes, and who can remove each.
+"""One vocabulary for the bubble causes: each cause's words, who can remove it, and where it lies.
 
-Every consumer (the dashboard's legend and tables, ``check``'s Markdown) names a
-cause with ``CAUSE_LABELS`` and says who can fix it with ``fixable_by_host``, so
-a cause reads the same everywhere.
+``Cause`` is the only place a cause is named. Attribution gives every bubble one of its
+members; every consumer (the diagnosis, ``check``'s Markdown and JUnit, the Perfetto
+export, the server's metrics, the dashboard's legend, tables and glossary) reads a
+member's ``label`` and ``who_fixes`` from it, so a cause reads the same everywhere.
+A member is a ``str`` whose value is the serialised key (``"host_bound"``): JSON,
+Prometheus labels and Perfetto args carry it as it always was. Adding a cause is one
+member here and its colour in the dashboard (``dashboard/timeline/data.py``); a test
+fails while a consumer lacks it.
 
-Host code can remove the idle of every cause but one: a host-bound launch (the
+Host code can remove the idle of every cause but two: a host-bound launch (the
 host was late), a commit wait (the loop waits on the device by design: pipeline
 it), an accidental sync (remove the wait) and a copy wait (issue the copy
 earlier, from pinned memory) all end with the host enqueueing work sooner; a
@@ -19,30 +24,81 @@ previous step's copy-back while its compute stream idles.
 """
 from __future__ import annotations
 
-CAUSE_LABELS: dict[str, str] = {
-    "host_bound": "host-bound launch",
-    "commit_wait": "expected commit wait",
-    "accidental_sync": "accidental sync",
-    "copy_wait": "copy wait",
-    "stream_wait": "wait on another stream",
-    "device_busy": "device busy on another stream",
-    "dispatch": "device dispatch",
-}
+from enum import Enum
 
-DEVICE_SIDE_CAUSES = frozenset({"dispatch", "device_busy"})
-"""Causes that are the device's own latency: host code cannot shorten them."""
+HOST_CODE = "host code"
+DEVICE_SIDE = "device-side latency"
+"""Who can fix a cause: the words of every report's "who can fix it" column."""
+
+HOST_LATE = "host late"
+QUEUED = "queued"
+"""Where in a gap a cause lies (``attribution``): before the next op was enqueued (the host
+was late), or after it (the op was queued: what the device makes of a gap once the host is
+on time, the device's own tail of work included)."""
+
+
+class Cause(str, Enum):
+    """Why the device was idle. A member's value is its serialised key; ``label`` the words
+    every report uses; ``who_fixes`` ``HOST_CODE`` or ``DEVICE_SIDE``; ``part`` ``HOST_LATE``
+    or ``QUEUED``."""
+
+    label: str
+    who_fixes: str
+    part: str
+
+    def __new__(cls, key: str, label: str, who_fixes: str, part: str) -> Cause:
+        member = str.__new__(cls, key)
+        member._value_ = key
+        member.label = label
+        member.who_fixes = who_fixes
+        member.part = part
+        return member
+
+    #                 key                label                             who can fix it  part
+    HOST_BOUND      = "host_bound",      "host-bound launch",              HOST_CODE,      HOST_LATE
+    COMMIT_WAIT     = "commit_wait",     "expected commit wait",           HOST_CODE,      HOST_LATE
+    ACCIDENTAL_SYNC = "accidental_sync", "accidental sync",                HOST_CODE,      HOST_LATE
+    COPY_WAIT       = "copy_wait",       "copy wait",                      HOST_CODE,      QUEUED
+    STREAM_WAIT     = "stream_wait",     "wait on another stream",         HOST_CODE,      QUEUED
+    DEVICE_BUSY     = "device_busy",     "device busy on another stream",  DEVICE_SIDE,    QUEUED
+    DISPATCH        = "dispatch",        "device dispatch",                DEVICE_SIDE,    QUEUED
+
+    # Written and formatted as the key it is ("host_bound"), never as "Cause.HOST_BOUND":
+    # f-strings, str() and Prometheus' label values all go through these.
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+    @property
+    def fixable_by_host(self) -> bool:
+        """True when changing host code can remove this cause's idle (see the module docstring)."""
+        return self.who_fixes == HOST_CODE
+
+    @property
+    def queued(self) -> bool:
+        """True for the causes the device makes: what is left of a gap once the host is on time."""
+        return self.part == QUEUED
+
+
+def _member(cause: str) -> Cause | None:
+    """The member whose key is ``cause`` (a member or its key), None for a cause we do not know."""
+    try:
+        return Cause(cause)
+    except ValueError:
+        return None
 
 
 def cause_label(cause: str) -> str:
-    """The words every report uses for ``cause`` (unknown causes keep their key)."""
-    return CAUSE_LABELS.get(cause, cause.replace("_", " "))
+    """The words every report uses for ``cause`` (a member or its key; unknown causes keep their key)."""
+    member = _member(cause)
+    return member.label if member else cause.replace("_", " ")
 
 
 def fixable_by_host(cause: str) -> bool:
-    """True when changing host code can remove this cause's idle (see the module docstring)."""
-    return cause not in DEVICE_SIDE_CAUSES
+    """``Cause.fixable_by_host`` for a member or its key (an unknown cause counts as host code's)."""
+    member = _member(cause)
+    return member.fixable_by_host if member else True
 
 
 def who_fixes(cause: str) -> str:
-    """``"host code"`` or ``"device-side latency"``."""
-    return "host code" if fixable_by_host(cause) else "device-side latency"
+    """``HOST_CODE`` or ``DEVICE_SIDE`` for a member or its key."""
+    return HOST_CODE if fixable_by_host(cause) else DEVICE_SIDE

@@ -22,7 +22,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from photon_trace.telemetry.records import COMPUTE_OPS, Trace
+from photon_trace.telemetry.trace.records import COMPUTE_OPS, Trace
 
 TOLERANCE_NS = 10_000        # per forward start/end and per bubble edge, after the offset
 MIN_GAP_NS = 20_000          # bubbles compared: the analysis's threshold (bubbles.MIN_BUBBLE_NS)

@@ -38,12 +38,13 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterable
 from typing import NamedTuple
 
-from photon_trace.telemetry.analysis.attribution import QUEUED_CAUSES, GapSplit
+from photon_trace.telemetry.analysis.attribution import GapSplit
 from photon_trace.telemetry.analysis.bubbles import Bubble, Gap, bubbles_of
+from photon_trace.telemetry.analysis.causes import Cause
 
 
 class Diagnosis(NamedTuple):
-    cause: str
+    cause: Cause
     site_or_phase: str
     idle_ns: int
     share: float              # of all bubble idle in the window
@@ -64,19 +65,19 @@ def _speedup(window_ns: int, removed: float) -> float:
     return window_ns / (window_ns - removed) if window_ns > removed else float("inf")
 
 
-def predict_removal(splits: list[tuple[Gap, GapSplit]], window_ns: int, rows: Iterable[tuple[str, str]],
+def predict_removal(splits: list[tuple[Gap, GapSplit]], window_ns: int, rows: Iterable[tuple[Cause, str]],
                     launch_ns: int = 0) -> Removal:
     """What removing ``rows`` ((cause, detail) pairs) together is predicted to give (see the
     module docstring); ``splits`` from ``bubbles.split_gaps``, ``launch_ns`` its ``launch_ns``."""
     return predict_each(splits, window_ns, {0: set(rows)}, launch_ns)[0]
 
 
-def predict_each(splits: list[tuple[Gap, GapSplit]], window_ns: int, fixes: dict[Hashable, set[tuple[str, str]]],
+def predict_each(splits: list[tuple[Gap, GapSplit]], window_ns: int, fixes: dict[Hashable, set[tuple[Cause, str]]],
                  launch_ns: int | None = 0) -> dict[Hashable, Removal]:
     """``predict_removal`` for several fixes (each a set of rows) in one pass over the gaps."""
     launch_ns = launch_ns or 0      # for a gap that measured none: nothing in the trace to measure it by
-    host = {k: [r for r in rows if r[0] not in QUEUED_CAUSES] for k, rows in fixes.items()}
-    device = {k: {r for r in rows if r[0] in QUEUED_CAUSES} for k, rows in fixes.items()}
+    host = {k: [r for r in rows if not Cause(r[0]).queued] for k, rows in fixes.items()}
+    device = {k: {r for r in rows if Cause(r[0]).queued} for k, rows in fixes.items()}
     shift = dict.fromkeys(fixes, 0)
     total = {k: [0.0, 0.0, 0.0] for k in fixes}   # point, low, high
     for gap, s in splits:
@@ -116,7 +117,7 @@ def diagnose(splits: list[tuple[Gap, GapSplit]], window_ns: int, launch_ns: int 
     ``splits``), most idle first, each with what removing it alone would give."""
     if bubbles is None:
         bubbles = [b for gap, s in splits for b in bubbles_of(gap, s)]
-    idle: dict[tuple[str, str], int] = defaultdict(int)
+    idle: dict[tuple[Cause, str], int] = defaultdict(int)
     for b in bubbles:
         idle[(b.cause, b.detail)] += b.duration_ns
     total = sum(idle.values())

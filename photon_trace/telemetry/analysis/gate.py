@@ -21,6 +21,7 @@ A Markdown summary and JUnit XML (one testcase per gate) are written when asked.
 from __future__ import annotations
 
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -28,10 +29,12 @@ from pathlib import Path
 from typing import NamedTuple, Union
 
 from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
-from photon_trace.telemetry.analysis.causes import cause_label, fixable_by_host
-from photon_trace.telemetry.analysis.lanes import primary_stream
+from photon_trace.telemetry.analysis.causes import Cause, cause_label, fixable_by_host
 from photon_trace.telemetry.analysis.window import compute_extent
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.trace.lanes import primary_stream
+from photon_trace.telemetry.trace.plausible import check_trace
+from photon_trace.telemetry.trace.records import Trace
+from photon_trace.telemetry.trace.rows import TraceFormatError
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -41,6 +44,14 @@ DEFAULT_MAX_IDLE_FRACTION = 0.05
 DEFAULT_TOLERANCE = 0.10
 
 TraceLike = Union[Trace, str, os.PathLike]
+
+NO_DEVICE_ACTIVITY = {
+    "kineto": "the trace has no kernel, memcpy or memset (recorded without ProfilerActivity.CUDA, or where "
+              "there was no GPU)",
+    "nsys": "the report has runtime calls but no kernel, memcpy or memset (CUDA activity was not traced: "
+            "nsys profile --trace=cuda)",
+}
+"""Why an imported trace without device ops cannot be gated, by its source format."""
 
 
 class BadInput(Exception):
@@ -74,35 +85,62 @@ class CheckResult:
         return [g for g in self.gates if not g.passed]
 
     def summary(self) -> str:
-        """One line for the console."""
+        """One line for the console (a trace's strings may hold line breaks: not here)."""
         if self.error:
-            return f"photon-trace check: BAD INPUT: {self.error}"
-        if self.passed:
-            return f"photon-trace check: PASS ({len(self.gates)} gates) on {self.source}"
-        return "photon-trace check: FAIL: " + "; ".join(g.message for g in self.failures)
+            text = f"photon-trace check: BAD INPUT: {self.error}"
+        elif self.passed:
+            text = f"photon-trace check: PASS ({len(self.gates)} gates) on {self.source}"
+        else:
+            text = "photon-trace check: FAIL: " + "; ".join(g.message for g in self.failures)
+        return one_line(text)
 
 
-def _load(x: TraceLike, what: str, load: dict) -> tuple[Trace, str]:
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (line breaks included) as one space."""
+    return " ".join(text.split())
+
+
+def _load(x: TraceLike, what: str, load: dict) -> tuple[Trace, str, list[str]]:
+    """The trace, its name, and the loader's warnings as notes (one line each: a CI log reads
+    them, not Python's warning format with its install path and source line)."""
     if isinstance(x, Trace):
-        return x, f"<{what}>"
+        return x, f"<{what}>", []
     import warnings
 
-    from photon_trace.telemetry.importers import load_any
-    from photon_trace.telemetry.tracefile import TraceFormatError, TraceTruncatedWarning
+    from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning
+    from photon_trace.telemetry.trace.importers import load_any
+    from photon_trace.telemetry.trace.importers.kineto_read import KinetoPartialWarning
     allow_partial = bool(load.get("allow_partial"))
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", TraceTruncatedWarning)   # said below, as bad input or a note
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             trace = load_any(x, strict=False if allow_partial else None, step_annotation=load.get("step_annotation"))
     except (TraceFormatError, OSError) as e:
         raise BadInput(f"{what}: {e}") from None
     except Exception as e:   # whatever a damaged file does to the loader, CI must not read it as a failed gate
         raise BadInput(f"{what}: {x}: cannot read: {type(e).__name__}: {e}") from None
+    stopped = stopped_early(trace)
+    if not allow_partial and stopped:
+        raise BadInput(f"{what}: {x}: {stopped}; check what is there with --allow-partial")
     if not allow_partial and (trace.header.get("truncated") or trace.header.get("incomplete")):
         how = ("cut inside a line" if trace.header.get("truncated") else
                "no end line (the run crashed or is still writing)")
         raise BadInput(f"{what}: {x}: truncated trace: {how}; check what is there with --allow-partial")
-    return trace, str(x)
+    # A truncation and a profiler trace's skipped events are in the header: ``_notes`` says them.
+    said = (TraceTruncatedWarning, KinetoPartialWarning)
+    return trace, str(x), [one_line(str(w.message)) for w in caught if not issubclass(w.category, said)]
+
+
+def stopped_early(trace: Trace) -> str | None:
+    """Why the trace's writer stopped before its end (its file's stopped line), in words; None
+    when it did not."""
+    stopped = trace.header.get("stopped")
+    if not isinstance(stopped, dict):
+        return None
+    why, error = stopped.get("why", "a write failed"), stopped.get("error")
+    records = sum(n for n in (stopped.get("records") or {}).values() if isinstance(n, int))
+    return (f"the trace stopped early: {why}{f' ({error})' if error else ''}, after {records} records; "
+            f"what was written before is whole")
 
 
 def _validate(trace: Trace, name: str) -> None:
@@ -110,19 +148,28 @@ def _validate(trace: Trace, name: str) -> None:
         bad = next((r for r in getattr(trace, kind) if r.t1 < r.t0), None)
         if bad is not None:
             raise BadInput(f"{name}: corrupt trace: a {kind[:-1].replace('_', ' ')} ends before it starts ({bad})")
-    if not trace.device_spans and trace.header.get("source", {}).get("format") == "kineto":
-        raise BadInput(f"{name}: no device activity: the trace has no kernel, memcpy or memset (recorded "
-                       f"without ProfilerActivity.CUDA, or where there was no GPU); nothing to gate on")
-    if not any(d.stream == primary_stream(trace) for d in trace.device_spans):
+    try:   # a loaded file was checked on load; a trace built in memory is checked here
+        check_trace(trace, name)
+    except TraceFormatError as e:
+        raise BadInput(str(e)) from None
+    source = trace.header.get("source", {}).get("format")
+    if not trace.device_spans and source in NO_DEVICE_ACTIVITY:
+        raise BadInput(f"{name}: no device activity: {NO_DEVICE_ACTIVITY[source]}; nothing to gate on")
+    ops = sum(1 for d in trace.device_spans if d.stream == primary_stream(trace))
+    if not ops:
         raise BadInput(f"{name}: no compute-stream ops to analyse")
+    if ops == 1 and source in NO_DEVICE_ACTIVITY:
+        raise BadInput(f"{name}: one device op on {primary_stream(trace)}: no gap between ops to measure idle by; "
+                       f"nothing to gate on")
     if not trace.steps:
         raise BadInput(f"{name}: no step records to analyse")
 
 
-def _analyse(x: TraceLike | Report, what: str, load: dict | None = None) -> tuple[Report, Trace | None, str]:
+def _analyse(x: TraceLike | Report, what: str, load: dict | None = None
+             ) -> tuple[Report, Trace | None, str, list[str]]:
     if isinstance(x, Report):
-        return x, None, f"<{what} report>"
-    trace, name = _load(x, what, load or {})
+        return x, None, f"<{what} report>", []
+    trace, name, warned = _load(x, what, load or {})
     _validate(trace, name)
     try:
         report = analyze(trace)
@@ -130,7 +177,7 @@ def _analyse(x: TraceLike | Report, what: str, load: dict | None = None) -> tupl
         raise BadInput(f"{name}: cannot analyse: {type(e).__name__}: {e}") from None
     if not report.steps:
         raise BadInput(f"{name}: no complete steps in the steady-state window")
-    return report, trace, name
+    return report, trace, name, warned
 
 
 def _ms(ns: float) -> str:
@@ -143,10 +190,14 @@ def _gates(report: Report, trace: Trace | None, baseline: Report | None,
     top = report.diagnosis[0] if report.diagnosis else None
     why = f" (largest: {top.cause} at {top.site_or_phase}, {_ms(top.idle_ns)})" if top else ""
     ok = report.idle_fraction <= max_idle_fraction
+    # The gate is on the analysed stream; the device view (all streams together) is said beside it.
+    shared = [d for d in report.devices if d.streams > 1]
+    devices = ("; per device, all streams together: " + ", ".join(f"{d.device} {d.idle_fraction:.2%}"
+                                                                  for d in shared)) if shared else ""
     gates.append(Gate("idle_fraction", ok,
-                      f"steady-state idle fraction {report.idle_fraction:.2%} "
-                      f"{'within' if ok else 'is over'} the limit {max_idle_fraction:.2%}" + ("" if ok else why),
-                      report.idle_fraction, max_idle_fraction))
+                      f"steady-state idle fraction {report.idle_fraction:.2%} of {report.stream} "
+                      f"{'within' if ok else 'is over'} the limit {max_idle_fraction:.2%}" + ("" if ok else why)
+                      + devices, report.idle_fraction, max_idle_fraction))
 
     # Syncs anywhere in the run, each with the idle it cost over the whole run.
     sites = (sync_sites(trace, find_bubbles(trace, compute_extent(trace))) if trace is not None
@@ -156,9 +207,9 @@ def _gates(report: Report, trace: Trace | None, baseline: Report | None,
     count = sum(s.count for s in sites)
     if count:
         listed = ", ".join(f"{s.site} ({s.reason}) x{s.count}, {_ms(s.idle_ns)} idle" for s in sites)
-        msg = f"{count} accidental sync{'s' if count > 1 else ''}: {listed}"
+        msg = f"{count} {Cause.ACCIDENTAL_SYNC.label}{'s' if count > 1 else ''}: {listed}"
     else:
-        msg = "no accidental syncs"
+        msg = f"no {Cause.ACCIDENTAL_SYNC.label}s"
     if allowed:
         msg += "; allowed: " + ", ".join(f"{s.site} x{s.count}, {_ms(s.idle_ns)} idle" for s in allowed)
     gates.append(Gate("accidental_syncs", count == 0, msg, count, 0))
@@ -193,11 +244,16 @@ def _notes(trace: Trace | None) -> list[str]:
     if dropped:
         notes.append(f"the recorder dropped records ({dropped}): idle may be overstated")
     source = h.get("source") or {}
+    if source.get("format") == "nsys" and source.get("duplicate_runtime_rows"):
+        notes.append(f"Nsight export: {source['duplicate_runtime_rows']} runtime calls recorded twice under one "
+                     f"correlation id, counted once")
     if source.get("format") == "kineto":
         if h.get("truncated"):
             notes.append("the profiler trace is truncated: checked up to its last complete event")
         for kind, p in (source.get("problems") or {}).items():
             notes.append(f"profiler trace: {p['count']} x {kind} (first: {p['first']})")
+    elif stopped_early(trace):
+        notes.append(f"{stopped_early(trace)}: checked what is there")
     elif h.get("truncated") or h.get("incomplete"):
         notes.append("the trace file is truncated (the run crashed or was still writing): "
                      "checked what is there")
@@ -217,7 +273,7 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     ``step_annotation``: the annotation a profiler trace's steps are taken from."""
     load = {"allow_partial": allow_partial, "step_annotation": step_annotation}
     try:
-        report, trace, source = _analyse(trace_or_path, "trace", load)
+        report, trace, source, warned = _analyse(trace_or_path, "trace", load)
         base = _analyse(baseline, "baseline", load)[0] if baseline is not None else None
     except BadInput as e:
         result = CheckResult(EXIT_BAD_INPUT, source=str(trace_or_path) if not isinstance(trace_or_path, Trace)
@@ -225,7 +281,7 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     else:
         gates = _gates(report, trace, base, max_idle_fraction, tolerance, allow_syncs)
         code = EXIT_PASS if all(g.passed for g in gates) else EXIT_FAIL
-        result = CheckResult(code, gates, report, base, source, notes=_notes(trace))
+        result = CheckResult(code, gates, report, base, source, notes=_notes(trace) + warned)
     if out_md is not None:
         Path(out_md).write_text(render_markdown(result), encoding="utf-8")
     if out_junit is not None:
@@ -233,14 +289,35 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     return result
 
 
+def md_code(text: object, in_table: bool = True) -> str:
+    """``text`` as a Markdown code span: shown as written, whatever it holds.
+
+    Gate messages, call sites, op names, file names and notes come from the trace, and a
+    CI page renders this Markdown: a call site holding ``|``, a newline and ``# ... PASS``
+    must not start a row or a heading, nor ``<a href>``, ``[x](url)`` or ``![x](url)`` make
+    HTML, a link or an image. In a code span nothing is markup; what could still break out
+    of it is handled here: line breaks (a span cannot hold one; whitespace runs become one
+    space), backticks (the fence is one longer than the longest run inside), and, in a
+    table, ``|`` (escaped as ``\\|``, which GitHub's tables take before the span)."""
+    body = " ".join(str(text).split())
+    if in_table:
+        body = body.replace("|", "\\|")
+    if not body:
+        return "(empty)"
+    fence = "`" * (max((len(run) for run in re.findall("`+", body)), default=0) + 1)
+    pad = " " if body[0] == "`" or body[-1] == "`" else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
 def render_markdown(result: CheckResult) -> str:
-    """The summary a CI job shows: verdict, gates, key numbers, what to fix first."""
+    """The summary a CI job shows: verdict, gates, key numbers, what to fix first. Every string
+    that may come from the trace goes in as a code span (``md_code``)."""
     verdict = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_BAD_INPUT: "BAD INPUT"}[result.exit_code]
-    out = [f"# photon-trace check: {verdict}", "", f"Trace: `{result.source}`", ""]
+    out = [f"# photon-trace check: {verdict}", "", f"Trace: {md_code(result.source, in_table=False)}", ""]
     if result.error:
-        return "\n".join(out + [f"**Error:** {result.error}", ""])
+        return "\n".join(out + [f"**Error:** {md_code(result.error, in_table=False)}", ""])
     out += ["| gate | result | detail |", "|---|---|---|"]
-    out += [f"| {g.name} | {'pass' if g.passed else '**FAIL**'} | {g.message} |" for g in result.gates]
+    out += [f"| {g.name} | {'pass' if g.passed else '**FAIL**'} | {md_code(g.message)} |" for g in result.gates]
     r = result.report
     assert r is not None
     out += ["", "## Steady state", "",
@@ -251,11 +328,25 @@ def render_markdown(result: CheckResult) -> str:
             f"sample {r.sample_ms:.3f} ms, bookkeeping {r.bookkeeping_ms:.3f} ms",
             f"- tokens/s: {r.tokens_per_s:,.1f} steady, {r.e2e_tokens_per_s:,.1f} end to end; "
             f"L {r.L:.1f}, z {r.z:.4f}"]
+    out += device_markdown(r)
     if r.diagnosis:
         out += _diagnosis_markdown(r.diagnosis)
     if result.notes:
-        out += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
+        out += ["", "## Notes", ""] + [f"- {md_code(n, in_table=False)}" for n in result.notes]
     return "\n".join(out) + "\n"
+
+
+def device_markdown(r: Report) -> list[str]:
+    """Idle per stream (ours) and per device (Nsight's: all its streams together), side by side."""
+    if not r.streams and not r.devices:
+        return []
+    out = ["", "## Idle per stream and per device", "",
+           "| lane | ops | span | idle | idle % |", "|---|---|---|---|---|"]
+    out += [f"| stream `{s.stream}` | {s.ops} | {_ms(s.span_ns)} | {_ms(s.idle_ns)} | {s.idle_fraction:.1%} |"
+            for s in r.streams]
+    out += [f"| device `{d.device}` (all {d.streams} streams) | {d.ops} | {_ms(d.span_ns)} | {_ms(d.idle_ns)} | "
+            f"{d.idle_fraction:.1%} |" for d in r.devices]
+    return out
 
 
 def _speedup(d) -> str:
@@ -273,7 +364,7 @@ def _diagnosis_markdown(diagnosis: list) -> list[str]:
             continue
         out += ["", f"## {title}", "",
                 "| cause | site / phase | idle | share | predicted speedup |", "|---|---|---|---|---|"]
-        out += [f"| {cause_label(d.cause)} | `{d.site_or_phase}` | {_ms(d.idle_ns)} | {d.share:.1%} | "
+        out += [f"| {cause_label(d.cause)} | {md_code(d.site_or_phase)} | {_ms(d.idle_ns)} | {d.share:.1%} | "
                 f"{_speedup(d)} |" for d in rows]
     return out
 

@@ -8,16 +8,16 @@ from typing import Any
 from photon_trace.telemetry.analysis.bubbles import (
     MIN_BUBBLE_NS, Bubble, busy_intervals, bubbles_of, device_gaps, split_gaps)
 from photon_trace.telemetry.analysis.clock import clock_error_ns
+from photon_trace.telemetry.analysis.device_idle import DeviceIdle, device_idle
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal
-from photon_trace.telemetry.analysis.attribution import QUEUED_CAUSES
-from photon_trace.telemetry.analysis.lanes import on_stream, primary_stream
-from photon_trace.telemetry.analysis.latency import (
-    mean_generated_tokens, run_extent, wasted_step_share, zombie_rows, zombie_tax)
 from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
 from photon_trace.telemetry.analysis.streams import StreamStats, stream_stats, with_cover
 from photon_trace.telemetry.analysis.syncs import SyncSite, sync_sites
 from photon_trace.telemetry.analysis.window import steady_state_window, step_starts
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.analysis.zombie_tax import (
+    mean_generated_tokens, run_extent, wasted_step_share, zombie_rows, zombie_tax)
+from photon_trace.telemetry.trace.lanes import on_stream, primary_stream
+from photon_trace.telemetry.trace.records import Trace
 
 
 @dataclass(slots=True)
@@ -31,7 +31,8 @@ class Report:
     Run-level (the whole trace): ``e2e_tokens_per_s``, ``run_period_ms``, ``L``, ``zombie_rows``,
     ``z`` and ``z_steps`` (see ``requests``).
     ``stream`` is the stream analysed (``bubbles``, ``steps``, busy and idle are its);
-    ``streams`` has a row per stream of the trace (see ``streams``).
+    ``streams`` has a row per stream of the trace (see ``streams``), ``devices`` one per device,
+    all its streams together (Nsight's view of idle: ``device_idle``), over the same window.
     """
     window: tuple[int, int]
     window_ns: int
@@ -68,6 +69,7 @@ class Report:
     clock_error_ns: int = 0
     stream: str = "compute"
     streams: list[StreamStats] = field(default_factory=list)
+    devices: list[DeviceIdle] = field(default_factory=list)
 
     @property
     def clock_error_us(self) -> float:
@@ -86,6 +88,7 @@ class Report:
         d["bubbles"] = [b._asdict() for b in self.bubbles] if tables else len(self.bubbles)
         d["syncs"] = [s._asdict() for s in self.syncs]
         d["streams"] = [{**s._asdict(), "idle_fraction": s.idle_fraction} for s in self.streams]
+        d["devices"] = [{**x._asdict(), "idle_fraction": x.idle_fraction} for x in self.devices]
         d["diagnosis"] = [{k: _finite(v) for k, v in x._asdict().items()} for x in self.diagnosis]
         d["host_free_speedup"] = [_finite(v) for v in self.host_free_speedup]
         return d
@@ -100,7 +103,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
             min_gap_ns: int = MIN_BUBBLE_NS, slack_ns: int | None = None,
             stream_causes: bool | None = None) -> Report:
     """Analyse ``trace`` over ``window`` (default: ``steady_state_window(trace)``), on ``stream``
-    (default: the primary stream, ``lanes.primary_stream``).
+    (default: the primary stream, ``trace.lanes.primary_stream``).
 
     ``stream_causes``: split the other streams' idle by cause too. By default only in an
     imported trace (its header names its primary stream), where any stream may be the one
@@ -119,7 +122,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
     stream = primary_stream(trace)
     bubbles = with_cover(trace, [b for g, s in splits for b in bubbles_of(g, s)], stream, window)
     launch_ns = splits.launch_ns or 0
-    host_rows = {(b.cause, b.detail) for b in bubbles if b.cause not in QUEUED_CAUSES}
+    host_rows = {(b.cause, b.detail) for b in bubbles if not b.cause.queued}
     host_free = predict_removal(splits, window_ns, host_rows, launch_ns)
     bubble_ns = sum(b.duration_ns for b in bubbles)
     idle = window_ns - busy
@@ -151,4 +154,5 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
                                             known={stream: (runs, gaps, bubbles)},
                                             causes=bool(trace.header.get("primary_stream"))
                                             if stream_causes is None else stream_causes),
+        devices=device_idle(trace, (w0, w1)),
     )

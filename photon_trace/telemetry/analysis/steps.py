@@ -8,7 +8,7 @@
 * ``period_ns``: from the step's first compute op to the next step's (the last
   step of a trace: to its last compute op's end).
 * ``bookkeeping_ns``: the host's top-level phases (plan, launch, commit,
-  finalize; ``lanes.host_phases``) recorded for the step, less the host waits of that step inside them:
+  finalize; ``trace.lanes.host_phases``) recorded for the step, less the host waits of that step inside them:
   waiting is the device's time, not the host's work.
 * ``idle_ns``: the part of the period with no compute op running (every gap,
   bubbles and dispatch gaps alike), so the steps' idle adds up to the window's.
@@ -21,9 +21,9 @@ from typing import NamedTuple
 
 from photon_trace.telemetry.analysis._index import IntervalIndex, overlap
 from photon_trace.telemetry.analysis.bubbles import Gap
-from photon_trace.telemetry.analysis.lanes import host_phases, primary_stream
 from photon_trace.telemetry.analysis.window import step_starts
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.trace.lanes import host_phases, primary_stream
+from photon_trace.telemetry.trace.records import Trace
 
 FORWARD_OPS = frozenset({"stage", "prefill", "forward"})
 SAMPLE_OPS = frozenset({"sample", "masked_sample"})

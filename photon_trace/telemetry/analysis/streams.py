@@ -16,10 +16,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from photon_trace.telemetry.analysis.bubbles import (
-    DISPATCH, MIN_BUBBLE_NS, Bubble, Gap, busy_intervals, classify, device_gaps)
-from photon_trace.telemetry.analysis.lanes import on_stream, streams
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.analysis.bubbles import MIN_BUBBLE_NS, Bubble, Gap, busy_intervals, classify, device_gaps
+from photon_trace.telemetry.trace.lanes import on_stream, streams
+from photon_trace.telemetry.trace.records import Trace
 
 SHORT_GAPS = "short_gaps"
 """Idle in gaps under the bubble threshold (the device's own launch gaps, HTA's kernel wait)."""
@@ -128,4 +127,4 @@ def with_cover(trace: Trace, bubbles: list[Bubble], stream: str, window: tuple[i
             for x, u, t in zip(bubbles, union, top)]
 
 
-__all__ = ["StreamStats", "stream_stats", "with_cover", "SHORT_GAPS", "DISPATCH"]
+__all__ = ["StreamStats", "stream_stats", "with_cover", "SHORT_GAPS"]

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import NamedTuple
 
-from photon_trace.telemetry.analysis.bubbles import ACCIDENTAL_SYNC, Bubble
-from photon_trace.telemetry.records import Trace
+from photon_trace.telemetry.analysis.bubbles import Bubble
+from photon_trace.telemetry.analysis.causes import Cause
+from photon_trace.telemetry.trace.records import Trace
 
 
 class SyncSite(NamedTuple):
@@ -35,7 +36,7 @@ def sync_sites(trace: Trace, bubbles: list[Bubble], window: tuple[int, int] | No
         wait_ns[w.site] += w.t1 - w.t0
     idle: dict[str, int] = defaultdict(int)
     for b in bubbles:
-        if b.cause == ACCIDENTAL_SYNC:
+        if b.cause == Cause.ACCIDENTAL_SYNC:
             idle[b.detail] += b.duration_ns
     rows = [SyncSite(site, c.most_common(1)[0][0], sum(c.values()), wait_ns[site], idle[site])
             for site, c in reasons.items()]

@@ -21,7 +21,7 @@ period (and the trace's very last step, which has none, is never in it). If
 the rule leaves nothing (a very short trace), the window is the whole
 compute-stream extent.
 
-"Compute stream" is the trace's primary stream (``lanes.primary_stream``). An imported
+"Compute stream" is the trace's primary stream (``trace.lanes.primary_stream``). An imported
 trace's steps (kind ``step``) carry no batch size to find warm-up and drain by, and the
 profiler's own schedule already left its warm-up out: its window runs from the first
 step's first op to the last op of any step (ops launched before the first step are out).
@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 from statistics import median
 
-from photon_trace.telemetry.analysis.lanes import COMPUTE, COPY, IMPORTED_STEP, primary_stream
-from photon_trace.telemetry.records import DeviceSpan, StepRecord, Trace
+from photon_trace.telemetry.trace.lanes import COMPUTE, COPY, IMPORTED_STEP, primary_stream
+from photon_trace.telemetry.trace.records import DeviceSpan, StepRecord, Trace
 
 __all__ = ["COMPUTE", "COPY", "compute_ops", "step_starts", "compute_extent", "steady_state_window"]
 

@@ -1,0 +1,48 @@
+// The page's clientside callbacks: functions Dash runs in the browser instead of asking the
+// server (wired in callbacks/timeline.py and callbacks/panels.py with ClientsideFunction).
+window.dash_clientside = Object.assign({}, window.dash_clientside, {
+  timeline: {
+    // Keeps only the x-axis part of a relayout event (zoom, pan, reset). Done in the browser so
+    // that the events plotly also sends (autosize, legend clicks) never re-trigger, and so
+    // cancel, a server re-draw that is in flight.
+    zoom_filter: function (r) {
+      const skip = window.dash_clientside.no_update;
+      if (!r) return skip;
+      const out = {};
+      for (const k of Object.keys(r)) if (/^xaxis2?\.(range|autorange)/.test(k)) out[k] = r[k];
+      if (!Object.keys(out).length) return skip;
+      out.nonce = Date.now();
+      return out;
+    },
+
+    // A live re-draw reaches the timeline only if the user has not zoomed since it was asked for
+    // and following is still on in the same epoch. The server drops the ones it can tell are
+    // stale (AppState.live_redraw_is_stale), but a re-draw that passed that check before the
+    // zoom's pause reached the server can still land after the zoom's own figure (a big figure
+    // takes longer to send than the zoomed one): only the page knows what happened last.
+    apply_live: function (d, zoom, follow) {
+      const skip = window.dash_clientside.no_update;
+      if (!d) return [skip, skip, skip, skip];
+      const f = follow || {};
+      if (((zoom || {}).nonce || 0) > d.asked || !f.on || (f.epoch || 0) !== d.epoch) return [skip, skip, skip, skip];
+      return [d.fig, d.view, d.sel, d.overview];
+    },
+
+    // Legend clicks: the legend groups now hidden, kept so a re-draw can keep them hidden.
+    hidden_filter: function (restyle, fig, hidden) {
+      const skip = window.dash_clientside.no_update;
+      if (!restyle || !fig || !fig.data) return skip;
+      const changes = restyle[0], idx = restyle[1] || [];
+      if (!changes || !('visible' in changes)) return skip;
+      const set = new Set(hidden || []);
+      const vis = changes.visible;
+      idx.forEach((ti, n) => {
+        const t = fig.data[ti]; if (!t) return;
+        const v = Array.isArray(vis) ? vis[n % vis.length] : vis;
+        const g = t.legendgroup || t.name;
+        if (v === 'legendonly' || v === false) set.add(g); else set.delete(g);
+      });
+      return Array.from(set);
+    },
+  },
+});

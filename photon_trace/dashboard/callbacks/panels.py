@@ -1,0 +1,126 @@
+"""Callbacks of the Panels and Compare tabs."""
+from __future__ import annotations
+
+import dash
+from dash import Input, Output, State, dcc, html
+from dash.exceptions import PreventUpdate
+
+from photon_trace.dashboard.callbacks.timeline import LIVE, ZOOM_FILTER
+from photon_trace.dashboard.layout import SMALL, error_box, section, table
+from photon_trace.dashboard.panels import figures
+from photon_trace.dashboard.panels.idle_views import idle_view_rows, rule_detail_rows, rule_rows
+from photon_trace.dashboard.panels.stats import idle_breakdown, idle_breakdown_figure
+from photon_trace.dashboard.sources.store import Loaded
+from photon_trace.dashboard.timeline.figure import compare_figure, placeholder_figure
+from photon_trace.dashboard.timeline.view import View, x_range_from_relayout
+
+BUBBLE_ROWS = 100
+
+
+def panel_children(loaded: Loaded) -> list:
+    r = loaded.report
+    n_bubbles = len(r.bubbles or [])
+    shown = min(n_bubbles, BUBBLE_ROWS)
+    left = html.Div(style={"flex": "1 1 640px", "minWidth": "0"}, children=[
+        section("Diagnosis: what host code can fix first, then device-side latency",
+                table(figures.diagnosis_rows(r), "diagnosis-table", "no bubbles in the window")),
+        section("Idle per device stream (HTA-style breakdown)",
+                dcc.Graph(id="idle-breakdown", figure=idle_breakdown_figure(idle_breakdown(loaded.timeline)),
+                          config={"displayModeBar": False}),
+                help_text="Each stream's analysis window split into busy, idle before the next op was enqueued "
+                          "(the host was late) and idle after it was enqueued (the device's launch latency)."),
+        section("Idle per stream (ours) and per device (Nsight's: all its streams together)",
+                table(idle_view_rows(r), "idle-views-table", "no device ops in the window"),
+                help_text="A stream is idle between its own ops; a device only while none of its streams runs. "
+                          "On a program with overlapping streams the two differ a lot, and both are true."),
+        section("Accidental syncs by call site", table(figures.sync_rows(r), "sync-table", "no accidental syncs")),
+        section("Idle by cause", table(figures.bubble_cause_totals(r), "cause-table", "no bubbles")),
+        *rule_sections(loaded),
+    ])
+    right = html.Div(style={"flex": "1 1 560px", "minWidth": "0"}, children=[
+        section(f"Bubbles, costliest first ({shown} of {n_bubbles:,}; click a row to see it)",
+                html.Div(table(figures.bubble_rows(r, loaded.timeline.origin, BUBBLE_ROWS), "bubble-table",
+                               "no bubbles", clickable=True),
+                         style={"maxHeight": "420px", "overflowY": "auto"})),
+    ])
+    return [html.Div([left, right], style={"display": "flex", "gap": "28px", "flexWrap": "wrap"})]
+
+
+def rule_sections(loaded: Loaded) -> list:
+    """nsys analyze's expert rules on this trace, under nsys's names, and the rows of those that found any."""
+    from photon_trace.telemetry.analysis.gpu_rules import expert_rules
+    rules = expert_rules(loaded.trace)
+    if not rules:
+        return []
+    out = [section("nsys analyze's expert rules (nsys's names and defaults)",
+                   table(rule_rows(rules), "rules-table"),
+                   help_text="Nsight Systems' own rules, reproduced: what nsys analyze would list for this trace. "
+                             "Our analysis above says which host code made each gap and what removing it buys.")]
+    for rule in rules:
+        if rule.count:
+            out.append(html.Div([html.Div(f"{rule.name}: {rule.title}", style=SMALL),
+                                 table(rule_detail_rows(rule, origin_ns=loaded.timeline.origin),
+                                       f"rule-{rule.name}")], style={"margin": "4px 0 8px"}))
+    return out
+
+
+def register(app: dash.Dash, state) -> None:
+    @app.callback(Output("steps-fig", "figure"), Output("panel-tables", "children"),
+                  Input("trace-a", "value"), Input("tabs", "value"), Input("live-version", "data"),
+                  State("view-a", "data"))
+    def render_panels(path, tab, _version, view):
+        if tab != "panels":
+            raise PreventUpdate  # drawn when first looked at, not on every page load
+        loaded, err = state.get(path, (view or {}).get("version") if path == LIVE else None)
+        if loaded is None:
+            return placeholder_figure(err or "no trace"), []
+        return figures.step_series_figure(loaded.report), panel_children(loaded)
+
+    def compare_parts(a: Loaded, b: Loaded, view: View):
+        return compare_figure(a.timeline, b.timeline, view, labels=(f"A · {a.label}", f"B · {b.label}"))
+
+    @app.callback(Output("compare-timeline", "figure"), Output("compare-summary", "children"),
+                  Output("cost-model", "children"), Output("compare-error", "children"),
+                  Input("trace-a", "value"), Input("trace-b", "value"), Input("tabs", "value"))
+    def render_compare(pa, pb, tab):
+        if tab != "compare":
+            raise PreventUpdate
+        if not pb:
+            return placeholder_figure("pick trace B to compare"), [], [], []
+        (a, ea), (b, eb) = state.get(pa), state.get(pb)
+        if a is None or b is None:
+            msg = "; ".join(e for e in (ea and f"A: {ea}", eb and f"B: {eb}") if e)
+            return placeholder_figure("cannot compare"), [], [], error_box(msg)
+        headers = (a.trace.header, b.trace.header)
+        ok, why = figures.cost_model_applies(a.report, b.report, headers, (pa == LIVE, pb == LIVE))
+        if ok:
+            blocking, pipelined, note = figures.blocking_and_pipelined(a.report, b.report, headers)
+            try:
+                cm = state.store.cost_model(blocking, pipelined)
+                cost = [section("Cost model", html.Div(note, style=SMALL),
+                                table(figures.cost_model_rows(cm), "cost-model-table")),
+                        dcc.Graph(figure=figures.cost_model_figure(cm), config={"displayModeBar": False})]
+            except Exception as e:  # a pair the model cannot take (e.g. empty windows) is not fatal
+                cost = error_box(f"cost model unavailable: {type(e).__name__}: {e}")
+        else:
+            cost = [section("Cost model", html.Div(f"not shown: {why}.", id="cost-model-why", style=SMALL))]
+        summary = section("Summary: A vs B", html.Div(f"A = {a.label}    B = {b.label}", style=SMALL),
+                          html.Div(figures.NOISE_NOTE, style=SMALL, id="noise-note"),
+                          table(figures.compare_rows(a.report, b.report), "compare-table"))
+        return compare_parts(a, b, View()), summary, cost, []
+
+    app.clientside_callback(ZOOM_FILTER, Output("zoom-compare", "data"), Input("compare-timeline", "relayoutData"),
+                            prevent_initial_call=True)
+
+    @app.callback(Output("compare-timeline", "figure", allow_duplicate=True),
+                  Input("zoom-compare", "data"), State("trace-a", "value"), State("trace-b", "value"),
+                  prevent_initial_call=True)
+    def zoom_compare(relayout, pa, pb):
+        kind, rng = x_range_from_relayout(relayout)
+        if kind is None or not pb:
+            raise PreventUpdate
+        (a, _), (b, _) = state.get(pa), state.get(pb)
+        if a is None or b is None:
+            raise PreventUpdate
+        return compare_parts(a, b, View(rng) if kind == "range" else View())
+

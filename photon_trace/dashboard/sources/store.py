@@ -1,0 +1,361 @@
+"""Where the dashboard's traces come from: allowed folders and a cache.
+
+Nothing here draws. ``TraceStore`` loads and analyses a file once per version
+of it (path, mtime, size) and keeps what the figures need; following a trace that
+is still being written is ``live.py``.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from contextlib import contextmanager
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from photon_trace.dashboard.sources.openable import TRACE_SUFFIXES, NotOpenable, check_openable
+from photon_trace.dashboard.timeline.data import TimelineData, prepare_spans, with_analysis
+from photon_trace.telemetry.trace.records import Trace
+from photon_trace.telemetry.trace.rows import gc_paused
+
+EDGE_NS = 200_000_000   # records kept beyond the window's edge when classifying the bubbles outside it
+PARTIAL_GRACE_S = 2.0   # the longest the analysis waits for the page to draw the spans
+
+
+class PathRefused(Exception):
+    """A path outside the folders the dashboard may read."""
+
+
+class LoadError(Exception):
+    """A trace that could not be read or analysed; the message is shown in the page."""
+
+
+@dataclass(slots=True)
+class Loaded:
+    """One trace, analysed, with its timeline arrays. While the analysis runs a *partial*
+    one (``report`` None, ``complete`` False) lets the page draw the spans already."""
+    path: str
+    label: str
+    trace: Trace
+    report: Any
+    timeline: TimelineData
+    notes: list[str]
+    complete: bool = True
+
+
+def _analysis():
+    from photon_trace.telemetry.analysis import analyze, cost_model
+    return analyze, cost_model
+
+
+@contextmanager
+def _held(lock: threading.Lock):
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _loader():
+    from functools import partial
+
+    from photon_trace.telemetry.trace.importers import load_any
+    # A damaged profiler trace is shown as far as it is valid; its warnings become the page's notes.
+    return partial(load_any, strict=False)
+
+
+def folder_shown(folder: Path) -> str:
+    """An allowed folder as a message names it: as typed relative to the working directory
+    (which typed paths resolve against) when inside it, else by its name alone."""
+    cwd = Path.cwd()
+    return folder.relative_to(cwd).as_posix() or "." if folder.is_relative_to(cwd) else folder.name
+
+
+def shown(path: str | os.PathLike, allowed_dirs: list[Path]) -> str:
+    """A file as the page may name it: ``folder/relative/path`` inside an allowed folder, else
+    its name alone. No message the page can read carries an absolute path: the page may be
+    read by whoever reaches it, and the layout of this machine is not theirs."""
+    p = Path(path)
+    for d in allowed_dirs:
+        if p.is_relative_to(d):
+            return f"{d.name}/{p.relative_to(d).as_posix()}"
+    return p.name
+
+
+def public(message: str, path: str | os.PathLike | None, allowed_dirs: list[Path]) -> str:
+    """``message`` with ``path`` (a file the store was asked for), the allowed folders, the
+    working and home directories named as ``shown`` and ``folder_shown`` name them (a loader
+    names files by their full path, an OS error too)."""
+    names = {str(d): folder_shown(d) for d in allowed_dirs}
+    names.setdefault(str(Path.cwd()), ".")
+    names.setdefault(str(Path.home()), "~")
+    if path is not None:
+        names[str(path)] = shown(path, allowed_dirs)
+        names[str(Path(path).expanduser().resolve())] = shown(Path(path).expanduser().resolve(), allowed_dirs)
+    for long in sorted(names, key=len, reverse=True):
+        if long not in ("", "/"):
+            message = message.replace(long, names[long])
+    return message
+
+
+def is_inside(path: str | os.PathLike, allowed_dirs: list[Path]) -> Path:
+    """``path`` resolved (symlinks, ``..``) if it lies in one of ``allowed_dirs``; else ``PathRefused``."""
+    if "\x00" in str(path):
+        raise PathRefused("refused: the path contains a NUL byte")
+    p = Path(path).expanduser().resolve()
+    for d in allowed_dirs:
+        if p == d or p.is_relative_to(d):
+            return p
+    raise PathRefused(f"refused: {Path(path).name or path} is outside the folders this dashboard may open "
+                      f"({', '.join(folder_shown(d) for d in allowed_dirs)})")
+
+
+def list_traces(allowed_dirs: list[Path], limit: int = 200) -> list[Path]:
+    """Trace files in the allowed folders (and one level below), newest first."""
+    found: dict[Path, float] = {}
+    for d in allowed_dirs:
+        if not d.is_dir():
+            continue
+        for pattern in ("*", "*/*"):
+            for p in d.glob(pattern):
+                if p.is_file() and p.name.endswith(TRACE_SUFFIXES):
+                    try:
+                        found[p.resolve()] = p.stat().st_mtime
+                    except OSError:
+                        pass
+    return sorted(found, key=lambda p: -found[p])[:limit]
+
+
+def newest_traces(folder: Path, n: int = 2) -> list[Path]:
+    return list_traces([folder.resolve()])[:n]
+
+
+def tail(trace: Trace, t_from: int) -> Trace:
+    """The records of ``trace`` that end at or after ``t_from`` (same header); step records
+    from the first step still on the device (the step records carry no time)."""
+    device = [d for d in trace.device_spans if d.t1 >= t_from]
+    first_step = min((d.step for d in device), default=None)
+    return Trace(trace.header,
+                 [s for s in trace.host_spans if s.t1 >= t_from], device,
+                 [w for w in trace.waits if w.t1 >= t_from],
+                 [r for r in trace.steps if first_step is None or r.step >= first_step],
+                 [r for r in trace.requests if r.t >= t_from])
+
+
+def _between(trace: Trace, a: int, b: int) -> Trace:
+    """The records of ``trace`` that overlap ``[a, b]`` (same header)."""
+    return Trace(trace.header, [s for s in trace.host_spans if s.t1 >= a and s.t0 <= b],
+                 [d for d in trace.device_spans if d.t1 >= a and d.t0 <= b],
+                 [w for w in trace.waits if w.t1 >= a and w.t0 <= b], trace.steps, [])
+
+
+def outside_bubbles(trace: Trace, window: tuple[int, int] | None) -> list:
+    """The bubbles before and after the analysis window (warm-up and drain), classified by the
+    same rules, so the timeline marks the whole trace alike; the cards never count them.
+    Each side is classified on the records near it only, so a long trace pays for its edges,
+    not for its length."""
+    from photon_trace.telemetry.analysis import find_bubbles
+    ends = [d.t1 for d in trace.device_spans]
+    if window is None or not ends:
+        return []
+    t_min, t_max = min(d.t0 for d in trace.device_spans), max(ends)
+    w0, w1 = window
+    out = []
+    if t_min < w0:
+        out += find_bubbles(_between(trace, t_min, w0 + EDGE_NS), (t_min, w0))
+    if w1 < t_max:
+        out += find_bubbles(_between(trace, w1 - EDGE_NS, t_max), (w1, t_max))
+    return out
+
+
+class TraceStore:
+    """Load-and-analyse with a small cache; every failure becomes a ``LoadError`` message."""
+
+    def __init__(self, allowed_dirs: list[str | os.PathLike], *, load: Callable | None = None,
+                 analyze: Callable | None = None, cost_model: Callable | None = None, max_entries: int = 6,
+                 limits: dict | None = None):
+        self.allowed = [Path(d).expanduser().resolve() for d in allowed_dirs]
+        self.limits = limits or {}   # check_openable's max_bytes / max_decompressed_bytes
+        default_analyze, default_cost = _analysis() if analyze is None or cost_model is None else (None, None)
+        self.load = load or _loader()
+        self.analyze = analyze or default_analyze
+        self.cost_model = cost_model or default_cost
+        self._cache: OrderedDict[tuple, Loaded] = OrderedDict()
+        self._max = max_entries
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)   # a load published spans, finished or failed
+        self._loading: dict[str, threading.Lock] = {}
+        self._partial: dict[tuple, Loaded] = {}   # spans drawn while the analysis runs
+        self._go: dict[tuple, threading.Event] = {}   # set when the analysis may start (``drawn``)
+        self._failed: dict[tuple, str] = {}       # a background load's error, for the page to show
+
+    def check(self, path: str | os.PathLike) -> Path:
+        return is_inside(path, self.allowed)
+
+    def listing(self) -> list[Path]:
+        return list_traces(self.allowed)
+
+    def shown(self, path: str | os.PathLike) -> str:
+        """``path`` as the page may name it (``shown``)."""
+        return shown(path, self.allowed)
+
+    def public(self, message: str, path: str | os.PathLike | None = None) -> str:
+        """``message`` fit for the page (``public``); ``path`` may be a live URL (left as it is)."""
+        return public(message, None if path is None or "://" in str(path) else path, self.allowed)
+
+    def _key(self, path: str | os.PathLike) -> tuple[Path, tuple]:
+        p = self.check(path)
+        try:
+            st = p.stat()
+        except OSError as e:
+            raise LoadError(f"cannot read {self.shown(p)}: {e.strerror or type(e).__name__}") from None
+        if not p.is_file():
+            raise LoadError(f"{self.shown(p)} is not a file")
+        return p, (str(p), st.st_mtime_ns, st.st_size)
+
+    def get(self, path: str | os.PathLike, *, draw_first: bool = False) -> Loaded:
+        """The trace, loaded and analysed (waits for a load already under way). ``draw_first``
+        (background loads for a page) lets the page draw the spans before the analysis starts."""
+        p, key = self._key(path)
+        with self._lock:
+            cached = key in self._cache
+        if not cached:
+            try:
+                check_openable(p, **self.limits)
+            except NotOpenable as e:
+                with self._changed:   # a page waiting on a background load is told too
+                    self._failed[key] = str(e)
+                    self._changed.notify_all()
+                raise LoadError(str(e)) from None
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+            # One load per file at a time: callbacks fired together wait for the first.
+            path_lock = self._loading.setdefault(str(p), threading.Lock())
+        go = self._go.setdefault(key, threading.Event())
+        if not path_lock.acquire(blocking=False):
+            go.set()                     # a caller needs the analysis now: the loader need not wait for a draw
+            path_lock.acquire()
+        with _held(path_lock):
+            with self._lock:
+                if key in self._cache:
+                    return self._cache[key]
+
+            def publish(part: Loaded) -> None:
+                with self._changed:
+                    self._partial[key] = part
+                    self._changed.notify_all()
+                # Let the page draw the spans before the analysis takes the CPU (and the GIL): a
+                # 500k-span draw contended by the analysis took twice as long. Not forever: no page
+                # may be looking.
+                if draw_first:
+                    go.wait(PARTIAL_GRACE_S)
+            try:
+                loaded = self.build(str(p), p.name, lambda: self.load(p), publish=publish)
+            except LoadError as e:
+                with self._changed:
+                    self._failed[key] = str(e)
+                    self._changed.notify_all()
+                raise
+            finally:
+                self._partial.pop(key, None)
+                self._go.pop(key, None)
+            with self._changed:
+                self._cache[key] = loaded
+                while len(self._cache) > self._max:
+                    self._cache.popitem(last=False)
+                self._changed.notify_all()
+        return loaded
+
+    def drawn(self, path: str | os.PathLike) -> None:
+        """The page has drawn ``path``'s spans: its analysis may take the CPU now."""
+        try:
+            _, key = self._key(path)
+        except (PathRefused, LoadError):
+            return
+        ev = self._go.get(key)
+        if ev is not None:
+            ev.set()
+
+    def peek(self, path: str | os.PathLike, wait_s: float = 0.0) -> Loaded | None:
+        """The analysed trace, else its spans while the analysis runs, else None (a load is then
+        started in the background). A failed load raises its ``LoadError``. ``wait_s``: how long
+        to wait for the spans (or the failure) when neither is there yet."""
+        p, key = self._key(path)
+        deadline = time.monotonic() + wait_s
+        started = False
+        with self._changed:
+            while True:
+                if key in self._cache:
+                    return self._cache[key]
+                if key in self._failed:
+                    raise LoadError(self._failed.pop(key))
+                partial = self._partial.get(key)
+                if partial is not None:
+                    return partial
+                busy = self._loading.get(str(p))
+                if not started and not (busy and busy.locked()):
+                    self.preload([str(p)])   # its thread takes the lock only once this one waits
+                    started = True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._changed.wait(left)
+
+    def preload(self, paths: list[str]) -> threading.Thread:
+        """Load and analyse ``paths`` in the background (errors wait for the page to ask)."""
+        def work():
+            from photon_trace.dashboard.timeline.figure import placeholder_figure
+            placeholder_figure("warm-up")  # plotly's lazy imports, once
+            for path in paths:
+                try:
+                    self.get(path, draw_first=True)
+                except (PathRefused, LoadError):
+                    pass
+        t = threading.Thread(target=work, name="dashboard-preload", daemon=True)
+        t.start()
+        return t
+
+    def build(self, path: str, label: str, read: Callable[[], Trace], window: tuple[int, int] | None = None,
+              publish: Callable[[Loaded], None] | None = None) -> Loaded:
+        """Load (``read``), then the window and the span arrays (handed to ``publish`` as a
+        partial view), then the analysis and the bubbles."""
+        notes: list[str] = []
+        # The collector stays off until the spans are drawn: its first pass after a load walks
+        # every record (0.3 s at 500k spans), and whichever thread allocates next pays for it.
+        # The analysis pays it instead, after the page has drawn.
+        with gc_paused():
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    trace = read()
+                notes += [self.public(str(w.message), path) for w in caught]
+            except Exception as e:  # any reader failure is the user's file, not our crash
+                raise LoadError(self.public(f"could not load {label}: {e}", path)) from None
+            if not trace.device_spans and not trace.host_spans:   # none yet, or none valid (a note says why)
+                raise LoadError(f"{label} holds no spans" + (f" to show: {notes[0]}" if notes else " yet"))
+            stopped = trace.header.get("stopped")
+            if isinstance(stopped, dict):
+                notes.append(f"the trace stopped early: {stopped.get('why', 'a write failed')} "
+                             f"({stopped.get('error', '')}); what was written before is shown")
+            elif trace.header.get("incomplete"):
+                notes.append("the trace has no end line (still being written, or the run crashed)")
+            try:
+                if window is None:
+                    from photon_trace.telemetry.analysis import steady_state_window
+                    window = steady_state_window(trace)
+                spans = prepare_spans(trace, window)
+                if publish is not None:
+                    publish(Loaded(path, label, trace, None, spans, notes, complete=False))
+            except Exception as e:
+                raise LoadError(self.public(f"could not analyse {label}: {type(e).__name__}: {e}", path)) from None
+        try:
+            report = self.analyze(trace, window)
+            timeline = with_analysis(spans, trace, report, outside_bubbles(trace, report.window))
+        except Exception as e:
+            raise LoadError(self.public(f"could not analyse {label}: {type(e).__name__}: {e}", path)) from None
+        return Loaded(path, label, trace, report, timeline, notes)

@@ -1,0 +1,382 @@
+"""Timeline data: a trace's records as sorted numpy arrays, one ``SpanSet`` per category.
+
+``prepare_timeline(trace, report)`` runs once per trace; drawing (``figure.py``) then
+only slices these arrays, so a zoom re-draw never touches the trace again.
+
+Lanes are generic: one per host thread and one per device stream, named as the
+trace names them (an imported trace brings its own threads and streams); the
+streams this engine writes (compute, copy) come first. Bubbles are drawn on the
+lane of the stream the analysis measures idle on (``analysis.window.COMPUTE``).
+Every span keeps where it came from (``source``, ``index``: its position in the
+trace's record list, or in the bubble list) so a selection can show the record.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from photon_trace.dashboard.timeline.marks import RequestStates, SyncMarkers, request_states, sync_markers
+from photon_trace.telemetry.analysis.causes import Cause, cause_label
+from photon_trace.telemetry.analysis.window import COMPUTE
+from photon_trace.telemetry.trace.lanes import primary_stream
+from photon_trace.telemetry.trace.records import Trace
+from photon_trace.telemetry.trace.time import trace_origin_ns
+from photon_trace.telemetry.tracer import SUB_PHASES, TOP_PHASES, Phase
+
+DEVICE_OPS = ("prefill", "forward", "stage", "sample", "masked_sample", "copy_back", "mask_upload")
+BUBBLE_CAUSES = tuple(Cause)
+STREAM_ORDER = (COMPUTE, "copy")   # this engine's streams first; any other stream after them, by name
+NS_PER_S = 1e9
+
+PHASE_COLOURS = {
+    Phase.PLAN: "#4C78A8", Phase.LAUNCH: "#F58518", Phase.COMMIT: "#54A24B", Phase.FINALIZE: "#B279A2",
+    Phase.STAGE: "#9ECAE9", Phase.MASK_BUILD: "#FFBF79", Phase.MASK_UPLOAD: "#FF9DA6",
+    Phase.STREAM_OUT: "#D6A5C9",
+}
+"""Every phase's colour (a test fails while a phase has none)."""
+
+
+def phase_set_name(phase: str, sub: bool) -> str:
+    """The category of a phase's spans: a sub-phase's is "host <name>" (a device op may share its name)."""
+    return f"host {phase}" if sub else phase
+
+
+COLOURS = {
+    **{phase_set_name(p.span_name, not p.top): c for p, c in PHASE_COLOURS.items()},
+    "wait: expected": "#6E6E6E", "wait: accidental": "#D62728",
+    "prefill": "#1F3B73", "forward": "#2F6DB5", "device stage": "#BAB0AC", "sample": "#3BA99C",
+    "masked_sample": "#E3B505", "copy_back": "#9D755D", "device mask_upload": "#E377C2",
+    # Imported (PyTorch profiler) traces: their hundreds of op names are drawn by category.
+    "cpu op": "#4C78A8", "annotation": "#C7C7C7", "python": "#BCBD22", "cuda runtime": "#F58518",
+    "cuda driver": "#FF9D45", "kernel": "#2F6DB5", "memcpy": "#9D755D", "memset": "#BAB0AC",
+}
+CATEGORY_GROUP = {"cpu op": "phase"}
+"""An imported trace's host categories draw as sub-phases (the lane's lower half, on top),
+except its cpu ops, which take the full lane as our phases do."""
+BUBBLE_COLOURS = {
+    Cause.HOST_BOUND: "rgba(245,133,24,0.55)", Cause.COMMIT_WAIT: "rgba(148,103,189,0.60)",
+    Cause.ACCIDENTAL_SYNC: "rgba(214,39,40,0.55)", Cause.COPY_WAIT: "rgba(157,117,93,0.55)",
+    Cause.DISPATCH: "rgba(127,127,127,0.45)", Cause.STREAM_WAIT: "rgba(23,190,207,0.55)",
+    Cause.DEVICE_BUSY: "rgba(188,189,34,0.50)",
+}
+"""Every cause's colour: the one thing besides its ``Cause`` member that a new cause needs
+(a test fails while a cause has none)."""
+
+
+def bubble_name(cause: str) -> str:
+    """The legend entry of a cause's bubbles: the words every table uses for the cause."""
+    return f"bubble: {cause_label(cause)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    name: str      # thread name or stream name
+    kind: str      # host | device | requests
+
+    @property
+    def label(self) -> str:
+        return {"host": f"host · {self.name}", "device": f"device · {self.name}"}.get(self.kind, self.name)
+
+
+@dataclass(slots=True)
+class SpanSet:
+    """One drawable category. ``info`` columns feed the hover template of ``group``."""
+    name: str                 # legend entry
+    group: str                # phase | subphase | wait | device | bubble
+    colour: str
+    lane: np.ndarray          # int32 lane index per span
+    t0: np.ndarray            # int64 ns, sorted by (lane, t0)
+    t1: np.ndarray
+    info: np.ndarray          # float64 (n, 5): step, slot, rows, duration ns, launch delay ns (device ops)
+    source: str               # host_spans | device_spans | waits | bubbles: where ``index`` points
+    index: np.ndarray         # int64 position of each span in that list
+    text: list[str] | None = None   # per-span strings, as the trace has them (a figure shows them ``plain``)
+    in_window: np.ndarray | None = None  # bubbles: inside the analysis window (counted) or not
+
+    def __len__(self) -> int:
+        return len(self.t0)
+
+
+@dataclass(slots=True)
+class TimelineData:
+    lanes: list[Lane]
+    sets: list[SpanSet]
+    syncs: SyncMarkers
+    step_ids: np.ndarray      # steps in order of their first launch
+    step_t0: np.ndarray       # int64 ns: where each step begins (its launch)
+    origin: int               # ns of x = 0 on the default axis: the analysis window's start
+    t_min: int
+    t_max: int
+    window: tuple[int, int] | None
+    n_spans: int = 0
+    trace_origin: int = 0     # ns of the trace's first record: the Perfetto export's ts = 0
+    compute_lane: int = 0
+    bubbles: list = field(default_factory=list)   # the Bubble records the "bubbles" sets index
+    requests: RequestStates | None = None
+    wait_lane: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))   # per trace.waits record
+    analysed: bool = False    # bubbles and sync links added (``with_analysis``)
+
+    def origin_for(self, axis: str = "window") -> int:
+        """x = 0 of an axis mode: the trace's first record for "trace", else the window's start."""
+        return self.trace_origin if axis == "trace" else self.origin
+
+    def to_x(self, t: np.ndarray | int, axis: str = "window") -> np.ndarray | float:
+        """Seconds from the axis origin."""
+        return (np.asarray(t, dtype=np.float64) - self.origin_for(axis)) / NS_PER_S
+
+    def full_range(self, axis: str = "window") -> tuple[float, float]:
+        return float(self.to_x(self.t_min, axis)), float(self.to_x(self.t_max, axis))
+
+    def set_named(self, name: str) -> SpanSet | None:
+        return next((st for st in self.sets if st.name == name), None)
+
+
+# --------------------------------------------------------------------- prepare
+
+
+def _window(report: Any) -> tuple[int, int] | None:
+    w = getattr(report, "window", None) if report is not None else None
+    if w is None:
+        return None
+    if hasattr(w, "t0"):
+        return int(w.t0), int(w.t1)
+    return int(w[0]), int(w[1])
+
+
+def _rows_lookup(trace: Trace):
+    if not trace.steps:
+        return lambda steps: np.zeros(len(steps))
+    ids = np.fromiter((s.step for s in trace.steps), np.int64, len(trace.steps))
+    rows = np.fromiter((s.rows for s in trace.steps), np.float64, len(trace.steps))
+    order = np.argsort(ids, kind="stable")
+    ids, rows = ids[order], rows[order]
+
+    def lookup(steps: np.ndarray) -> np.ndarray:
+        if len(steps) == 0:
+            return np.zeros(0)
+        i = np.clip(np.searchsorted(ids, steps), 0, len(ids) - 1)
+        return np.where(ids[i] == steps, rows[i], np.nan)
+    return lookup
+
+
+def _span_set(name: str, group: str, colour: str, lane, t0, t1, cols: list, source: str, index,
+              text: list[str] | None = None, in_window=None) -> SpanSet:
+    lane_a = np.asarray(lane, dtype=np.int32)
+    t0_a = np.asarray(t0, dtype=np.int64)
+    t1_a = np.asarray(t1, dtype=np.int64)
+    info = np.column_stack([np.asarray(c, dtype=np.float64) for c in cols]) if len(t0_a) else np.zeros((0, 5))
+    order = np.lexsort((t0_a, lane_a))
+    return SpanSet(name, group, colour, lane_a[order], t0_a[order], t1_a[order], np.ascontiguousarray(info[order]),
+                   source, np.asarray(index, dtype=np.int64)[order],
+                   [text[i] for i in order] if text is not None else None,
+                   np.asarray(in_window, dtype=bool)[order] if in_window is not None else None)
+
+
+def _columns(records: list, strings: tuple[int, ...], ints: tuple[int, ...]) -> tuple[list, list[np.ndarray]]:
+    """Fields of records (NamedTuples): the ``strings`` fields as (int32 codes, names in order of
+    first appearance), the ``ints`` fields as int64 arrays. Every pass is a C-level ``map``
+    (no per-record Python frame), and codes keep the strings out of numpy."""
+    n = len(records)
+    named = []
+    for k in strings:
+        get = itemgetter(k)
+        names = list(dict.fromkeys(map(get, records)))
+        lut = {v: i for i, v in enumerate(names)}
+        named.append((np.fromiter(map(lut.__getitem__, map(get, records)), np.int32, n), [str(v) for v in names]))
+    return named, [np.fromiter(map(itemgetter(k), records), np.int64, n) for k in ints]
+
+
+def _wait_lanes(wait_t0: np.ndarray, phase_sets: list[SpanSet], default: int) -> np.ndarray:
+    """The host thread whose phase span contains each wait's start (a wait happens inside a phase)."""
+    out = np.full(len(wait_t0), -1, dtype=np.int32)
+    lanes = sorted({int(x) for st in phase_sets for x in np.unique(st.lane)})
+    for lane in lanes:
+        t0 = np.concatenate([st.t0[st.lane == lane] for st in phase_sets])
+        t1 = np.concatenate([st.t1[st.lane == lane] for st in phase_sets])
+        o = np.argsort(t0, kind="stable")
+        t0, t1 = t0[o], np.maximum.accumulate(t1[o])
+        i = np.searchsorted(t0, wait_t0, side="right") - 1
+        inside = (i >= 0) & (t1[np.maximum(i, 0)] >= wait_t0) & (out < 0)
+        out[inside] = lane
+    out[out < 0] = default
+    return out
+
+
+def _natural(name: str) -> list:
+    """Sort key that puts ``stream 7`` before ``stream 23``."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def _by_category(col: tuple[np.ndarray, list[str]], categories: dict | None
+                 ) -> tuple[tuple[np.ndarray, list[str]], list[str] | None]:
+    """An imported trace's span names (``_columns``' codes and names) mapped to their category
+    (what the sets are made of), and each span's own name for the hover; our own traces' names
+    pass through, with no hover text."""
+    codes, names = col
+    if not categories or not len(codes):
+        return col, None
+    cats = [categories.get(n, "other") for n in names]
+    cat_names = list(dict.fromkeys(cats))
+    lut = np.array([cat_names.index(c) for c in cats], dtype=np.int32)
+    short = [n if len(n) <= 120 else n[:119] + "…" for n in names]
+    return (lut[codes], cat_names), [short[c] for c in codes.tolist()]
+
+
+def _lanes(threads: list[str], streams: list[str], has_requests: bool, analysed: str = COMPUTE) -> list[Lane]:
+    """Host threads, then the analysed stream, this engine's streams, any other by name; requests."""
+    first = [analysed] if analysed in streams and analysed not in STREAM_ORDER else []
+    ordered = first + [x for x in STREAM_ORDER if x in streams] + sorted(
+        set(streams) - set(STREAM_ORDER) - set(first), key=_natural)
+    return ([Lane(t, "host") for t in threads] + [Lane(x, "device") for x in ordered]
+            + ([Lane("requests", "requests")] if has_requests else []))
+
+
+def prepare_timeline(trace: Trace, report: Any = None, outside_bubbles: list | None = None) -> TimelineData:
+    """Arrays for every lane and category of ``trace``; ``report`` adds bubbles and syncs,
+    ``outside_bubbles`` the bubbles before and after its window (drawn, not counted)."""
+    spans = prepare_spans(trace, _window(report))
+    return with_analysis(spans, trace, report, outside_bubbles) if report is not None else spans
+
+
+def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
+    """Every lane and span of ``trace``, and its sync markers, before any analysis but the
+    window: what the page can draw while the analysis is still running."""
+    # HostSpan: phase, step, slot, t0, t1, thread; DeviceSpan: stream, op, step, slot, t0, t1, enqueued
+    (phase, thread), (h_step, h_slot, h_t0, h_t1) = _columns(trace.host_spans, (0, 5), (1, 2, 3, 4))
+    (stream, op), (d_step, d_slot, d_t0, d_t1, d_enq) = _columns(trace.device_spans, (0, 1), (2, 3, 4, 5, 6))
+    threads = thread[1] or ["main"]
+    streams = stream[1] or [COMPUTE]
+    analysed = primary_stream(trace)
+    lanes = _lanes(threads, streams, bool(trace.requests), analysed)
+    lane_of = {(ln.kind, ln.name): i for i, ln in enumerate(lanes)}
+    thread_lane = np.array([lane_of[("host", t)] for t in threads], dtype=np.int32)[thread[0]] \
+        if len(thread[0]) else np.zeros(0, np.int32)
+    stream_lane = np.array([lane_of[("device", x)] for x in streams], dtype=np.int32)[stream[0]] \
+        if len(stream[0]) else np.zeros(0, np.int32)
+    compute_lane = lane_of.get(("device", analysed), len(threads))
+    rows_of = _rows_lookup(trace)
+    categories = trace.header.get("categories") or {}
+    named_phase, phase_text = _by_category(phase, categories.get("host"))
+    named_op, op_text = _by_category(op, categories.get("device"))
+
+    sets: list[SpanSet] = []
+    # Host phases and sub-phases; info columns: step, slot, rows, duration, spare.
+    names = named_phase[1]
+    order = [p for p in TOP_PHASES + SUB_PHASES if p in names] + sorted(
+        set(names) - set(TOP_PHASES) - set(SUB_PHASES))
+    for ph in order:
+        m = np.flatnonzero(named_phase[0] == names.index(ph))
+        if phase_text is None:
+            sub = ph not in TOP_PHASES
+            name = phase_set_name(ph, sub)
+        else:   # an imported trace's category
+            sub, name = CATEGORY_GROUP.get(ph) != "phase", ph
+        steps = h_step[m]
+        sets.append(_span_set(
+            name, "subphase" if sub else "phase", COLOURS.get(name, "#888888"), thread_lane[m], h_t0[m], h_t1[m],
+            [steps, h_slot[m], rows_of(steps), h_t1[m] - h_t0[m], np.zeros(len(m))], "host_spans", m,
+            [phase_text[i] for i in m] if phase_text is not None else None))
+
+    # Device ops; the spare column is the launch delay (start - enqueued).
+    op_rank = {o: i for i, o in enumerate(DEVICE_OPS)}
+    if op_text is None:
+        pairs = sorted({(op[1][o], stream[1][x]) for o, x in set(zip(op[0].tolist(), stream[0].tolist()))},
+                       key=lambda p: (op_rank.get(p[0], 99), p[0], p[1]))
+    else:   # an imported trace's categories: one set each, across its streams
+        pairs = [(c, None) for c in named_op[1]]
+    for o, x in pairs:
+        m = (np.flatnonzero((op[0] == op[1].index(o)) & (stream[0] == stream[1].index(x))) if x is not None
+             else np.flatnonzero(named_op[0] == named_op[1].index(o)))
+        name = f"device {o}" if o in ("stage", "mask_upload") else o
+        if sum(1 for p in pairs if p[0] == o) > 1:
+            name = f"{name} ({x})"
+        steps = d_step[m]
+        sets.append(_span_set(
+            name, "device", COLOURS.get(name.split(" (")[0], "#888888"), stream_lane[m], d_t0[m], d_t1[m],
+            [steps, d_slot[m], rows_of(steps), d_t1[m] - d_t0[m], np.maximum(d_t0[m] - d_enq[m], 0)],
+            "device_spans", m, [op_text[i] for i in m] if op_text is not None else None))
+
+    # Host waits, on the lane of the thread that was inside a phase when it waited.
+    waits = trace.waits
+    w_t0 = np.fromiter((w.t0 for w in waits), np.int64, len(waits))
+    w_t1 = np.fromiter((w.t1 for w in waits), np.int64, len(waits))
+    w_step = np.fromiter((w.step for w in waits), np.int64, len(waits))
+    w_exp = np.fromiter((bool(w.expected) for w in waits), bool, len(waits))
+    wait_lane = _wait_lanes(w_t0, [st for st in sets if st.group == "phase"], 0)
+    for expected, name in ((True, "wait: expected"), (False, "wait: accidental")):
+        idx = np.flatnonzero(w_exp == expected)
+        if not len(idx):
+            continue
+        steps = w_step[idx]
+        sets.append(_span_set(
+            name, "wait", COLOURS[name], wait_lane[idx], w_t0[idx], w_t1[idx],
+            [steps, np.zeros(len(idx)), rows_of(steps), w_t1[idx] - w_t0[idx], np.zeros(len(idx))],
+            "waits", idx, [f"{waits[i].reason}\nsite: {waits[i].site}" for i in idx]))
+
+    syncs = sync_markers(trace, window, wait_lane, [], compute_lane)
+    step_ids, step_t0 = _step_starts(phase, h_step, h_t0)
+    t_lo = [int(st.t0.min()) for st in sets if len(st)]
+    t_hi = [int(st.t1.max()) for st in sets if len(st)]
+    t_min = min(t_lo) if t_lo else 0
+    t_max = max(t_hi) if t_hi else 1
+    n_spans = sum(len(st) for st in sets if st.group in ("phase", "subphase", "device", "wait"))
+    requests = request_states(trace.requests, lane_of.get(("requests", "requests"), -1)) if trace.requests else None
+    return TimelineData(lanes, sets, syncs, step_ids, step_t0, window[0] if window else t_min, t_min,
+                        max(t_max, t_min + 1), window, n_spans, trace_origin_ns(trace), compute_lane,
+                        [], requests, wait_lane)
+
+
+def with_analysis(data: TimelineData, trace: Trace, report: Any, outside_bubbles: list | None = None) -> TimelineData:
+    """``data`` with the analysis' bubbles (and those outside its window) on the compute lane,
+    and each sync marker linked to the bubbles it caused. The span arrays are shared."""
+    window = _window(report) or data.window
+    rows_of = _rows_lookup(trace)
+    compute_lane = data.compute_lane
+    counted = list(getattr(report, "bubbles", None) or [])
+    bubbles = counted + list(outside_bubbles or [])
+    sets = [st for st in data.sets if st.group != "bubble"]
+    for cause in BUBBLE_CAUSES + tuple(sorted({b.cause for b in bubbles} - set(BUBBLE_CAUSES))):
+        idx = [i for i, b in enumerate(bubbles) if b.cause == cause]
+        if not idx:
+            continue
+        bs = [bubbles[i] for i in idx]
+        steps = np.array([b.step if b.step is not None else -1 for b in bs], dtype=np.int64)
+        sets.append(_span_set(
+            bubble_name(cause), "bubble", BUBBLE_COLOURS.get(cause, "rgba(128,128,128,0.4)"),
+            [compute_lane] * len(bs), [b.t0 for b in bs], [b.t1 for b in bs],
+            [steps, np.zeros(len(bs)), rows_of(steps), [b.t1 - b.t0 for b in bs], np.zeros(len(bs))],
+            "bubbles", idx, [_bubble_text(b) for b in bs],
+            [i < len(counted) for i in idx]))
+    syncs = sync_markers(trace, window, data.wait_lane, bubbles, compute_lane)
+    origin = window[0] if window else data.origin
+    return TimelineData(data.lanes, sets, syncs, data.step_ids, data.step_t0, origin, data.t_min, data.t_max,
+                        window, data.n_spans, data.trace_origin, compute_lane, bubbles, data.requests,
+                        data.wait_lane, analysed=True)
+
+
+def _bubble_text(b: Any) -> str:
+    """A bubble's detail, and how much of it another stream was busy (the device was not idle then)."""
+    text = str(getattr(b, "detail", "") or "")
+    covered = getattr(b, "covered_ns", 0)
+    if covered:
+        text += f"\n{covered / 1e3:,.1f} µs of it covered by {b.covered_by}"
+    return text
+
+
+def _step_starts(phase, h_step: np.ndarray, h_t0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each step begins: its launch (its first host span when it has no launch), in time order."""
+    codes, names = phase
+    launch = Phase.LAUNCH.span_name
+    m = np.flatnonzero(codes == names.index(launch)) if launch in names else np.arange(len(codes))
+    if not len(m):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    o = np.lexsort((h_t0[m], h_step[m]))
+    st_sorted, t0_sorted = h_step[m][o], h_t0[m][o]
+    first = np.concatenate([[True], st_sorted[1:] != st_sorted[:-1]])
+    step_ids, step_t0 = st_sorted[first], t0_sorted[first]
+    o = np.argsort(step_t0, kind="stable")
+    return step_ids[o], step_t0[o]

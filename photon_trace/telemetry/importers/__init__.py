@@ -1,6 +1,0 @@
-"""Traces other programs wrote, as our records: ``load_any`` reads ours or a PyTorch profiler trace."""
-from __future__ import annotations
-
-from photon_trace.telemetry.importers.sniff import is_kineto, load_any
-
-__all__ = ["load_any", "is_kineto"]

@@ -1,0 +1,295 @@
+"""The trace file: versioned JSON lines, written while the engine runs (the recorder's sink,
+``recording/file_writer.py``) or at once (``write_trace``), and loaded (``load_trace``).
+
+Layout (one JSON object per line, UTF-8; gzip-compressed when the name ends in ``.gz``)::
+
+    {"format": "photon_trace", "version": 1, "settings": {...}, "model": ..., "backend": ...,
+     "device": {...}, "host": {...}, "clock": {"wall_ns", "mono_ns", "device_error_ns", ...},
+     "photon_trace_version": "...", "trace_level": "on", "created_wall_ns": ...}   <- header
+    {"chunk": 1, "host_spans": [[phase, step, slot, t0, t1, thread], ...], "device_spans": [...],
+     "waits": [...], "steps": [...], "requests": [...], "dropped": {"host_spans": 3}}
+    {"meta": {...}}        <- header fields set after the header was written (merged on load)
+    ...
+    {"end": {"records": {"host_spans": n, ...}}}   <- only on a clean close
+    {"stopped": {"why": "the disk is full", "error": ..., "records": {...}}}   <- or: a write failed
+
+The header's fields are ``header.py``'s; rows are the fields of the records.py
+NamedTuples, in order. The recorder's writer appends one chunk line per flush (every ~0.5 s) and flushes the file each time, so a
+crash loses at most the last flush interval; gzip output is sync-flushed per
+chunk so a crashed run's file is readable up to its last chunk. A chunk's
+``dropped`` counts records lost to ring wrap-around (by kind) and what other
+sinks did not get (``"<sink>.<unit>"``, e.g. ``"otlp.spans"``); on load they
+add up in the header's ``dropped``.
+
+Loading policy: a file that is not ours (empty, binary, a Chrome/Perfetto JSON,
+another JSON-lines file), a newer format version, a corrupt line before the last
+one, or a row of the wrong shape raises ``TraceFormatError`` naming the file,
+the line and what was expected. A partial LAST line (the writer was killed
+mid-write) and a missing end line (crashed or still running) are tolerated:
+the records before it load, a ``TraceTruncatedWarning`` is issued for the
+partial line, and the header says ``"truncated": true`` / ``"incomplete": true``.
+``load_trace(path, strict=True)`` turns a partial last line into an error. A file whose
+writer could write no more (a full disk: ``line_file.py``) ends with a stopped line
+instead of the end line: the records before it load, and the header's ``stopped`` says
+where and why (with ``"incomplete": true``). Impossible times are errors (``plausible.py``).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+import warnings
+import zlib
+from collections.abc import Generator
+from pathlib import Path
+
+from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, add_dropped, merge_header
+from photon_trace.telemetry.trace.line_file import LineFile, WriteStopped
+from photon_trace.telemetry.trace.pieces import PIECE, run_to_end
+from photon_trace.telemetry.trace.plausible import check_trace
+from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
+from photon_trace.telemetry.trace.rows import ROW_TYPES, TraceFormatError, check_rows, gc_paused, json_line
+
+class TraceTruncatedWarning(UserWarning):
+    """The file ends in a partial line (the writer stopped mid-write); the rest loaded."""
+
+
+def default_trace_path(directory: str | os.PathLike = "traces", stem: str = "run",
+                       compress: bool = False) -> Path:
+    """``traces/<stem>-YYYYmmdd-HHMMSS-<pid>.trace.jsonl[.gz]`` (the directory is created)."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return d / f"{stem}-{stamp}-{os.getpid()}.trace.jsonl{'.gz' if compress else ''}"
+
+
+# -- writing -----------------------------------------------------------------------------
+
+def _dumps(obj: object) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def encode_line(obj: object) -> bytes:
+    """One line of the file (the header, a meta or an end line)."""
+    return (_dumps(obj) + "\n").encode()
+
+
+def end_line(counts: dict[str, int]) -> bytes:
+    """The last line of a cleanly closed file: the records written, by kind."""
+    return encode_line({"end": {"records": counts}})
+
+
+def chunk_lines(chunk: Chunk) -> Generator[None, None, tuple[bytes, dict] | None]:
+    """A chunk's lines as bytes (a meta line for its header fields, then its chunk line, if it
+    has records or drops) and the records they hold by kind; None when there is nothing to
+    write. JSON-encoded ``PIECE`` rows at a time (yields between pieces)."""
+    out = [encode_line({"meta": chunk.header})] if chunk.header else []
+    counts = {}
+    if len(chunk) or any(chunk.dropped.values()):
+        parts = ['{"chunk":%d' % chunk.seq]
+        for kind in RECORD_KINDS:
+            rows = getattr(chunk, kind)
+            if rows:
+                pieces = []
+                for i in range(0, len(rows), PIECE):
+                    pieces.append(_dumps(rows[i:i + PIECE])[1:-1])
+                    yield
+                parts.append(f',"{kind}":[{",".join(pieces)}]')
+                counts[kind] = len(rows)
+        if any(chunk.dropped.values()):
+            parts.append(',"dropped":' + _dumps({k: n for k, n in chunk.dropped.items() if n}))
+        parts.append("}\n")
+        out.append("".join(parts).encode())
+    return (b"".join(out), counts) if out else None
+
+
+def write_trace(trace: Trace, path: str | os.PathLike, chunk_rows: int = 4096) -> Path:
+    """Write a complete ``Trace`` (header as is, records in chunks of ``chunk_rows``)."""
+    header = dict(trace.header)
+    header.setdefault("format", FORMAT_NAME)
+    header.setdefault("version", FORMAT_VERSION)
+    out = LineFile(path)
+    written = dict.fromkeys(RECORD_KINDS, 0)
+    try:
+        out.write(encode_line(header))
+        seq = 0
+        longest = max((len(getattr(trace, k)) for k in RECORD_KINDS), default=0)
+        for lo in range(0, max(longest, 1), chunk_rows):
+            seq += 1
+            chunk = Chunk(seq=seq, **{k: getattr(trace, k)[lo:lo + chunk_rows] for k in RECORD_KINDS})
+            lines = run_to_end(chunk_lines(chunk))
+            if lines is not None:
+                out.write(*lines)
+                for kind, n in lines[1].items():
+                    written[kind] += n
+        out.write(end_line(written))
+    except WriteStopped:
+        out.stop()    # the file says where it stopped and why
+        raise
+    finally:
+        out.close()
+    return Path(path)
+
+
+# -- loading -----------------------------------------------------------------------------
+
+def _foreign(path: Path, head: bytes) -> TraceFormatError:
+    what = "unrecognised content"
+    if not head.strip():
+        what = "it is empty" if not head else "it contains only whitespace"
+    elif head.startswith(b"\x89PNG"):
+        what = "it is a PNG image"
+    elif head.startswith(b"PK\x03\x04"):
+        what = "it is a zip archive"
+    elif head.startswith(b"%PDF"):
+        what = "it is a PDF document"
+    elif b"traceEvents" in head[:4096] or head.lstrip().startswith(b"["):
+        what = ("it looks like a Chrome/Perfetto trace-event JSON (a PyTorch profiler trace loads "
+                "with telemetry.trace.importers.load_any or `photon-trace import`)")
+    elif b"\x00" in head[:1024]:
+        what = "it is a binary file"
+    else:
+        what = f"its first line is not a photon_trace header (starts with {head[:60]!r})"
+    return TraceFormatError(f"{path}: not a photon_trace trace: {what}")
+
+
+def _read_bytes(path: Path) -> tuple[bytes, bool]:
+    """The file's (decompressed) bytes and whether a gzip stream ended early."""
+    raw = path.read_bytes()
+    if not raw.startswith(b"\x1f\x8b"):
+        return raw, False
+    out = io.BytesIO()
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out.write(d.decompress(raw))
+        cut = not d.eof
+    except zlib.error as e:
+        if out.tell() == 0:
+            raise TraceFormatError(f"{path}: a corrupt gzip stream ({e})") from None
+        cut = True
+    return out.getvalue(), cut
+
+
+_HEADER_OBJECTS = ("settings", "clock", "device", "host", "dropped")
+
+
+def _check_header(path: Path, header: dict) -> None:
+    """The header fields readers index into have the shape they expect."""
+    for key in _HEADER_OBJECTS:
+        if header.get(key) is not None and not isinstance(header[key], dict):
+            raise TraceFormatError(f"{path}: header field {key!r} must be an object, "
+                                   f"got {type(header[key]).__name__}")
+    dropped = header.get("dropped") or {}
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in dropped.values()):
+        raise TraceFormatError(f"{path}: header field 'dropped' must map record kinds to counts")
+    error = (header.get("clock") or {}).get("device_error_ns", 0)
+    if not isinstance(error, (int, float)) or isinstance(error, bool):
+        raise TraceFormatError(f"{path}: header field clock.device_error_ns must be a number, got {error!r}")
+
+
+def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
+    """Read a trace file (plain or gzip), validating format, version and structure.
+
+    Raises ``TraceFormatError`` for foreign, corrupt or too-new files; see the
+    module docstring for how partial and unfinished files are handled."""
+    with gc_paused():   # millions of acyclic lists and records: collection passes only slow it (rows.py)
+        return _load(Path(path), strict)
+
+
+def _load(path: Path, strict: bool) -> Trace:
+    try:
+        data, gzip_cut = _read_bytes(path)
+    except OSError as e:
+        raise TraceFormatError(f"{path}: cannot read: {e}") from None
+    lines = data.split(b"\n")
+    partial_tail = lines[-1] != b""       # no newline after the last line: cut mid-write
+    if not partial_tail:
+        lines.pop()
+    if not lines or not lines[0].strip():
+        raise _foreign(path, data)
+    try:
+        header = json_line(path, 1, lines[0])
+    except TraceFormatError:
+        raise
+    except ValueError:
+        if len(lines) == 1 and partial_tail and data.startswith(b'{"format":"' + FORMAT_NAME.encode()):
+            raise TraceFormatError(f"{path}: truncated inside the header line; no records") from None
+        raise _foreign(path, data) from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        raise _foreign(path, data)
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise TraceFormatError(f"{path}: header has no integer format version (got {version!r})")
+    if version > FORMAT_VERSION:
+        raise TraceFormatError(
+            f"{path}: format version {version} is newer than this photon_trace reads "
+            f"({FORMAT_VERSION}); upgrade photon_trace")
+    if version < 1:
+        raise TraceFormatError(f"{path}: unknown format version {version}")
+    _check_header(path, header)
+
+    trace = Trace(header=header)
+    ended = False
+    truncated = False
+    for lineno, raw in enumerate(lines[1:], start=2):
+        last = lineno == len(lines)
+        try:
+            obj = json_line(path, lineno, raw)
+        except TraceFormatError:
+            raise
+        except ValueError as e:
+            if last and (partial_tail or gzip_cut):
+                if strict:
+                    raise TraceFormatError(f"{path}: line {lineno}: truncated (partial last line)") from None
+                warnings.warn(f"{path}: line {lineno} is a partial line (the writer stopped "
+                              f"mid-write); loaded the {lineno - 2} lines before it",
+                              TraceTruncatedWarning, stacklevel=3)   # the caller of load_trace
+                truncated = True
+                break
+            raise TraceFormatError(f"{path}: line {lineno}: not valid JSON ({e})") from None
+        if not isinstance(obj, dict):
+            raise TraceFormatError(f"{path}: line {lineno}: expected a JSON object, got {type(obj).__name__}")
+        if ended:
+            raise TraceFormatError(f"{path}: line {lineno}: records after the end line")
+        if "chunk" in obj:
+            for kind, rows in obj.items():
+                if kind == "chunk":
+                    continue
+                if kind == "dropped":
+                    if not isinstance(rows, dict) or not all(isinstance(v, int) for v in rows.values()):
+                        raise TraceFormatError(f"{path}: line {lineno}: 'dropped' must map kinds to counts")
+                    add_dropped(trace.header, rows)
+                    continue
+                if kind not in ROW_TYPES:
+                    raise TraceFormatError(f"{path}: line {lineno}: unknown record kind {kind!r}")
+                if not isinstance(rows, list):
+                    raise TraceFormatError(f"{path}: line {lineno}: {kind} must be a list of rows")
+                getattr(trace, kind).extend(check_rows(path, lineno, kind, rows))
+        elif "meta" in obj:
+            if not isinstance(obj["meta"], dict):
+                raise TraceFormatError(f"{path}: line {lineno}: 'meta' must be an object")
+            merge_header(trace.header, obj["meta"])
+        elif "end" in obj:
+            ended = True
+        elif "stopped" in obj:
+            if not isinstance(obj["stopped"], dict):
+                raise TraceFormatError(f"{path}: line {lineno}: 'stopped' must be an object")
+            trace.header["stopped"] = obj["stopped"]
+            ended = True       # nothing may follow it; the trace is still incomplete (below)
+        else:
+            raise TraceFormatError(f"{path}: line {lineno}: unknown line (keys {sorted(obj)[:5]})")
+    if gzip_cut and not truncated:
+        if strict:
+            raise TraceFormatError(f"{path}: the gzip stream is cut short")
+        if not ended:
+            warnings.warn(f"{path}: the gzip stream is cut short; loaded what was there",
+                          TraceTruncatedWarning, stacklevel=3)   # the caller of load_trace
+            truncated = True
+    _check_header(path, trace.header)   # again: meta lines merge into it
+    check_trace(trace, str(path))       # impossible times are bad input, not data (plausible.py)
+    if truncated:
+        trace.header["truncated"] = True
+    if not ended or "stopped" in trace.header:
+        trace.header["incomplete"] = True
+    return trace
