@@ -1,4 +1,6 @@
-"""Test-wide setup: the engine-test helpers are importable; GPU and browser tests skip cleanly."""
+"""Test-wide setup: the engine-test helpers are importable; GPU and browser tests skip cleanly;
+what the session shares, each made once: the fault modules' traced runs, one Chromium, and
+two tiny engines."""
 from __future__ import annotations
 
 import os
@@ -34,3 +36,68 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
         if "browser" in item.keywords and not has_chromium:
             item.add_marker(pytest.mark.skip(reason="needs /usr/bin/chromium (apt-get install chromium)"))
+
+
+@pytest.fixture(scope="session")
+def fault_runs(tmp_path_factory):
+    """Both fault modules' traced runs (``helpers/fault_runs.py``), made once: five engine
+    starts and two sets of clean runs were the suite's costliest setup."""
+    from helpers.fault_runs import traced_fault_runs
+
+    return traced_fault_runs(tmp_path_factory.mktemp("faults"))
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the session (Playwright); every test or module opens its own
+    context on it, so no page, cookie or cache passes between them.
+
+    While it lives, Playwright's sync API leaves its event loop marked as running on this
+    thread between calls, so a test that runs asyncio itself must run it on a thread of its
+    own (``test_server_stream``), whatever the order the tests run in."""
+    from helpers.browser import CHROMIUM, CHROMIUM_ARGS
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="session")
+def shared_tiny_engines():
+    """The session's two tiny engines, for ``tiny_engines`` (what a test takes); a fixture of
+    wider scope takes them here and leaves them settled (``engine_helpers.settle``) itself."""
+    from helpers.engine_helpers import tiny_engine, unpinned
+
+    engines: dict[int, object] = {}
+    try:
+        with unpinned():
+            for depth in (1, 2):
+                engines[depth] = tiny_engine(depth, seed=0)
+        yield engines
+    finally:
+        for eng in engines.values():
+            eng.close()
+
+
+@pytest.fixture
+def tiny_engines(shared_tiny_engines):
+    """The session's two tiny engines (``helpers/engine_helpers.TINY``, seed 0, unpinned):
+    ``{1: blocking, 2: pipelined}``, for tests that only put requests through them, each
+    start being a worker process that imports torch. After each test both are settled
+    (``settle``: what is in flight committed) and must then be alive with everything free:
+    one that is not fails that test's teardown and is replaced, so the next test gets a
+    clean one whatever the order."""
+    yield shared_tiny_engines
+    from helpers.engine_helpers import settle, tiny_engine, unpinned
+
+    wrong = {}
+    for depth, eng in list(shared_tiny_engines.items()):
+        problem = settle(eng)
+        if problem is not None:
+            wrong[depth] = problem
+            eng.close()
+            with unpinned():
+                shared_tiny_engines[depth] = tiny_engine(depth, seed=0)
+    assert not wrong, f"the test left a shared engine unclean: {wrong}"

@@ -48,13 +48,10 @@ def test_a_clear_divergence_fails():
     assert not eq.ok and not eq.divergences[0].near_tie
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    from helpers.engine_helpers import tiny_engine
-
-    eng = tiny_engine(2)
-    yield eng
-    eng.close()
+@pytest.fixture
+def tiny(tiny_engines):
+    """The session's pipelined tiny engine (conftest)."""
+    return tiny_engines[2]
 
 
 @pytest.mark.parametrize("params", [SamplingParams(max_tokens=10, ignore_eos=True),

@@ -20,6 +20,7 @@ transformers = pytest.importorskip("transformers")
 
 from photon_trace.engine.engine import Engine  # noqa: E402
 from photon_trace.engine.params import SamplingParams  # noqa: E402
+from helpers.engine_helpers import unpinned  # noqa: E402
 from helpers.hf_folders import model_folder  # noqa: E402
 
 PROMPTS = ["Hello, world! How are", "Émile a mangé 3 crêpes 🥞", "def add(x, y):\n"]
@@ -41,6 +42,24 @@ def checkpoints(tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="module")
+def engines(checkpoints):
+    """(kind, depth) -> an engine on that checkpoint folder, built on first use and kept for
+    the module (the logprobs test reads the Llama 3 pipelined one the greedy test built);
+    unpinned, so that while they live the module's other processes keep every core."""
+    built = {}
+
+    def get(kind: str, depth: int) -> Engine:
+        if (kind, depth) not in built:
+            _, folder, _, _ = checkpoints(kind)
+            with unpinned():
+                built[kind, depth] = Engine(model=str(folder), depth=depth, **SMALL)
+        return built[kind, depth]
+    yield get
+    for engine in built.values():
+        engine.close()
+
+
 def hf_greedy(hf, ids: list[int]) -> list[int]:
     hf.generation_config.eos_token_id = None   # run the full length, as ignore_eos does
     x = torch.tensor([ids])
@@ -51,23 +70,21 @@ def hf_greedy(hf, ids: list[int]) -> list[int]:
 
 
 @pytest.mark.parametrize("kind", ["llama3", "qwen2", "mistral"])
-def test_greedy_continuations_from_text_equal_transformers_at_both_depths(checkpoints, kind):
+def test_greedy_continuations_from_text_equal_transformers_at_both_depths(checkpoints, engines, kind):
     _, folder, hf, tok = checkpoints(kind)
     expect = [hf_greedy(hf, tok(p).input_ids) for p in PROMPTS]
     assert all(len(set(e)) >= 10 for e in expect), f"{kind}: reference continuations are not diverse"
     for depth in (1, 2):
-        with Engine(model=str(folder), depth=depth, **SMALL) as engine:
-            outs = engine.generate(PROMPTS, SamplingParams(max_tokens=NEW_TOKENS, ignore_eos=True))
+        outs = engines(kind, depth).generate(PROMPTS, SamplingParams(max_tokens=NEW_TOKENS, ignore_eos=True))
         for prompt, out, e in zip(PROMPTS, outs, expect):
             assert out.prompt_token_ids == tok(prompt).input_ids
             assert out.token_ids == e, f"{kind}, depth {depth}: {prompt!r} diverged"
 
 
-def test_logprobs_equal_transformers_log_softmax(checkpoints):
+def test_logprobs_equal_transformers_log_softmax(checkpoints, engines):
     _, folder, hf, tok = checkpoints("llama3")
     ids = tok(PROMPTS[0]).input_ids
-    with Engine(model=str(folder), depth=2, **SMALL) as engine:
-        out = engine.generate([PROMPTS[0]], SamplingParams(max_tokens=12, ignore_eos=True, logprobs=20))[0]
+    out = engines("llama3", 2).generate([PROMPTS[0]], SamplingParams(max_tokens=12, ignore_eos=True, logprobs=20))[0]
     with torch.no_grad():
         logits = hf(torch.tensor([ids + out.token_ids])).logits[0]
     expect = torch.log_softmax(logits[len(ids) - 1:-1].float(), dim=-1)

@@ -10,7 +10,6 @@ import pytest
 
 from photon_trace.engine.constraints import ConstraintCompiler, ConstraintError, ResponseFormat
 from photon_trace.engine.constraints.grammar import JSON_MAX_WHITESPACE
-from photon_trace.engine.engine import Engine
 from photon_trace.engine.params import SamplingParams
 from photon_trace.engine.model.tokenizer import ByteTokenizer
 from helpers.constraint_masks import allowed_ids
@@ -40,12 +39,12 @@ def whitespace_runs_outside_strings(text: str) -> list[int]:
     return [len(m) for m in re.findall(r"[ \t\n\r]+", outside)]
 
 
-def test_json_mode_outputs_are_not_mostly_whitespace():
-    """A random model, sampling freely under the JSON grammar: every gap holds at most the bound."""
-    with Engine(model="tiny", backend="cpu", max_rows=8, max_step_tokens=64, max_seqs=8, kv_tokens=2048,
-                page_size=8, max_context=256) as engine:
-        params = [SamplingParams(temperature=1.0, seed=s, max_tokens=120) for s in range(6)]
-        outs = engine.generate([f"JSON {i}:" for i in range(6)], params, ResponseFormat("json_object"))
+def test_json_mode_outputs_are_not_mostly_whitespace(tiny_engines):
+    """A random model, sampling freely under the JSON grammar: every gap holds at most the bound.
+    On the session's pipelined tiny engine (conftest)."""
+    engine = tiny_engines[2]
+    params = [SamplingParams(temperature=1.0, seed=s, max_tokens=120) for s in range(6)]
+    outs = engine.generate([f"JSON {i}:" for i in range(6)], params, ResponseFormat("json_object"))
     for out in outs:
         assert max(whitespace_runs_outside_strings(out.text), default=0) <= JSON_MAX_WHITESPACE, out.text
     text = "".join(o.text for o in outs)

@@ -39,11 +39,18 @@ def fake():
 
 
 @pytest.fixture(scope="module")
-def engines(fake):
-    made = {"cpu": Engine(**TINY, depth=1), "cuda1": Engine(**CUDA, depth=1), "cuda2": Engine(**CUDA, depth=2)}
+def cuda_engines(fake):
+    made = {"cuda1": Engine(**CUDA, depth=1), "cuda2": Engine(**CUDA, depth=2)}
     yield made
     for eng in made.values():
         eng.close()
+
+
+@pytest.fixture
+def engines(cuda_engines, tiny_engines):
+    """The CUDA double's engines and, as "cpu", the session's blocking host-process engine
+    (conftest: the sizes of ``TINY``)."""
+    return {"cpu": tiny_engines[1], **cuda_engines}
 
 
 def _prompts(n: int, length: int = 12) -> list[list[int]]:

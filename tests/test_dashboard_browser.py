@@ -14,7 +14,7 @@ import time
 import pytest
 
 from photon_trace.telemetry.trace.file import write_trace
-from helpers.browser import (CHROMIUM, CHROMIUM_ARGS, Server, ServerProcess, figure, hover_points, markers, open_as_a,
+from helpers.browser import (CHROMIUM, Server, ServerProcess, figure, hover_points, markers, open_as_a,
                              polygons, relayout)
 from helpers.dashboard_samples import LONG_STEPS, report, sample, span_count, timeline, write_samples
 from helpers.loop_sim import SyntheticRun, synthetic_trace
@@ -23,15 +23,7 @@ DRAW_LIMIT_S = 5.0
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing")]
-sync_api = pytest.importorskip("playwright.sync_api")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
+pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture

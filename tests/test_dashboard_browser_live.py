@@ -17,13 +17,13 @@ import pytest
 
 from photon_trace.dashboard.sources.live import STALE_S
 from photon_trace.engine.engine import Engine
-from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Server, figure, free_port, relayout
+from helpers.browser import CHROMIUM, Server, figure, free_port, relayout
 from helpers.engine_helpers import TINY
 from helpers.serving import ServerThread
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing")]
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 
 def engine_server(port: int) -> ServerThread:
@@ -50,14 +50,6 @@ class Load:
     def stop(self):
         self.stop_event.set()
         self.thread.join(60)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
 
 
 def status(page) -> str:

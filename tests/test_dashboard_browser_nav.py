@@ -12,22 +12,14 @@ import pytest
 from photon_trace.dashboard.panels.figures import ranked_diagnoses
 from photon_trace.dashboard.sources.store import TraceStore
 from photon_trace.telemetry.export.perfetto import chrome_trace
-from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Server, click_point, figure, relayout
+from helpers.browser import CHROMIUM, Server, click_point, figure, relayout
 from helpers.dashboard_samples import report, sample, timeline, write_samples
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing")]
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 ENGINE_SYNC_TRACE = Path(__file__).resolve().parents[1] / "traces" / "tiny-point-s8-mask-sync-pipelined.trace.jsonl"
 ENGINE_ASYNC_TRACE = ENGINE_SYNC_TRACE.with_name("tiny-point-s8-mask-async-pipelined.trace.jsonl")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

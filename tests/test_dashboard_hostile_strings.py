@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import closing
 
 import pytest
 
@@ -16,7 +17,7 @@ from photon_trace.dashboard.timeline.figure import compare_figure, placeholder_f
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.trace.file import write_trace
 from photon_trace.telemetry.trace.records import DeviceSpan
-from helpers.browser import CHROMIUM, CHROMIUM_ARGS, HOVERS_ON, POINT_XY, Server, figure
+from helpers.browser import CHROMIUM, HOVERS_ON, POINT_XY, Server, figure
 from helpers.trace_builder import pipelined_trace
 
 LINK = '<a href="https://evil.example/">evil lane</a>'
@@ -98,14 +99,12 @@ def hover_on(page, name: str) -> None:
 
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM_THERE, reason=f"{CHROMIUM} is missing")
-def test_in_the_browser_no_link_or_styled_text_comes_from_the_trace(tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api")
+def test_in_the_browser_no_link_or_styled_text_comes_from_the_trace(browser, tmp_path):
     path = write_trace(hostile_trace(), tmp_path / "hostile.trace.jsonl")
     server = Server([path], [tmp_path])
     try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        with closing(browser.new_context(viewport={"width": 1600, "height": 1000})) as ctx:
+            page = ctx.new_page()
             page.goto(server.url)
             fig = figure(page, "#timeline", timeout_ms=60_000)
             # what Plotly drew: the lane labels as text, no anchor, no 40 px text anywhere in the graph
@@ -118,7 +117,6 @@ def test_in_the_browser_no_link_or_styled_text_comes_from_the_trace(tmp_path):
                       legend: [...gd.querySelectorAll('.legendtext')].map(t => t.textContent),
                       hover: [...gd.querySelectorAll('.hoverlayer .hovertext')].map(t => t.textContent)};
             }""")
-            browser.close()
     finally:
         server.close()
     assert drawn["links"] == 0 and drawn["big"] == 0, drawn

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import struct
 import threading
 import zlib
 from pathlib import Path
@@ -62,17 +63,34 @@ def test_size_limits(folder):
         store.get(good)
 
 
+def write_gzip_bomb(path: Path, header: bytes, chunk: int = 64 * 1024 * 1024, chunks: int = 64) -> None:
+    """A gzip file of ``header`` then ``chunks`` times ``chunk`` zero bytes. The zeros are
+    compressed once and the block repeated: after a full flush the compressor starts afresh,
+    so each repeat is the block it would have made again (compressing 4 GiB took ~10 s).
+    The CRC and length in the trailer are those of the whole content: a valid gzip file."""
+    z = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)     # raw deflate: the gzip framing is ours
+    zeros = bytes(chunk)
+    head = z.compress(header) + z.flush(zlib.Z_FULL_FLUSH)
+    block = z.compress(zeros) + z.flush(zlib.Z_FULL_FLUSH)
+    end = z.flush()
+    crc = zlib.crc32(header)
+    for _ in range(chunks):
+        crc = zlib.crc32(zeros, crc)
+    size = len(header) + chunks * chunk
+    with open(path, "wb") as f:
+        f.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff")   # gzip, deflate, no name, no mtime
+        f.write(head)
+        for _ in range(chunks):
+            f.write(block)
+        f.write(end)
+        f.write(struct.pack("<II", crc, size & 0xFFFFFFFF))
+
+
 def test_a_gzip_bomb_is_refused_without_expanding_it(folder):
     """4 GiB of zeros after a real header, in ~4 MB: refused while streaming, in bounded memory."""
     bomb = folder / "bomb.trace.jsonl.gz"
     header = (folder / "good.trace.jsonl").read_bytes().split(b"\n", 1)[0] + b"\n"
-    z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    zeros = bytes(64 * 1024 * 1024)
-    with open(bomb, "wb") as f:
-        f.write(z.compress(header))
-        for _ in range(64):
-            f.write(z.compress(zeros))
-        f.write(z.flush())
+    write_gzip_bomb(bomb, header)
     assert bomb.stat().st_size < 8 * 1024 * 1024
     assert "decompresses to more than" in refusal(bomb, max_decompressed_bytes=256 * 1024 * 1024)
     with pytest.raises(LoadError, match="gzip bomb"):
@@ -114,8 +132,9 @@ CHROMIUM = "/usr/bin/chromium"
 
 @pytest.mark.browser
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing")
-def test_the_modebar_has_no_share_chart_button(folder):
-    sync_api = pytest.importorskip("playwright.sync_api")
+def test_the_modebar_has_no_share_chart_button(folder, browser):
+    from contextlib import closing
+
     from werkzeug.serving import make_server
 
     from photon_trace.dashboard.app import create_app
@@ -126,14 +145,12 @@ def test_the_modebar_has_no_share_chart_button(folder):
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-            page = browser.new_page()
+        with closing(browser.new_context()) as ctx:
+            page = ctx.new_page()
             page.goto(f"http://127.0.0.1:{httpd.server_port}/")
             page.wait_for_selector("#timeline .modebar-btn", state="attached", timeout=60_000)
             titles = wait_until(lambda: page.eval_on_selector_all(
                 ".modebar-btn", "els => els.map(e => e.getAttribute('data-title'))"), 30, "the modebar")
-            browser.close()
     finally:
         httpd.shutdown()
         thread.join(5)

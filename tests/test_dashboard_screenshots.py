@@ -8,23 +8,24 @@ show ``traces/...``, not the machine they were taken on."""
 from __future__ import annotations
 
 import os
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from photon_trace.telemetry.trace.file import write_trace
-from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Server, click_point, figure, hover_first, open_as_a, relayout
+from helpers.browser import CHROMIUM, Server, click_point, figure, hover_first, open_as_a, relayout
 from helpers.dashboard_samples import sample
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing")]
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT / "traces"
 NAMES = ("first-view", "timeline-zoomed", "panels", "compare", "long-trace")
 
 
-def test_screenshots_of_the_main_views(tmp_path, monkeypatch):
+def test_screenshots_of_the_main_views(browser, tmp_path, monkeypatch):
     sync = Path("traces/tiny-point-s8-mask-sync-pipelined.trace.jsonl")
     fixed = Path("traces/tiny-point-s8-mask-async-pipelined.trace.jsonl")
     blocking, pipelined = Path("traces/tiny-s8-blocking.trace.jsonl"), Path("traces/tiny-s8-pipelined.trace.jsonl")
@@ -35,9 +36,8 @@ def test_screenshots_of_the_main_views(tmp_path, monkeypatch):
     long_path = write_trace(sample("long"), tmp_path / "traces" / "long.trace.jsonl")
     monkeypatch.chdir(ROOT)
     server = Server([sync, fixed], [TRACES], guide=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        pg = browser.new_context(viewport={"width": 1500, "height": 1150}, device_scale_factor=1).new_page()
+    with closing(browser.new_context(viewport={"width": 1500, "height": 1150}, device_scale_factor=1)) as ctx:
+        pg = ctx.new_page()
         try:
             pg.goto(server.url)
             # the demo's first screen: the flagged sync selected, its bubble linked, the diagnosis row lit
@@ -78,7 +78,6 @@ def test_screenshots_of_the_main_views(tmp_path, monkeypatch):
             figure(pg, "#timeline", timeout_ms=120_000, until="f.meta.mode === 'aggregate'")
             pg.screenshot(path=str(out / "dashboard-long-trace.png"))
         finally:
-            browser.close()
             server.close()
     for name in NAMES:
         assert (out / f"dashboard-{name}.png").stat().st_size > 10_000

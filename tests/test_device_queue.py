@@ -18,7 +18,7 @@ from photon_trace.engine.device import DeviceError
 from photon_trace.engine.device.ring import CommandRing
 from photon_trace.engine.params import SamplingParams
 from helpers.code_sites import ROOT
-from helpers.engine_helpers import Req, drive, tiny_engine
+from helpers.engine_helpers import Req, drive, mask_upload_sync, tiny_engine
 
 
 def _take(reader: CommandRing) -> bytes | None:
@@ -59,17 +59,15 @@ def test_records_come_out_in_order_across_wraps_and_a_full_ring():
     assert not writer.fits(writer.size)   # a record that big goes on the socket
 
 
-def test_an_engine_on_a_tiny_ring_generates_what_it_does_on_the_default_one(monkeypatch):
+def test_an_engine_on_a_tiny_ring_generates_what_it_does_on_the_default_one(tiny_engines, monkeypatch):
     """2 KB of ring: decode batches (40-90 bytes) wrap it every few dozen; the mask-upload
-    bug's inline masks (0.7-2 KB) go on the socket, between batches in the ring."""
+    bug's inline masks (0.7-2 KB) go on the socket, between batches in the ring. The reference
+    is the session's pipelined engine (conftest) on the default ring, with the same bug."""
     point = ResponseFormat(kind="point", max_count=3)
     reqs = [Req(i % 3, [1 + i, 2, 3] * 4, SamplingParams(temperature=0.0, max_tokens=40, ignore_eos=True),
                 response_format=point if i % 2 else None) for i in range(8)]
-    reference = tiny_engine(2, mask_upload="sync")
-    try:
+    with mask_upload_sync(tiny_engines[2]) as reference:
         expected = drive(reference, reqs).tokens
-    finally:
-        reference.close()
     monkeypatch.setattr(ring, "RING_BYTES", 2048)
     eng = tiny_engine(2, mask_upload="sync")
     on_socket = []
@@ -83,26 +81,32 @@ def test_an_engine_on_a_tiny_ring_generates_what_it_does_on_the_default_one(monk
         eng.close()
 
 
-def test_a_launch_on_a_closed_device_is_a_device_error():
-    eng = tiny_engine(2)
-    device = eng.device
-    eng.close()
-    with pytest.raises(DeviceError, match="closed"):
-        device.read_token_sync(0, step=0)
-
-
-def test_closing_a_device_closes_only_its_own_file_descriptors():
-    # The host hands the doorbell's read end to the worker and closes its copy at start-up; the
-    # number is free from then on, and the lowest free number is the next file's.
+@pytest.fixture(scope="module")
+def closed():
+    """(the device, files opened before it closed) of one engine closed right after start-up:
+    what both tests below read. The host hands the doorbell's read end to the worker and
+    closes its copy at start-up; the number is free from then on, and the lowest free number
+    is the next file's."""
     eng = tiny_engine(2)
     files = [open(os.devnull) for _ in range(64)]
     try:
         eng.close()
-        for f in files:
-            os.fstat(f.fileno())       # EBADF had the close closed one of them again
+        yield eng.device, files
     finally:
         for f in files:
             f.close()
+
+
+def test_a_launch_on_a_closed_device_is_a_device_error(closed):
+    device, _ = closed
+    with pytest.raises(DeviceError, match="closed"):
+        device.read_token_sync(0, step=0)
+
+
+def test_closing_a_device_closes_only_its_own_file_descriptors(closed):
+    _, files = closed
+    for f in files:
+        os.fstat(f.fileno())       # EBADF had the close closed one of them again
 
 
 _ORPHAN = """

@@ -10,13 +10,13 @@ import pytest
 from photon_trace.engine.device import DeviceError
 from photon_trace.engine.params import SamplingParams
 from helpers.engine_helpers import Req, drive, tiny_engine
+from helpers.inprocess_device import in_process_engine
 
 
-@pytest.fixture(scope="module")
-def engine():
-    eng = tiny_engine(2)
-    yield eng
-    eng.close()
+@pytest.fixture
+def engine(tiny_engines):
+    """The session's pipelined tiny engine (conftest)."""
+    return tiny_engines[2]
 
 
 def test_bad_requests_are_rejected_and_the_engine_keeps_serving(engine):
@@ -36,8 +36,10 @@ def test_bad_requests_are_rejected_and_the_engine_keeps_serving(engine):
 
 
 def test_requests_wait_for_pages_instead_of_failing():
-    # 2048-token pool of 8-token pages; each request reserves 24 + 100 tokens → at most ~16 at once
-    eng = tiny_engine(2, kv_tokens=256)
+    """Pages are the scheduler's: this engine, its pool too small for six requests at once,
+    runs on the in-process device."""
+    # a 256-token pool of 8-token pages; each request reserves 24 + 100 tokens → two at once
+    eng = in_process_engine(2, kv_tokens=256)
     try:
         reqs = [Req(0, [i % 250 + 1] * 24, SamplingParams(max_tokens=100, ignore_eos=True)) for i in range(6)]
         run = drive(eng, reqs)

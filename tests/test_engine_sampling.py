@@ -9,18 +9,16 @@ from photon_trace.engine.model.batch import make_forward_batch
 from photon_trace.engine.model.kv_pool import KVPool
 from photon_trace.engine.model.loader import load_model
 from photon_trace.engine.params import SamplingParams
-from helpers.engine_helpers import tiny_engine
+from helpers.inprocess_device import in_process_engine
 from helpers.reference_generate import generate as reference_generate
 
 PROMPTS = [[5, 9, 200, 31, 7], [100, 101, 102], [42] * 11]
 
 
-@pytest.fixture(scope="module")
-def engines():
-    blocking, pipelined = tiny_engine(1, seed=0), tiny_engine(2, seed=0)
-    yield blocking, pipelined
-    blocking.close()
-    pipelined.close()
+@pytest.fixture
+def engines(tiny_engines):
+    """The session's real tiny engines (conftest, seed 0), blocking and pipelined."""
+    return tiny_engines[1], tiny_engines[2]
 
 
 @pytest.fixture(scope="module")
@@ -94,25 +92,29 @@ def test_nothing_a_request_carries_can_hurt_the_device(engines):
 
 
 def test_unseeded_runs_differ_and_a_recorded_seed_replays_them():
-    """Without a seed the engine draws its own from the OS and records it; given back, the run repeats."""
+    """Without a seed the engine draws its own from the OS and records it; given back, the run repeats.
+
+    Seeds are the host's: three fresh engines on the in-process device (``helpers/inprocess_device.py``,
+    the worker's sampling ops; ``test_pipeline_equivalence`` holds it to the worker's tokens)."""
     from photon_trace.telemetry.recording.recorder import RecordingTracer
 
     p = SamplingParams(temperature=1.0, max_tokens=12, ignore_eos=True)
     runs = []
     for seed in (None, None):
         tracer = RecordingTracer(keep=True)
-        with tiny_engine(2, seed=seed, tracer=tracer) as engine:
+        with in_process_engine(2, seed=seed, tracer=tracer) as engine:
             runs.append((engine.config.seed, [o.token_ids for o in engine.generate(PROMPTS, p)]))
         header = tracer.snapshot().header
         assert header["seed"] == header["settings"]["seed"] == engine.config.seed is not None
     (seed_a, tokens_a), (seed_b, tokens_b) = runs
     assert seed_a != seed_b and tokens_a != tokens_b
-    with tiny_engine(1, seed=seed_a) as engine:
+    with in_process_engine(1, seed=seed_a) as engine:
         assert [o.token_ids for o in engine.generate(PROMPTS, p)] == tokens_a
 
 
 def test_the_context_limit_is_in_tokens_not_pages():
-    """Page size 16, a 40-token context: 48 tokens fit in its 3 pages, but not in the context."""
+    """Page size 16, a 40-token context: 48 tokens fit in its 3 pages, but not in the context.
+    The limit is the scheduler's: the engine runs on the in-process device."""
     from photon_trace.engine.pages import PageAllocator
     from photon_trace.engine.scheduler import Scheduler
 
@@ -120,18 +122,19 @@ def test_the_context_limit_is_in_tokens_not_pages():
     with pytest.raises(ValueError, match=r"prompt \(30 tokens\) \+ max_tokens \(18\) exceeds the context of 40"):
         sched.check_fits(30, 18)
     sched.check_fits(30, 10)
-    with tiny_engine(2, max_context=40, page_size=16) as engine:
+    with in_process_engine(2, max_context=40, page_size=16) as engine:
         with pytest.raises(ValueError, match="context of 40 tokens"):
             engine.add_request([1] * 30, SamplingParams(max_tokens=18))
         out = engine.generate([[1] * 30], SamplingParams(max_tokens=10, ignore_eos=True))[0]
         assert len(out.token_ids) == 10
 
 
-def test_logprobs_and_penalties_add_no_host_wait():
+def test_logprobs_and_penalties_add_no_host_wait(engines):
     """Traced at both depths, with constrained rows among them: the only host wait per step is
     the commit's expected one; logprobs travel in the copy-back that carries the tokens."""
     from photon_trace.engine.constraints import ResponseFormat
     from photon_trace.telemetry.recording.recorder import RecordingTracer
+    from photon_trace.traced_run import attached
     from helpers.engine_helpers import Req, drive, logprob_gap
 
     reqs = [Req(i, [(7 * i + j) % 200 + 1 for j in range(5 + 3 * i)],
@@ -140,10 +143,11 @@ def test_logprobs_and_penalties_add_no_host_wait():
                                frequency_penalty=0.3 * (i % 2)),
                 response_format=ResponseFormat("point", max_count=2) if i == 3 else None) for i in range(6)]
     outputs = []
-    for depth in (1, 2):
+    for engine in engines:      # blocking, then pipelined
         tracer = RecordingTracer(keep=True, flush_interval_s=0.05)
-        with tiny_engine(depth, tracer=tracer, seed=0) as engine:
+        with attached(engine, tracer):
             run = drive(engine, reqs)
+        tracer.close()
         trace = tracer.snapshot()
         assert trace.waits and all(w.expected for w in trace.waits), [w for w in trace.waits if not w.expected]
         assert len(trace.waits) == run.steps

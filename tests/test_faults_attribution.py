@@ -2,6 +2,7 @@
 attributed to its cause and its phase or call site, and costed against an independent
 measure. The families and how they are injected: ``helpers/fault_families.py``;
 ``benchmarks/bench_attribution.py`` prints the same comparison with each fault removed.
+The runs are the session's, shared with ``test_faults_engine.py``: ``helpers/fault_runs.py``.
 
 Every delay is sized from the clean run's measured step period. The machine is shared,
 so a run now and then stalls for many periods at once (the device process or the host
@@ -14,41 +15,23 @@ from statistics import median
 
 import pytest
 
-from helpers.fault_families import BASELINES, BY_NAME, ENGINES
+from helpers.fault_families import BASELINES, BY_NAME
 from helpers.fault_helpers import Runs, host_made, per_step, top_host_cause
 from photon_trace.telemetry.analysis import Cause
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, run_check
-from photon_trace.workload import Workload, engine_settings, prepare
-
-PLAIN = Workload(streams=16, tokens=40, seed=5)
-CONSTRAINED = Workload(streams=16, tokens=40, seed=5, constrained="point", constrained_share=1.0)
-ORDER = ("read_in_plan", "read_in_stage", "wait_in_plan", "plan_delay", "sync_in_slow_plan", "stage_delay",
-         "commit_work", "gc_pause", "stall_outside", "slow_finalize", "blocking_plan_delay")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> Runs:
-    from photon_trace.engine.engine import Engine
+def runs(fault_runs) -> Runs:
+    """The session's traced runs (``helpers/fault_runs.py``): each family of ``ATTRIBUTED``
+    once, beside the clean run of its engine, shared with ``test_faults_engine.py``."""
+    return fault_runs
 
-    res = Runs(tmp_path_factory.mktemp("families"))
-    res.faults = {}
-    engines, prepared, period = {}, {}, {}
-    try:
-        for name in BASELINES:
-            spec = dict(ENGINES[name])
-            wl = CONSTRAINED if spec.pop("constrained") else PLAIN
-            engines[name] = Engine(model="tiny", backend="cpu", **engine_settings(PLAIN), **spec)
-            prepared[name] = prepare(engines[name], wl)
-            period[name] = res.run(BASELINES[name], engines[name], prepared[name]).mean_period_ms / 1e3
-        for name in ORDER:
-            fam = BY_NAME[name]
-            fault = fam.inject(engines[fam.engine], period[fam.engine])
-            res.faults[name] = fault
-            res.run(name, engines[fam.engine], prepared[fam.engine], fault)
-    finally:
-        for eng in engines.values():
-            eng.close()
-    return res
+
+def baseline(runs, fam):
+    """The report of the fault's baseline: the first clean run of its engine (the one its
+    delays were sized from), or the run it adds a fault to."""
+    return runs.reports(fam.baseline)[0]
 
 
 def charged(report, fam) -> float:
@@ -63,7 +46,7 @@ def delay_ran_ns(fault) -> float:
 
 def injected(runs, fam) -> float:
     """Host-made idle per step the fault added: its run's median less its baseline's."""
-    (faulty,), (base,) = runs.reports(fam.name), runs.reports(fam.baseline)
+    (faulty,), base = runs.reports(fam.name), baseline(runs, fam)
     return median(per_step(faulty, host_made)) - median(per_step(base, host_made))
 
 
@@ -74,7 +57,7 @@ def test_every_step_fault_is_named_and_costs_what_it_added(runs, name):
     (rep,) = runs.reports(name)
     assert top_host_cause(rep) == (fam.cause, fam.detail), rep.diagnosis[:4]
     added = injected(runs, fam)
-    (base,) = runs.reports(fam.baseline)
+    base = baseline(runs, fam)
     # a delay adds most of itself (sized in periods); a sync, the host work it stops hiding
     floor = 0.5 * base.bookkeeping_ms if fam.cause == Cause.ACCIDENTAL_SYNC else 0.3 * base.mean_period_ms
     assert added > floor * 1e6, (added, floor)
@@ -167,6 +150,6 @@ def test_blocking_names_the_slow_phase_not_the_commit_wait(runs):
 
 def test_clean_runs_have_no_accidental_syncs(runs):
     for name in BASELINES.values():
-        ((trace, rep, _),) = runs[name]
-        assert trace.waits and all(w.expected for w in trace.waits), name
-        assert rep.syncs == [] and not any(b.cause == Cause.ACCIDENTAL_SYNC for b in rep.bubbles)
+        for trace, rep, _ in runs[name]:     # every repeat of the engine module's clean twins too
+            assert trace.waits and all(w.expected for w in trace.waits), name
+            assert rep.syncs == [] and not any(b.cause == Cause.ACCIDENTAL_SYNC for b in rep.bubbles)

@@ -3,7 +3,8 @@ attributed to its cause and call site, and costed; and the CI gate on their trac
 
 (a) ``mask_upload="sync"`` with constrained rows, (b) a host read of a device value
 inside commit, (c) a host delay inside plan; (d), a copy from pageable memory, is
-CUDA-only (``test_cuda_sync_detection.py``). How cost is read: ``fault_helpers``.
+CUDA-only (``test_cuda_sync_detection.py``). How cost is read: ``fault_helpers``; the
+runs, shared with ``test_faults_attribution.py``: ``helpers/fault_runs.py``.
 
 This machine's CPU is shared: the device process is sometimes descheduled, which
 shows as ``dispatch`` idle in clean and faulty runs alike. The gate
@@ -18,49 +19,19 @@ import sys
 
 import pytest
 
-from helpers.fault_helpers import ROOT, Runs, Sleep, cost, delay_before, patched, read_in_commit, top_host_cause
+from helpers.fault_helpers import ROOT, Runs, cost, top_host_cause
 from helpers.code_sites import ITEM_SITE as READ_SITE, MASK_SYNC_SITE
 from photon_trace.telemetry.analysis import Cause
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check
-from photon_trace.workload import Workload, engine_settings, prepare, warm_up
 
 GATE_IDLE = 0.5          # loose: see the module docstring
-REPEATS = 2              # each fault and its clean twin run back to back, this many times: load drifts
-PLAIN = Workload(streams=16, tokens=64, seed=3)
-CONSTRAINED = Workload(streams=16, tokens=64, seed=3, constrained="point", constrained_share=1.0)
-SIZING = engine_settings(PLAIN)
-
-
-def _engine(**overrides):
-    from photon_trace.engine.engine import Engine
-
-    return Engine(**{"model": "tiny", "backend": "cpu", "depth": 2, **SIZING, **overrides})
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> Runs:
-    """Every traced run the tests look at, faults and clean twins interleaved."""
-    res = Runs(tmp_path_factory.mktemp("faults"))
-    eng, eng_sync = _engine(), _engine(mask_upload="sync")
-    try:
-        plain = prepare(eng, PLAIN)
-        constrained = prepare(eng, CONSTRAINED)
-        warm_up(eng_sync, constrained)    # the measured schedule, once untraced
-        sleep = None
-        for _ in range(REPEATS):
-            clean = res.run("clean", eng, plain)
-            res.run("read_in_commit", eng, plain, read_in_commit(eng))
-            # The delay must exceed the device's work per step or the pipeline hides it:
-            # 3 ms, or more when this shared machine makes the device slow.
-            sleep = sleep or Sleep(max(0.005, 6 * clean.mean_period_ms / 1e3))  # idle ~5/6: clear of the 0.5 gate under load
-            res.run("plan_delay", eng, plain, patched(eng.scheduler, "plan", delay_before(sleep)))
-            res.run("clean_constrained", eng, constrained)
-            res.run("mask_sync", eng_sync, constrained)
-        res.sleep = sleep
-    finally:
-        eng.close()
-        eng_sync.close()
-    return res
+def runs(fault_runs) -> Runs:
+    """The session's traced runs (``helpers/fault_runs.py``), shared with
+    ``test_faults_attribution.py``: every fault here and its clean twin back to back, twice."""
+    return fault_runs
 
 
 def test_a_clean_pipelined_run_has_no_accidental_syncs(runs):
@@ -74,7 +45,7 @@ def test_a_clean_pipelined_run_has_no_accidental_syncs(runs):
 @pytest.mark.parametrize("fault, clean, cause, detail", [
     ("mask_sync", "clean_constrained", Cause.ACCIDENTAL_SYNC, MASK_SYNC_SITE),      # (a)
     ("read_in_commit", "clean", Cause.ACCIDENTAL_SYNC, READ_SITE),                  # (b)
-    ("plan_delay", "clean", Cause.HOST_BOUND, "plan"),                              # (c)
+    ("long_plan_delay", "clean", Cause.HOST_BOUND, "plan"),                         # (c)
 ], ids=["a-mask-upload-sync", "b-host-read-in-commit", "c-host-delay-in-plan"])
 def test_fault_is_detected_attributed_and_costed(runs, fault, clean, cause, detail):
     for rep in runs.reports(fault):
@@ -103,7 +74,7 @@ def test_each_sync_names_its_call_site_once_per_step(runs, fault, site, reason):
 
 
 def test_the_plan_delay_is_in_the_plan_spans(runs):
-    trace, rep, _ = runs["plan_delay"][0]
+    trace, rep, _ = runs["long_plan_delay"][0]
     sleep = runs.sleep
     plans = sorted(h.t1 - h.t0 for h in trace.host_spans if h.phase == "plan")
     slept = sorted(sleep.took)[len(sleep.took) // 2] * 1e9
@@ -116,12 +87,12 @@ def test_check_passes_the_clean_runs_and_fails_every_fault(runs):
         result = run_check(runs[name][0][0], max_idle_fraction=GATE_IDLE)
         assert result.exit_code == EXIT_PASS, result.summary()
     for name, gate in [("mask_sync", "accidental_syncs"), ("read_in_commit", "accidental_syncs"),
-                       ("plan_delay", "idle_fraction")]:
+                       ("long_plan_delay", "idle_fraction")]:
         result = run_check(runs[name][0][0], max_idle_fraction=GATE_IDLE)
         assert result.exit_code == EXIT_FAIL, name
         assert gate in {g.name for g in result.failures}, (name, result.summary())
     # against the clean run as baseline, the delay is also a period regression
-    result = run_check(runs["plan_delay"][0][0], runs["clean"][0][0], max_idle_fraction=GATE_IDLE)
+    result = run_check(runs["long_plan_delay"][0][0], runs["clean"][0][0], max_idle_fraction=GATE_IDLE)
     assert {"idle_regression", "period_regression"} <= {g.name for g in result.failures}
 
 

@@ -7,7 +7,8 @@ into one tarball beside a plain summary, its stages' time boxes add up to at mos
 Python stacks (SIGABRT with faulthandler) before it is killed, it takes ``python3``
 (where the GPU machine's torch is), and the commit comes in by environment variable.
 The dry run (``--backend cpu``: tiny preset, host-process device) runs every stage
-here and must bring back the tarball and summary within those limits.
+here and must bring back the tarball and summary within those limits, without the
+modules the GPU machine lacks (``helpers/blocked_modules.py``).
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from helpers.blocked_modules import blocked_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
@@ -58,8 +61,15 @@ def test_a_stage_killed_by_its_time_box_leaves_its_python_stacks():
 
 @pytest.mark.slow
 def test_the_dry_run_brings_back_a_tarball_and_a_summary_within_the_limits(tmp_path):
+    """Run as on the GPU machine, without xgrammar, Dash, OpenTelemetry, nvtx or tqdm, which
+    makes it also the check that everything the script runs works without them: it holds
+    what ``test_gpu_path_imports.py`` checked in test_the_gpu_test_modules_collect (the GPU
+    test modules collect: the pytest stage, its log free of errors) and in
+    test_bench_check_and_the_clock_check_run (the bench, the gate and the clock check run:
+    their stages' exits, no traceback in the gate's log, the clock check skipped on the CPU)."""
+    (tmp_path / "blocked").mkdir()
     scratch, back = tmp_path / "scratch", tmp_path / "returned"
-    env = {**os.environ, "PYTHON": sys.executable, "PHOTON_TRACE_COMMIT": "c0ffee-test-commit"}
+    env = {**blocked_env(tmp_path / "blocked"), "PYTHON": sys.executable, "PHOTON_TRACE_COMMIT": "c0ffee-test-commit"}
     t0 = time.monotonic()
     proc = subprocess.run(["bash", str(SCRIPT), "--backend", "cpu", str(scratch), str(back)], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=_boxes()["BUDGET"] + 60)
@@ -80,6 +90,12 @@ def test_the_dry_run_brings_back_a_tarball_and_a_summary_within_the_limits(tmp_p
     with tarfile.open(back / "gpu_check.tgz") as tar:
         names = set(tar.getnames())
         bench_summary = tar.extractfile("gpu_check/bench/bench_summary.json").read().decode()
+        logs = {n: tar.extractfile(f"gpu_check/{n}").read().decode() for n in ("pytest-gpu.log", "check.log", "clock.log")}
+    gpu_files = next(ln for ln in summary.splitlines() if "pytest -m gpu on:" in ln).split()
+    assert "tests/test_gpu_engine.py" in gpu_files and "tests/test_cuda_sync_detection.py" in gpu_files
+    assert "error" not in logs["pytest-gpu.log"].lower(), logs["pytest-gpu.log"][-3000:]
+    assert "Traceback" not in logs["check.log"], logs["check.log"][-3000:]
+    assert "clock check skipped" in logs["clock.log"], logs["clock.log"][-3000:]
     for needed in ("environment.txt", "pytest-gpu.log", "pytest-gpu.xml", "bench.log", "bench/bench_summary.json",
                    "bench/bench-tiny-async-s8-pipelined-r1.trace.jsonl", "check.md", "check.xml", "check.log",
                    "clock.log", "clock/clock_check.json", "clock/clock.trace.jsonl", "profiler.log", "summary.txt"):

@@ -22,7 +22,7 @@ TRAINING = DATA / "trace_filter_sampled_rank-0.json.gz"
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing")]
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 FIGURE = """() => {
   const gd = document.querySelector('#timeline .js-plotly-plot');
@@ -51,13 +51,10 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def page():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"], headless=True)
-        ctx = b.new_context(viewport={"width": 1500, "height": 900}, device_scale_factor=1)
-        yield ctx.new_page()
-        ctx.close()
-        b.close()
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1500, "height": 900}, device_scale_factor=1)
+    yield ctx.new_page()
+    ctx.close()
 
 
 def drawn(page) -> dict:

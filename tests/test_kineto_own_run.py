@@ -7,23 +7,21 @@ import argparse
 import json
 
 from photon_trace.cli.bench import add_bench_parser
-from photon_trace.engine.engine import Engine
-from photon_trace.telemetry.recording.profiler_ranges import STEP_ANNOTATION
 from photon_trace.telemetry.trace.importers.crosscheck import check_against_profiler
 from photon_trace.telemetry.trace.importers.kineto import import_kineto
+from photon_trace.telemetry.recording.profiler_ranges import STEP_ANNOTATION
 from photon_trace.traced_run import trace_run
 from photon_trace.workload import Workload, engine_settings, prepare
 
 
-def test_the_profilers_trace_of_our_run_has_our_steps(tmp_path):
+def test_the_profilers_trace_of_our_run_has_our_steps(tiny_engines, tmp_path):
+    """A run on the session's pipelined tiny engine (conftest: its sizes hold this workload)."""
     wl = Workload(streams=2, tokens=12)
-    engine = Engine(depth=2, model="tiny", backend="cpu", **engine_settings(wl))
-    try:
-        prepared = prepare(engine, wl)
-        ours, _ = trace_run(engine, prepared, tmp_path / "run.trace.jsonl",
-                            torch_profiler=tmp_path / "run.pt.trace.json.gz")
-    finally:
-        engine.close()
+    engine = tiny_engines[2]
+    assert engine.config.max_context >= engine_settings(wl)["max_context"]
+    prepared = prepare(engine, wl)
+    ours, _ = trace_run(engine, prepared, tmp_path / "run.trace.jsonl",
+                        torch_profiler=tmp_path / "run.pt.trace.json.gz")
     theirs = import_kineto(tmp_path / "run.pt.trace.json.gz", step_annotation=STEP_ANNOTATION)
     launched = {h.step for h in ours.host_spans if h.phase == "launch"}
     assert launched and {s.step for s in theirs.steps if s.step >= 0} == launched

@@ -12,19 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from helpers.browser import READ_FIGURE, hover_points, markers
+from helpers.browser import CHROMIUM, READ_FIGURE, hover_points, markers
 from photon_trace.dashboard.panels.figures import fmt_duration
 from photon_trace.telemetry.analysis import analyze, expert_rules
 from photon_trace.telemetry.trace.importers import load_any
 
-CHROMIUM = "/usr/bin/chromium"
+
 DATA = Path(__file__).parent / "data" / "nsys"
 SAXPY = DATA / "pipit_saxpy0.sqlite.gz"
 FUSER = DATA / "fuser_report1.sqlite.gz"
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing")]
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +42,11 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def page():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"], headless=True)
-        ctx = b.new_context(viewport={"width": 1500, "height": 900}, device_scale_factor=1)
-        yield ctx.new_page()
-        ctx.close()
-        b.close()
+def page(browser):
+    """A page in its own context on the session's Chromium (conftest)."""
+    ctx = browser.new_context(viewport={"width": 1500, "height": 900}, device_scale_factor=1)
+    yield ctx.new_page()
+    ctx.close()
 
 
 def drawn(page) -> dict:

@@ -173,6 +173,7 @@ def test_disconnect_of_a_non_streamed_request_aborts_it(server, client):
 def test_many_streams_some_abandoned(server, client):
     """Streams that finish and streams dropped after a few chunks, at once: all pages come back."""
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     async def one(c: httpx.AsyncClient, i: int) -> str | None:
         body = {"prompt": f"req {i} " * (1 + i % 5), "max_tokens": 16 + 8 * (i % 6), "seed": i,
@@ -190,7 +191,9 @@ def test_many_streams_some_abandoned(server, client):
         async with httpx.AsyncClient(base_url=server.url, timeout=60) as c:
             return await asyncio.gather(*(one(c, i) for i in range(24)))
 
-    results = asyncio.run(main())
+    # its own thread: the session's browser (conftest) may hold this one's loop as running
+    with ThreadPoolExecutor(1) as pool:
+        results = pool.submit(asyncio.run, main()).result()
     assert all(r == "[DONE]" for i, r in enumerate(results) if i % 4), results
     wait_idle(client)
     engine_of(server).check_invariants()

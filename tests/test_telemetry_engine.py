@@ -5,16 +5,18 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections import defaultdict
+from contextlib import nullcontext
 
 import pytest
 
-from helpers.engine_helpers import Req, drive, tiny_engine
+from helpers.engine_helpers import Req, drive, mask_upload_sync, settle
 from photon_trace.engine.constraints import ResponseFormat
 from photon_trace.engine.params import SamplingParams
 from photon_trace.telemetry.recording.file_writer import TraceFileWriter
 from photon_trace.telemetry.recording.recorder import RecordingTracer
 from photon_trace.telemetry.trace.file import load_trace
 from photon_trace.telemetry.tracer import TraceLevel
+from photon_trace.traced_run import attached
 from helpers.trace_checks import trace_problems
 
 FORMATS = [None, ResponseFormat("point", max_count=2), None, ResponseFormat("json_object"), None,
@@ -33,17 +35,21 @@ def mixed_workload() -> list[Req]:
 
 
 @pytest.fixture(scope="module", params=[(2, "async"), (1, "sync")], ids=["pipelined", "blocking-syncmask"])
-def traced(request, tmp_path_factory):
+def traced(request, tmp_path_factory, shared_tiny_engines):
+    """One traced run of the mixed workload on the session's engine of that depth (conftest),
+    the tracer attached for the run."""
     depth, mask_upload = request.param
     path = tmp_path_factory.mktemp("engine") / "run.trace.jsonl"
     tracer = RecordingTracer(TraceLevel.FULL, sinks=[TraceFileWriter(path)], keep=True, flush_interval_s=0.05)
-    with warnings.catch_warnings():
+    engine = shared_tiny_engines[depth]
+    with warnings.catch_warnings(), (mask_upload_sync(engine) if mask_upload == "sync" else nullcontext()):
         warnings.simplefilter("ignore", UserWarning)
-        engine = tiny_engine(depth, tracer=tracer, mask_upload=mask_upload)
-        tracer.describe(settings=dataclasses.asdict(engine.config), model=engine.config.model,
-                        backend=engine.device.backend, device={"name": engine.device.device_name})
-        run = drive(engine, mixed_workload())
-        engine.close()      # closes the tracer: final flush, file end line
+        with attached(engine, tracer):
+            tracer.describe(settings=dataclasses.asdict(engine.config), model=engine.config.model,
+                            backend=engine.device.backend, device={"name": engine.device.device_name})
+            run = drive(engine, mixed_workload())
+        tracer.close()      # final flush, file end line
+    assert settle(engine) is None
     return depth, mask_upload, run, tracer.snapshot(), path
 
 

@@ -35,15 +35,11 @@ def test_drafts_are_deterministic_and_mix_the_stop_conditions():
     assert fmt == {"point"}
 
 
-@pytest.fixture(scope="module")
-def engines():
-    from photon_trace.engine.engine import Engine
-
-    sizing = engine_settings(WL)
-    made = {d: Engine(model="tiny", backend="cpu", depth=d, **sizing) for d in (1, 2)}
-    yield made
-    for e in made.values():
-        e.close()
+@pytest.fixture
+def engines(tiny_engines):
+    """The session's tiny engines (conftest): their sizes (``TINY``) hold ``WL`` too."""
+    assert all(e.config.max_context >= engine_settings(WL)["max_context"] for e in tiny_engines.values())
+    return tiny_engines
 
 
 def test_stop_tokens_end_requests_at_their_drawn_length_in_both_modes(engines):

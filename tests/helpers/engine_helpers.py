@@ -1,7 +1,10 @@
 """Shared helpers for engine tests: small engines on the tiny preset, a workload driver."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 
 from photon_trace.engine.engine import Engine
 from photon_trace.engine.params import SamplingParams
@@ -12,6 +15,49 @@ TINY = dict(model="tiny", backend="cpu", max_rows=16, max_step_tokens=64, max_se
 
 def tiny_engine(depth: int, **overrides) -> Engine:
     return Engine(**{**TINY, "depth": depth, **overrides})
+
+
+@contextmanager
+def unpinned() -> Iterator[None]:
+    """Engines made in the block leave CPU affinity alone (``PHOTON_TRACE_NO_PIN``). A pinned
+    engine narrows the thread that made it to the other cores until it closes: one kept for
+    the session would leave every later test, and every process it starts, on one core."""
+    before = os.environ.get("PHOTON_TRACE_NO_PIN")
+    os.environ["PHOTON_TRACE_NO_PIN"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PHOTON_TRACE_NO_PIN"]
+        else:
+            os.environ["PHOTON_TRACE_NO_PIN"] = before
+
+
+@contextmanager
+def mask_upload_sync(engine: Engine) -> Iterator[Engine]:
+    """``engine`` with the mask-upload bug (``mask_upload="sync"``) for the block: the engine
+    reads the setting at each finalize, so it is then the engine built with it."""
+    config = engine.config
+    engine.config = replace(config, mask_upload="sync")
+    try:
+        yield engine
+    finally:
+        engine.config = config
+
+
+def settle(engine: Engine) -> str | None:
+    """Make ``engine`` fit for the next test that shares it: commit what is in flight (a
+    pipelined engine keeps a step in flight after its last request finished: that step's
+    zombie rows) and run anything left to its end. Returns what is wrong with it, None when
+    nothing is: it must be alive, and once idle have every page, row and slot free."""
+    if engine._failed or engine._closed:
+        return "its device failed or it was closed"
+    try:
+        engine.run_until_idle()
+        engine.check_invariants()
+    except Exception as e:     # noqa: BLE001 (whatever it is, the engine is not fit to share)
+        return f"{type(e).__name__}: {e}"
+    return None
 
 
 @dataclass
