@@ -140,12 +140,13 @@ class ServerState:
             self.loop.engine.compile_format(fmt)
 
     async def run(self, prompt: list[int], params, fmt: ResponseFormat | None, *, deltas: bool,
-                  span: dict | None = None) -> RequestStream:
-        """Validate ``fmt``, hand the request to the engine thread; the stream its updates arrive on."""
+                  span: dict | None = None, format_param: str = "response_format") -> RequestStream:
+        """Validate ``fmt`` (a 400 names ``format_param``, the field that asked for it), hand the
+        request to the engine thread; the stream its updates arrive on."""
         try:
             await asyncio.to_thread(self.precompile, fmt)
         except ConstraintError as e:
-            raise bad_request(str(e), "response_format", "invalid_response_format") from None
+            raise bad_request(str(e), format_param, "invalid_response_format") from None
         stream = RequestStream(deltas=deltas)
         fut = self.loop.submit(prompt, params, fmt, stream, span)
         try:
@@ -154,7 +155,7 @@ class ServerState:
             fut.add_done_callback(functools.partial(self._abort_if_added, stream))
             raise
         except ConstraintError as e:
-            raise bad_request(str(e), "response_format", "invalid_response_format") from None
+            raise bad_request(str(e), format_param, "invalid_response_format") from None
         except ValueError as e:
             code = validate.CONTEXT_EXCEEDED if "context" in str(e) else None
             raise bad_request(str(e), code=code) from None
