@@ -16,6 +16,7 @@ from photon_trace.engine.constraints import ConstraintError, ResponseFormat
 from photon_trace.engine.model.chat_template import ChatTemplateError, chat_prompt_ids
 from photon_trace.engine.params import SamplingParams
 
+from photon_trace.server.body import check_tree, parse_json
 from photon_trace.server.errors import APIError, bad_request
 from photon_trace.server.protocol import ChatMessage
 
@@ -219,20 +220,23 @@ def output_format(body: Any) -> tuple[ResponseFormat | None, str]:
     (a list of strings) and ``guided_grammar`` (EBNF). A request may set one of them (a 400
     naming the second)."""
     given = [name for name in GUIDED if getattr(body, name) is not None]
-    if response_format(body.response_format) is not None:
+    fmt = response_format(body.response_format)
+    if fmt is not None:
         given.insert(0, "response_format")
     if len(given) > 1:
         raise bad_request(f"set one output format, not {' and '.join(given)}", given[1])
     if not given or given[0] == "response_format":
-        return response_format(body.response_format), "response_format"
+        return fmt, "response_format"
     name = given[0]
     value = getattr(body, name)
     if name == "guided_json":
-        if isinstance(value, str):
+        if isinstance(value, str):   # JSON text: the same checks as a body's (no NaN, depth, surrogates)
             try:
-                value = json.loads(value)
-            except ValueError as e:
-                raise bad_request(f"guided_json is not JSON: {e}", name) from None
+                value = parse_json(value.encode("utf-8", "surrogatepass"))
+                check_tree(value)
+            except APIError as e:
+                text = e.message.replace("the request body", "its text").replace("the body", "its text")
+                raise bad_request(f"guided_json: {text}", name) from None
         spec = {"type": "json_schema", "json_schema": {"schema": value}}
     elif name == "guided_regex":
         spec = {"type": "regex", "regex": value}
