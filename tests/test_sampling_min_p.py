@@ -133,3 +133,16 @@ def test_min_p_one_is_greedy_at_any_temperature(engines):
         got = engine.generate(PROMPTS, SamplingParams(temperature=2.0, min_p=1.0, seed=7, max_tokens=16,
                                                       ignore_eos=True))
         assert [o.token_ids for o in got] == expect, f"depth {engine.config.depth}"
+
+
+def test_generation_config_min_p_is_a_default(tmp_path):
+    """As in vLLM, a checkpoint's generation_config.json min_p applies to requests that leave it unset."""
+    import json
+
+    from photon_trace.engine.model.checkpoint import generation_defaults
+
+    (tmp_path / "generation_config.json").write_text(json.dumps({"temperature": 0.7, "min_p": 0.05}))
+    defaults = generation_defaults(tmp_path)
+    assert defaults == {"temperature": 0.7, "min_p": 0.05}
+    assert SamplingParams.with_defaults(defaults, min_p=None).min_p == 0.05
+    assert SamplingParams.with_defaults(defaults, min_p=0.2).min_p == 0.2
