@@ -36,6 +36,21 @@ def test_cuda_pipelined_equals_blocking_and_graphs_replay():
     assert outs[1] == outs[2]
 
 
+def test_cuda_min_p_draws_the_same_tokens_at_both_depths_and_min_p_one_is_greedy():
+    """min-p on the CUDA path (graphed decode, the compute stream) beside top-k and top-p."""
+    rows = [dict(temperature=1.5, min_p=0.3), dict(temperature=1.0, min_p=0.1, top_p=0.9),
+            dict(temperature=1.2, min_p=0.2, top_k=20), dict(temperature=2.0, min_p=1.0), dict()]
+    outs = {}
+    for depth in (1, 2):
+        with Engine(**CFG, depth=depth) as eng:
+            params = [SamplingParams(max_tokens=20, ignore_eos=True, seed=i, **kw) for i, kw in enumerate(rows)]
+            outs[depth] = [o.token_ids for o in eng.generate(_prompts(len(rows)), params)]
+            greedy = eng.generate(_prompts(len(rows))[3:4], SamplingParams(max_tokens=20, ignore_eos=True))
+            assert outs[depth][3] == greedy[0].token_ids      # min_p 1 keeps only the likeliest token
+            eng.check_invariants()
+    assert outs[1] == outs[2]
+
+
 def test_no_device_allocation_and_no_sync_in_steady_state_decode():
     with Engine(**CFG, depth=2) as eng:
         _warm(eng, 8)

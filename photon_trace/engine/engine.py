@@ -106,7 +106,7 @@ class Engine:
 
     def default_params(self, **given) -> SamplingParams:
         """SamplingParams from ``given``; a field given as None (or not given) takes the model's
-        generation_config.json value when it has one (temperature, top_p, top_k), else its default."""
+        generation_config.json value when it has one (temperature, top_p, top_k, min_p), else its default."""
         return SamplingParams.with_defaults(self.sampling_defaults, **given)
 
     def compile_format(self, response_format) -> None:

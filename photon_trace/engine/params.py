@@ -26,6 +26,7 @@ class SamplingParams:
     temperature: float = 0.0          # 0 (or below MIN_TEMPERATURE) is greedy
     top_k: int = 0                    # 0 keeps every token; larger than the vocabulary keeps every token
     top_p: float = 1.0                # nucleus mass; 1 keeps every token
+    min_p: float = 0.0                # keep tokens at least min_p times as likely as the likeliest; 0 keeps all
     seed: int | None = None           # same seed, same tokens, whatever the batch or mode
     max_tokens: int = 64              # generated tokens at most
     stop_token_ids: tuple[int, ...] = field(default=())  # finish when one is sampled (kept in the output)
@@ -38,6 +39,7 @@ class SamplingParams:
     def __post_init__(self) -> None:
         _real(self, "temperature", 0.0, MAX_TEMPERATURE)
         _real(self, "top_p", 0.0, 1.0, low_open=True)
+        _real(self, "min_p", 0.0, 1.0)
         _real(self, "presence_penalty", -MAX_PENALTY, MAX_PENALTY)
         _real(self, "frequency_penalty", -MAX_PENALTY, MAX_PENALTY)
         _int(self, "top_k", 0, None)

@@ -22,7 +22,7 @@ def stage_plan(st: SlotStaging, plan: StepPlan, page_size: int, scratch_row: int
     positions: list[int] = []
     mapping: list[int] = []
     q = 0
-    ctx, qstart, last, row_ids, temp, top_k, top_p, seed, presence, frequency, first = ([] for _ in range(11))
+    ctx, qstart, last, row_ids, temp, top_k, top_p, min_p, seed, presence, frequency, first = ([] for _ in range(12))
     st.page_table[:B, :plan.max_pages] = 0
     for b, r in enumerate(plan.rows):
         seq, s, n = r.seq, r.start, r.num_tokens
@@ -48,6 +48,7 @@ def stage_plan(st: SlotStaging, plan: StepPlan, page_size: int, scratch_row: int
         temp.append(p.temperature if r.samples and not p.greedy else 0.0)
         top_k.append(p.top_k)
         top_p.append(p.top_p)
+        min_p.append(p.min_p)
         seed.append(seq.seed)
         presence.append(p.presence_penalty if r.samples else 0.0)
         frequency.append(p.frequency_penalty if r.samples else 0.0)
@@ -62,6 +63,7 @@ def stage_plan(st: SlotStaging, plan: StepPlan, page_size: int, scratch_row: int
     st.temperature[:B] = temp
     st.top_k[:B] = top_k
     st.top_p[:B] = top_p
+    st.min_p[:B] = min_p
     st.seed[:B] = seed
     st.presence[:B] = presence
     st.frequency[:B] = frequency

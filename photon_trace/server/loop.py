@@ -89,21 +89,22 @@ class EngineLoop:
 
     ``engine``: an ``Engine``, or a zero-argument callable that builds one (then it is
     built on this thread, rebuilt after a failure, and closed when the loop stops).
-    Called on the engine thread: ``on_added(req_id, span)`` for every request the
-    engine took, ``on_finished(output)`` for every finished request (metrics),
-    ``on_failed(req_id)`` for every request a failure ended.
+    Called on the engine thread: ``on_added(req_id, prompt, params, span)`` for every
+    request the engine took, ``on_tokens(deltas)`` with every tick's deltas (metrics per
+    token), ``on_finished(output)`` for every finished request (metrics), ``on_failed(req_id)``
+    for every request a failure ended. A hook that raises is logged; the engine goes on.
     """
 
     def __init__(self, engine: ServedEngine | Callable[[], ServedEngine], *,
                  on_finished: Callable[[RequestOutput], None] | None = None,
-                 on_added: Callable[[int, dict | None], None] | None = None,
+                 on_added: Callable[[int, list[int], SamplingParams, dict | None], None] | None = None,
+                 on_tokens: Callable[[list], None] | None = None,
                  on_failed: Callable[[int], None] | None = None, name: str = "photon-engine",
                  max_restarts: int = 5, restart_window_s: float = 60.0) -> None:
         self._factory = engine if callable(engine) and not hasattr(engine, "step") else None
         self.engine: ServedEngine | None = None if self._factory else engine
-        self._on_finished = on_finished
-        self._on_added = on_added
-        self._on_failed = on_failed
+        self._on_added, self._on_tokens = on_added, on_tokens
+        self._on_finished, self._on_failed = on_finished, on_failed
         self.max_restarts = max_restarts
         self.restart_window_s = restart_window_s
         self.restarts = 0
@@ -268,11 +269,8 @@ class EngineLoop:
             by_loop.setdefault(stream.loop, []).append((stream, Update([], finished=True, error=message)))
             if tracer is not None:
                 tracer.request(rid, RequestEvent.ABORTED, now_ns())
-            if failed and self._on_failed is not None:
-                try:
-                    self._on_failed(rid)
-                except Exception:
-                    log.exception("photon_trace: on_failed failed")
+            if failed:
+                _notify(self._on_failed, rid)
         self._streams.clear()
         for loop, batch in by_loop.items():
             _post(loop, batch)
@@ -327,16 +325,13 @@ class EngineLoop:
             return
         c.stream.req_id = rid
         self._streams[rid] = c.stream
-        if self._on_added is not None:
-            try:
-                self._on_added(rid, c.span)
-            except Exception:
-                log.exception("photon_trace: on_added failed")
+        _notify(self._on_added, rid, c.prompt, c.params, c.span)
         c.future.set_result(rid)
 
     def _dispatch(self, engine, deltas) -> None:
         if not deltas:
             return
+        _notify(self._on_tokens, deltas)
         by_loop: dict[asyncio.AbstractEventLoop, list] = {}
         for d in deltas:
             stream = self._streams.get(d.req_id)
@@ -350,11 +345,7 @@ class EngineLoop:
             if d.finished:
                 del self._streams[d.req_id]
                 update.output = engine.requests.output(d.req_id, forget=True)
-                if self._on_finished is not None:
-                    try:
-                        self._on_finished(update.output)
-                    except Exception:
-                        log.exception("photon_trace: on_finished failed")
+                _notify(self._on_finished, update.output)
             by_loop.setdefault(stream.loop, []).append((stream, update))
         for loop, batch in by_loop.items():
             _post(loop, batch)
@@ -385,6 +376,15 @@ def _discard(engine) -> None:
         engine.device.close()
     except Exception:
         log.exception("photon_trace: closing a failed device failed")
+
+
+def _notify(hook: Callable | None, *args) -> None:
+    """Call a caller's hook on the engine thread: its failure is logged, and is not the engine's."""
+    if hook is not None:
+        try:
+            hook(*args)
+        except Exception:
+            log.exception("photon_trace: the hook %s failed", getattr(hook, "__name__", repr(hook)))
 
 
 def _post(loop: asyncio.AbstractEventLoop, batch: list[tuple[RequestStream, Update]]) -> None:

@@ -44,13 +44,15 @@ class StreamOptions(BaseModel):
 
 
 class _Generation(BaseModel):
-    """Fields shared by completions and chat completions (OpenAI names, plus vLLM's top_k/ignore_eos)."""
+    """Fields shared by completions and chat completions (OpenAI names, plus vLLM's top_k, min_p,
+    ignore_eos and guided_* fields)."""
     model_config = _STRICT
     model: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
     top_k: int | None = None          # -1 or 0: off; larger than the vocabulary: the whole vocabulary
+    min_p: float | None = None        # vLLM's: [0, 1], tokens at least min_p times as likely as the likeliest
     seed: int | None = None
     stop: str | list[str] | None = None
     presence_penalty: float | None = None     # [-2, 2], OpenAI's meaning
@@ -60,6 +62,12 @@ class _Generation(BaseModel):
     n: int | None = None
     logprobs: Any = None              # chat: a boolean; completions: 0..20 (checked in logprobs.requested)
     response_format: dict[str, Any] | None = None
+    # vLLM's structured-output fields, aliases of response_format's kinds (validate.output_format
+    # maps them): a JSON Schema (an object or its JSON text), a regex, choices, an EBNF grammar
+    guided_json: dict[str, Any] | str | None = None
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
     ignore_eos: bool | None = None
     user: str | None = None           # an end-user id for the caller's own records; no effect here
 

@@ -27,6 +27,7 @@ from photon_trace.server.loop import EngineLoop, RequestStream
 from photon_trace.server.metrics import ServerMetrics
 from photon_trace.server.protocol import finish_reason
 from photon_trace.server.served_engine import EngineSource
+from photon_trace.server.vllm_metrics import VllmMetrics
 
 OFF_LOOP_CHARS = 4096     # prompts longer than this are tokenized on a worker thread
 
@@ -51,9 +52,10 @@ class ServerState:
         else:                                # a factory: it gets our tracer, on the engine thread
             self.tracer = RecordingTracer()
             factory = functools.partial(engine, self.tracer)
-        self.loop = EngineLoop(factory, on_added=self._added, on_finished=self._finished,
-                               on_failed=self._failed)
+        self.loop = EngineLoop(factory, on_added=self._added, on_tokens=self._tokens,
+                               on_finished=self._finished, on_failed=self._failed)
         self.metrics = ServerMetrics(self.loop)
+        self.vllm_metrics: VllmMetrics | None = None     # made at start, once the model's name is known
         self.stats = DeviceStats(self.metrics, self.loop.idle_intervals)
         self._sinks = [self.live, self.stats, *sinks]
         if otlp:
@@ -74,6 +76,7 @@ class ServerState:
         self.tokenizer = engine.tokenizer
         self.sampling_defaults = dict(getattr(engine, "sampling_defaults", {}))   # generation_config.json's
         self.limits = validate.Limits(self.model_name, cfg.max_context, engine.model_config.vocab_size)
+        self.vllm_metrics = VllmMetrics(self.metrics.registry, self.loop, self.model_name, cfg.max_context)
         if self.tracer is not None:
             self.tracer.describe(model=self.model_name, backend=cfg.resolved_backend(),
                                  settings=asdict(cfg))
@@ -86,18 +89,28 @@ class ServerState:
         self.loop.stop()
 
     # -- engine-thread callbacks ---------------------------------------------------------------
-    def _added(self, req_id: int, span: dict | None) -> None:
+    def _added(self, req_id: int, prompt: list[int], params: SamplingParams, span: dict | None) -> None:
+        if self.vllm_metrics is not None:
+            self.vllm_metrics.added(req_id, len(prompt), params.max_tokens)
         if span:
             for sink in self._span_sinks:
                 sink.request_attributes(req_id, span)
 
+    def _tokens(self, deltas: list) -> None:
+        if self.vllm_metrics is not None:
+            self.vllm_metrics.tokens(deltas)
+
     def _finished(self, out: RequestOutput) -> None:
         self.metrics.request_finished(out)
+        if self.vllm_metrics is not None:
+            self.vllm_metrics.finished(out)
         for sink in self._span_sinks:
             sink.request_attributes(out.req_id, {"gen_ai.response.finish_reasons": [finish_reason(out)]},
                                     final=True)
 
     def _failed(self, req_id: int) -> None:
+        if self.vllm_metrics is not None:
+            self.vllm_metrics.failed(req_id)
         for sink in self._span_sinks:
             sink.request_attributes(req_id, {"gen_ai.response.finish_reasons": ["error"],
                                              "error.type": "engine_failure"}, final=True)
@@ -140,12 +153,13 @@ class ServerState:
             self.loop.engine.compile_format(fmt)
 
     async def run(self, prompt: list[int], params, fmt: ResponseFormat | None, *, deltas: bool,
-                  span: dict | None = None) -> RequestStream:
-        """Validate ``fmt``, hand the request to the engine thread; the stream its updates arrive on."""
+                  span: dict | None = None, format_param: str = "response_format") -> RequestStream:
+        """Validate ``fmt`` (a 400 names ``format_param``, the field that asked for it), hand the
+        request to the engine thread; the stream its updates arrive on."""
         try:
             await asyncio.to_thread(self.precompile, fmt)
         except ConstraintError as e:
-            raise bad_request(str(e), "response_format", "invalid_response_format") from None
+            raise bad_request(str(e), format_param, "invalid_response_format") from None
         stream = RequestStream(deltas=deltas)
         fut = self.loop.submit(prompt, params, fmt, stream, span)
         try:
@@ -154,7 +168,7 @@ class ServerState:
             fut.add_done_callback(functools.partial(self._abort_if_added, stream))
             raise
         except ConstraintError as e:
-            raise bad_request(str(e), "response_format", "invalid_response_format") from None
+            raise bad_request(str(e), format_param, "invalid_response_format") from None
         except ValueError as e:
             code = validate.CONTEXT_EXCEEDED if "context" in str(e) else None
             raise bad_request(str(e), code=code) from None

@@ -7,6 +7,7 @@ shape and parameter names, not to be the only line of defence.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ from photon_trace.engine.constraints import ConstraintError, ResponseFormat
 from photon_trace.engine.model.chat_template import ChatTemplateError, chat_prompt_ids
 from photon_trace.engine.params import SamplingParams
 
+from photon_trace.server.body import check_tree, parse_json
 from photon_trace.server.errors import APIError, bad_request
 from photon_trace.server.protocol import ChatMessage
 
@@ -128,13 +130,13 @@ def max_tokens(requested: int | None, prompt_len: int, limits: Limits, default: 
 
 
 def sampling_params(*, temperature: float | None, top_p: float | None, top_k: int | None = None,
-                    seed: int | None, stop: str | list[str] | None = None, max_tokens: int,
+                    min_p: float | None = None, seed: int | None, stop: str | list[str] | None = None, max_tokens: int,
                     ignore_eos: bool = False, presence_penalty: float | None = None,
                     frequency_penalty: float | None = None, logprobs: int | None = None,
                     vocab_size: int | None = None, defaults: Mapping[str, Any] | None = None) -> SamplingParams:
     """Every sampling value checked here (a 400 naming it), before anything reaches the engine.
 
-    An unset temperature, top_p or top_k takes the model's generation_config.json value
+    An unset temperature, top_p, top_k or min_p takes the model's generation_config.json value
     (``defaults``, as vLLM does), else OpenAI's default. ``top_k`` larger than the vocabulary
     means the whole vocabulary (as in vLLM): it is clipped to ``vocab_size``, so no request
     can carry an out-of-range k to the device."""
@@ -142,6 +144,7 @@ def sampling_params(*, temperature: float | None, top_p: float | None, top_k: in
     temperature = defaults.get("temperature") if temperature is None else temperature
     top_p = defaults.get("top_p") if top_p is None else top_p
     top_k = defaults.get("top_k") if top_k is None else top_k
+    min_p = defaults.get("min_p") if min_p is None else min_p
     t = 1.0 if temperature is None else temperature
     if not 0.0 <= t <= MAX_TEMPERATURE:  # also refuses NaN and infinities
         raise bad_request(f"temperature must be in [0, {MAX_TEMPERATURE:g}], got {temperature}", "temperature")
@@ -153,6 +156,9 @@ def sampling_params(*, temperature: float | None, top_p: float | None, top_k: in
         raise bad_request(f"top_k must be -1, 0 (off) or positive, got {top_k}", "top_k")
     if vocab_size is not None and k >= vocab_size:
         k = 0                       # the whole vocabulary: the same as off
+    m = 0.0 if min_p is None else min_p
+    if not 0.0 <= m <= 1.0:
+        raise bad_request(f"min_p must be in [0, 1], got {min_p}", "min_p")
     if seed is not None and not 0 <= seed < 2**63:
         raise bad_request(f"seed must be in [0, 2**63), got {seed}", "seed")
     stops = [stop] if isinstance(stop, str) else list(stop or ())
@@ -167,7 +173,7 @@ def sampling_params(*, temperature: float | None, top_p: float | None, top_k: in
         if value:
             penalties[name] = float(value)
     try:
-        return SamplingParams(temperature=t, top_p=p, top_k=k, seed=seed, stop=tuple(stops),
+        return SamplingParams(temperature=t, top_p=p, top_k=k, min_p=m, seed=seed, stop=tuple(stops),
                               max_tokens=max_tokens, ignore_eos=ignore_eos, logprobs=logprobs, **penalties)
     except ValueError as e:  # the engine's own rules, should they be stricter than ours
         raise bad_request(str(e)) from None
@@ -200,3 +206,48 @@ def response_format(spec: dict[str, Any] | None) -> ResponseFormat | None:
         raise bad_request(str(e), "response_format", "invalid_response_format") from None
     raise bad_request(f"response_format.type must be text, json_object, json_schema, regex, grammar, "
                       f"point or detect, got {kind!r}", "response_format")
+
+
+# vLLM's guided_* request fields, each as the response_format it stands for: the one place
+# they are mapped. guided_choice is a grammar whose root is one of the choices (JSON string
+# literals: xgrammar's EBNF takes JSON's escapes).
+GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar")
+
+
+def output_format(body: Any) -> tuple[ResponseFormat | None, str]:
+    """A request's output format and the field that asked for it: its ``response_format``, or
+    one of vLLM's ``guided_json`` (a JSON Schema, or its text), ``guided_regex``, ``guided_choice``
+    (a list of strings) and ``guided_grammar`` (EBNF). A request may set one of them (a 400
+    naming the second)."""
+    given = [name for name in GUIDED if getattr(body, name) is not None]
+    fmt = response_format(body.response_format)
+    if fmt is not None:
+        given.insert(0, "response_format")
+    if len(given) > 1:
+        raise bad_request(f"set one output format, not {' and '.join(given)}", given[1])
+    if not given or given[0] == "response_format":
+        return fmt, "response_format"
+    name = given[0]
+    value = getattr(body, name)
+    if name == "guided_json":
+        if isinstance(value, str):   # JSON text: the same checks as a body's (no NaN, depth, surrogates)
+            try:
+                value = parse_json(value.encode("utf-8", "surrogatepass"))
+                check_tree(value)
+            except APIError as e:
+                text = e.message.replace("the request body", "its text").replace("the body", "its text")
+                raise bad_request(f"guided_json: {text}", name) from None
+        spec = {"type": "json_schema", "json_schema": {"schema": value}}
+    elif name == "guided_regex":
+        spec = {"type": "regex", "regex": value}
+    elif name == "guided_grammar":
+        spec = {"type": "grammar", "grammar": value}
+    else:
+        if not value or not all(value):
+            raise bad_request("guided_choice takes one or more non-empty strings", name)
+        spec = {"type": "grammar", "grammar": "root ::= " + " | ".join(json.dumps(c, ensure_ascii=False)
+                                                                       for c in value)}
+    try:
+        return response_format(spec), name
+    except APIError as e:
+        raise bad_request(e.message.replace("response_format", name), name, e.code) from None

@@ -16,6 +16,11 @@ _ABBREVIATED = ("_ms", "_us", "_ns", "_sec", "_secs", "_kb", "_mb", "_gb", "_pct
 _TYPE_WORDS = ("counter", "gauge", "histogram", "summary")
 
 
+# Names another program chose, exported as that program spells them so its dashboards work:
+# vLLM's carry a colon (Prometheus keeps colons for recording rules), and only that is excused.
+FOREIGN_PREFIXES = ("vllm:",)
+
+
 def lint(text: str) -> list[str]:
     """Every problem with the metric names in an exposition ``text`` (empty: none)."""
     problems = []
@@ -28,7 +33,7 @@ def lint(text: str) -> list[str]:
             continue
         samples = {r for r in raw if r == name or r.startswith(name + "_")}
         where = f"{name} ({fam.type})"
-        if not _NAME.match(name) or ":" in name:
+        if not _NAME.match(name) or (":" in name and not name.startswith(FOREIGN_PREFIXES)):
             problems.append(f"{where}: not a plain metric name (no colons, [a-zA-Z0-9_])")
         if _CAMEL.search(name) or any(_CAMEL.search(k) for s in fam.samples for k in s.labels):
             problems.append(f"{where}: names should be snake_case")

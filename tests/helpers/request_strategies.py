@@ -11,7 +11,7 @@ VOCAB = 2560   # the tiny preset's vocabulary
 
 @st.composite
 def requests(draw):
-    """1-6 requests: greedy or sampled (top-k, top-p, seeds, penalties), logprobs, random stop
+    """1-6 requests: greedy or sampled (top-k, top-p, min-p, seeds, penalties), logprobs, random stop
     tokens, arrivals, aborts."""
     n = draw(st.integers(1, 6))
     out = []
@@ -21,6 +21,7 @@ def requests(draw):
             temperature=0.0 if greedy else draw(st.sampled_from([0.5, 1.0, 1.5])),
             top_k=draw(st.sampled_from([0, 0, 5, 50])),
             top_p=draw(st.sampled_from([1.0, 1.0, 0.9, 0.5])),
+            min_p=draw(st.sampled_from([0.0, 0.0, 0.05, 0.3])),
             seed=draw(st.integers(0, 2**31)),
             max_tokens=draw(st.integers(1, 12)),
             # a random tenth of the vocabulary stops a request: early, unpredictable finishes

@@ -96,7 +96,7 @@ class DeviceProgram:
             counts = self.counts.index_select(0, rows) * ~d.first_sample[lo:hi, None]   # (b, V)
             scores = penalize(logits, counts, d.presence[lo:hi], d.frequency[lo:hi])
         tok = sample(scores, d.temperature[lo:hi], d.top_k[lo:hi], d.top_p[lo:hi],
-                     d.seed[lo:hi], d.sample_pos[lo:hi], mode)
+                     d.seed[lo:hi], d.sample_pos[lo:hi], mode, min_p=d.min_p[lo:hi] if mode.min_p else None)
         if mode.logprobs:
             # the model's distribution (after a constraint's mask, before penalties and temperature)
             chosen, ids, values = logprobs(logits, tok, mode.top_logprobs)

@@ -58,7 +58,7 @@ def uniform_noise(seed: torch.Tensor, pos: torch.Tensor, vocab: int) -> torch.Te
 class SamplePath(IntEnum):
     """Which exact path a batch's sampling takes; every path draws the same token."""
     GREEDY = 0   # every row greedy: argmax only
-    PLAIN = 1    # temperature only (no top-k/top-p): Gumbel-max over the whole vocabulary
+    PLAIN = 1    # no top-k/top-p: Gumbel-max over the whole vocabulary (or what min-p keeps)
     TOP_K = 2    # every sampled row has 0 < top_k <= k and top_p == 1: topk(k), no sort
     TOP_P = 3    # top-p without top-k: one sort of probabilities
     SORT = 4     # some row uses top-p and some top-k, or top-k beside an unfiltered row: sorts
@@ -72,6 +72,7 @@ class SamplingMode:
     penalties: bool = False     # some row has a presence or frequency penalty: read and update token counts
     logprobs: bool = False      # some row asks for log-probabilities: compute them for the copy-back
     top_logprobs: int = 0       # the most alternatives any row asks for (<= SlotShape.top_logprobs)
+    min_p: bool = False         # some sampled row has min_p > 0: filter by each row's min-p (any path)
 
     def __post_init__(self) -> None:
         if (self.path == SamplePath.TOP_K) != (self.k > 0):
@@ -87,8 +88,13 @@ SORT = SamplingMode(SamplePath.SORT)
 
 
 def sample(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
-           top_p: torch.Tensor, seed: torch.Tensor, pos: torch.Tensor, mode: SamplingMode) -> torch.Tensor:
+           top_p: torch.Tensor, seed: torch.Tensor, pos: torch.Tensor, mode: SamplingMode,
+           min_p: torch.Tensor | None = None) -> torch.Tensor:
     """Next token per row. (B, V) logits; per-row params (B,). Temperature 0 is greedy.
+
+    The filters, in vLLM's order: temperature, then min-p (keep tokens at least ``min_p``
+    times as likely as the row's likeliest; needed when ``mode.min_p``), then top-k and
+    top-p over what is left (min-p and top-k commute: both keep the likeliest token).
 
     ``mode`` is host-known (from the requests' params) and picks the cheapest exact
     path: no sort without top-k/top-p, a top-k when only top-k is asked for. Every path
@@ -106,7 +112,7 @@ def sample(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
     scaled = logits / temp[:, None]
     # Gumbel-max (the exponential race in log space): argmax draws i with p = softmax(scaled)_i
     score = scaled - torch.log(-torch.log(uniform_noise(seed, pos, V)))
-    if path != SamplePath.PLAIN:
+    if path != SamplePath.PLAIN or mode.min_p:
         # Filters as thresholds on values (ties at a boundary are kept), so every path
         # keeps the same set: top-k keeps scaled >= the row's k-th largest value.
         if path == SamplePath.TOP_K:
@@ -117,6 +123,11 @@ def sample(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
             keep = scaled >= _sorted_desc(scaled).gather(1, (k - 1)[:, None])
         else:
             keep = torch.ones_like(scaled, dtype=torch.bool)
+        if mode.min_p:
+            # p_i >= min_p * p_max  <=>  scaled_i >= max(scaled) + log(min_p): no softmax, no
+            # sort; min_p 0 gives a floor of -inf, which keeps every token
+            floor = scaled.max(dim=-1, keepdim=True).values + torch.log(min_p.float())[:, None]
+            keep = keep & (scaled >= floor)
         if path in (SamplePath.SORT, SamplePath.TOP_P):
             # top-p: keep tokens whose probability reaches that of the last token of the
             # smallest prefix (by probability) whose mass reaches p; at least one token
@@ -161,8 +172,9 @@ def sampling_mode(params) -> SamplingMode:
     rows = [p for p in params if p is not None]
     penalties = any(p.presence_penalty or p.frequency_penalty for p in rows)
     asks = [p.logprobs for p in rows if p.logprobs is not None]
-    extras = dict(penalties=penalties, logprobs=bool(asks), top_logprobs=max(asks, default=0))
     sampled = [p for p in rows if not p.greedy]
+    extras = dict(penalties=penalties, logprobs=bool(asks), top_logprobs=max(asks, default=0),
+                  min_p=any(p.min_p > 0 for p in sampled))
     if not sampled:
         path, k = SamplePath.GREEDY, 0
     elif all(p.top_k == 0 and p.top_p >= 1.0 for p in sampled):

@@ -60,6 +60,7 @@ class SlotShape:
             ("temperature", f32, (R,)),
             ("top_k", i64, (R,)),
             ("top_p", f32, (R,)),
+            ("min_p", f32, (R,)),          # 0: no min-p filter
             ("seed", i64, (R,)),
             ("sample_pos", i64, (R,)),     # index of the token being sampled: the seeded RNG's counter
             ("presence", f32, (R,)),       # presence penalty (0: none)
@@ -115,6 +116,7 @@ class SlotStaging:
         self.query_start[B + 1:rows + 1] = np.arange(T + 1, T + n + 1)
         self.logits_index[B:rows] = np.arange(T, T + n)
         self.temperature[B:rows] = 0.0
+        self.min_p[B:rows] = 0.0
         self.presence[B:rows] = 0.0
         self.frequency[B:rows] = 0.0
 

@@ -24,7 +24,7 @@ def shape_to_wire(shape: LaunchShape) -> tuple:
 
 
 def mode_to_wire(mode: SamplingMode) -> tuple:
-    return (int(mode.path), mode.k, mode.penalties, mode.logprobs, mode.top_logprobs)
+    return (int(mode.path), mode.k, mode.penalties, mode.logprobs, mode.top_logprobs, mode.min_p)
 
 
 class FromWire:

@@ -139,11 +139,11 @@ def _sliding_window(cfg: dict[str, Any], kind: str) -> tuple[int | None, tuple[i
 
 
 def generation_defaults(folder: str | Path) -> dict[str, Any]:
-    """Sampling defaults of ``generation_config.json`` (temperature, top_p, top_k), which apply
+    """Sampling defaults of ``generation_config.json`` (temperature, top_p, top_k, min_p), which apply
     to requests that do not set them, as in vLLM; {} without the file."""
     gen = _read_json(Path(folder) / "generation_config.json", required=False) or {}
     out: dict[str, Any] = {}
-    for key, kind in (("temperature", float), ("top_p", float), ("top_k", int)):
+    for key, kind in (("temperature", float), ("top_p", float), ("top_k", int), ("min_p", float)):
         value = gen.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[key] = kind(value)

@@ -50,15 +50,15 @@ async def generate(request: Request, st: ServerState,
     validate.check_context(len(ids), st.limits, prompt_param)
     top = logprobs.requested(chat, body.logprobs, getattr(body, "top_logprobs", None))
     params = validate.sampling_params(
-        temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=body.seed, stop=body.stop,
-        max_tokens=validate.max_tokens(body.max_tokens, len(ids), st.limits, default_max),
+        temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p, seed=body.seed,
+        stop=body.stop, max_tokens=validate.max_tokens(body.max_tokens, len(ids), st.limits, default_max),
         ignore_eos=bool(body.ignore_eos), presence_penalty=body.presence_penalty,
         frequency_penalty=body.frequency_penalty, logprobs=top, vocab_size=st.limits.vocab_size,
         defaults=st.sampling_defaults)
-    fmt = validate.response_format(body.response_format)
+    fmt, fmt_param = validate.output_format(body)
     rid = protocol.new_id("chatcmpl" if chat else "cmpl")
-    stream = await st.run(ids, params, fmt, deltas=bool(body.stream), span=st.span_info(
-        rid, "chat" if chat else "text_completion", params, fmt))
+    stream = await st.run(ids, params, fmt, deltas=bool(body.stream), format_param=fmt_param,
+                          span=st.span_info(rid, "chat" if chat else "text_completion", params, fmt))
     shape = logprobs.chat_logprobs if chat else logprobs.completion_logprobs
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
