@@ -74,7 +74,10 @@ def run_check_cli(args: argparse.Namespace) -> int:
         result = run_check(trace, args.baseline, max_idle_fraction=args.max_idle, tolerance=args.tolerance,
                            out_md=args.markdown, out_junit=args.junit, allow_syncs=tuple(args.allow_sync),
                            allow_partial=args.allow_partial, step_annotation=args.step_annotation)
-    print(result.summary(), file=sys.stdout if result.passed else sys.stderr)
+    out = sys.stdout if result.passed else sys.stderr
+    print(result.summary(), file=out)
+    for line in result.details():   # the figures, on a pass too
+        print(f"  {line}", file=out)
     for note in result.notes:
         print(f"  note: {one_line(note)}", file=sys.stderr)
     for w in caught:
