@@ -1,7 +1,10 @@
 """``photon-trace demo`` and the dashboard command line: the story's runs, the pair the
-dashboard opens on, and warnings for what cannot be opened."""
+dashboard opens on, and a refusal for what cannot be opened."""
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 
 from photon_trace.cli.demo import demo_pair
 from photon_trace.cli.dispatch import build_parser
@@ -25,7 +28,9 @@ def test_the_demo_benches_the_pipelining_pair_and_the_mask_upload_bug_and_fix(tm
     assert sum(s.count for s in buggy.syncs) > 0 and sum(s.count for s in good.syncs) == 0
 
 
-def test_the_dashboard_warns_about_a_trace_it_cannot_read(tmp_path, capsys, monkeypatch):
+def test_the_dashboard_refuses_a_trace_it_cannot_read_and_opens_one_it_can(tmp_path, monkeypatch):
+    """A missing trace used to be a warning, then served (its folder made openable): it is now
+    refused before anything is served (more refusals: tests/test_cli_usage.py)."""
     import photon_trace.dashboard.app as app_module
     from photon_trace.cli.dashboard import run_dashboard
 
@@ -36,7 +41,9 @@ def test_the_dashboard_warns_about_a_trace_it_cannot_read(tmp_path, capsys, monk
     monkeypatch.setattr(app_module, "create_app", lambda files, allowed, live, guide=False, **kw: seen.update(
         files=files, guide=guide) or Stub())
     args = build_parser().parse_args(["dashboard", str(tmp_path / "nope.trace.jsonl"), "--guide"])
-    assert run_dashboard(args) == 0
-    err = capsys.readouterr().err
-    assert "warning:" in err and "nope.trace.jsonl is not a readable file" in err
-    assert seen["guide"] is True
+    with pytest.raises(ValueError, match="nope.trace.jsonl: no such file or folder"):
+        run_dashboard(args)
+    assert seen == {}
+    real = Path(__file__).resolve().parents[1] / "traces" / "tiny-s8-pipelined.trace.jsonl"
+    assert run_dashboard(build_parser().parse_args(["dashboard", str(real), "--guide"])) == 0
+    assert seen["guide"] is True and seen["files"] == [str(real)]
