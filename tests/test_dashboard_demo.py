@@ -1,12 +1,13 @@
-"""``photon-trace demo`` and the dashboard command line: the story's runs, the pair the
-dashboard opens on, and a refusal for what cannot be opened."""
+"""``photon-trace demo`` and the dashboard command line: the story's runs, each bench's own
+summary, the pair the dashboard opens on, and a refusal for what cannot be opened."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from photon_trace.cli.demo import demo_pair
+from photon_trace.cli.demo import SUMMARIES, demo_pair
 from photon_trace.cli.dispatch import build_parser
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.trace.file import load_trace
@@ -26,6 +27,15 @@ def test_the_demo_benches_the_pipelining_pair_and_the_mask_upload_bug_and_fix(tm
     assert "sync-point" in sync.name and "async-point" in fixed.name
     buggy, good = analyze(load_trace(sync)), analyze(load_trace(fixed))
     assert sum(s.count for s in buggy.syncs) > 0 and sum(s.count for s in good.syncs) == 0
+    # one summary per bench, each naming its own runs' traces (none overwrote another)
+    assert not (tmp_path / "bench_summary.json").exists()
+    summaries = [json.loads((tmp_path / name).read_text()) for name in SUMMARIES]
+    assert [(s["settings"]["mask_upload"], s["settings"]["constrained"]) for s in summaries] == [
+        ("async", None), ("sync", "point"), ("async", "point")]
+    assert [s["tag"] for s in summaries] == ["bench-tiny-async", "bench-tiny-sync-point", "bench-tiny-async-point"]
+    for s in summaries:
+        traces = [t for row in s["rows"] for m in row["modes"].values() for t in m["traces"]]
+        assert traces and all(Path(t).name.startswith(s["tag"] + "-s") for t in traces)
 
 
 def test_the_dashboard_refuses_a_trace_it_cannot_read_and_opens_one_it_can(tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ swapping which goes first each round, so machine noise hits both alike.
 It prints the source's two tables: per mode, the steady-state medians of
 forward, sample and period; per stream count, T_block, T_pipe, L, z and the cost
 model's predicted speedup beside the observed one (end-to-end tokens/s). Every
-run's trace goes under ``--out`` with a JSON summary (``bench_summary.json``).
+run's trace goes under ``--out`` with a JSON summary (``bench_summary.json``, or ``--summary``).
 Numbers are printed, never judged: a benchmark does not fail on speed.
 """
 from __future__ import annotations
@@ -32,6 +32,7 @@ from photon_trace.traced_run import trace_run
 from photon_trace.workload import DEFAULT_TOKENS, Workload, engine_settings, prepare, warm_up
 
 MODES = ((1, "blocking"), (2, "pipelined"))
+SUMMARY = "bench_summary.json"
 
 DESCRIPTION = """\
 Blocking (depth 1) against pipelined (depth 2) on identical workloads, traced. For each stream
@@ -82,7 +83,9 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="also record each run with torch.profiler (*.pt.trace.json.gz next to our trace) and "
                         "check it against ours: the same steps, and on CUDA the device op times (the profiler "
                         "slows the host: read the numbers from a run without it)")
-    p.add_argument("--out", default="traces/runs", help="folder for the traces and bench_summary.json")
+    p.add_argument("--out", default="traces/runs", help="folder for the traces and the JSON summary")
+    p.add_argument("--summary", default=SUMMARY, metavar="NAME",
+                   help="the JSON summary's file name in --out (the demo gives each of its benches its own)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_bench)
     return p
@@ -163,7 +166,7 @@ def run_bench(args: argparse.Namespace) -> int:
                      "seed": args.seed, "trace_level": args.trace_level},
         "rows": rows,
     }
-    path = out / "bench_summary.json"
+    path = out / args.summary
     path.write_text(json.dumps(summary, indent=1, default=_jsonable) + "\n", encoding="utf-8")
     print(render_tables(summary))
     if args.torch_profiler:

@@ -7,6 +7,8 @@
 3. the dashboard opened on the buggy run with a guided first view (the flagged sync
    selected, its bubble and call site shown, the diagnosis row highlighted) and the fixed
    run offered as B for the Compare tab.
+
+Each bench writes its own JSON summary in ``--out`` (``SUMMARIES``), beside its traces.
 """
 from __future__ import annotations
 
@@ -26,7 +28,13 @@ The tool's story on real runs, then the dashboard on its punchline:
 3. the same requests with the upload fixed (asynchronous);
 then the dashboard on the buggy run with a guided first view (the flagged sync selected, its
 bubble and call site shown, the diagnosis row highlighted) and the fixed run as B to compare.
-Each bench prints its tables and writes its traces under --out."""
+
+Each bench prints its tables and writes its traces and its own JSON summary under --out:
+"""
+
+# One summary per bench, so that the three runs do not overwrite one file
+SUMMARIES = ("demo-1-pipelining.summary.json", "demo-2-mask-upload-sync.summary.json",
+             "demo-3-mask-upload-async.summary.json")
 
 STORY = """
 The dashboard opens on the mask-upload bug: the accidental sync the tool flagged is selected
@@ -54,9 +62,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
              ["--streams", str(args.mask_streams), "--constrained", "point", "--mask-upload", "sync"]),
             ("3/3 the fix: the same requests, mask uploaded asynchronously",
              ["--streams", str(args.mask_streams), "--constrained", "point", "--mask-upload", "async"])]
-    for title, extra in runs:
+    for (title, extra), summary in zip(runs, SUMMARIES):
         print(f"\n== {title} ==", file=sys.stderr)
-        rc = run_bench(parser.parse_args(["bench", *common, *extra]))
+        rc = run_bench(parser.parse_args(["bench", *common, *extra, "--summary", summary]))
         if rc != 0:
             return rc
     if args.no_serve:
@@ -99,7 +107,7 @@ def _newest(folder: Path, pattern: str) -> Path | None:
 def add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="bench blocking vs pipelined and the mask-upload bug on tiny, then the "
                                     "dashboard on the bug with a guided first view",
-                       description=DESCRIPTION,
+                       description=DESCRIPTION + "\n".join(f"  {name}" for name in SUMMARIES),
                        formatter_class=HelpFormatter)
     p.add_argument("--model", default="tiny", help="preset (tiny, small, 1.5b) or a model folder (default: tiny, "
                    "where the host's share of a step, hence the bubble, is largest)")
