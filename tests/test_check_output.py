@@ -34,11 +34,14 @@ def test_a_pass_prints_every_gates_figures_and_the_steady_state(tmp_path, capsys
 
 
 def test_a_fail_prints_the_gates_that_passed_too(tmp_path, capsys):
+    """The verdict goes to stderr on a fail; the figures are the output, on stdout either way."""
     path = write_trace(sync_bug_trace(tokens=40), tmp_path / "bug.trace.jsonl")
     assert main(["check", str(path), "--max-idle", "1"]) == EXIT_FAIL
-    err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("photon-trace check: FAIL:") and "accidental syncs in the whole trace" in err[0]
-    assert err[1].startswith("  idle_fraction: pass: ") and err[2].startswith("  steady state: ")
+    out, err = capsys.readouterr()
+    (verdict,) = err.splitlines()
+    assert verdict.startswith("photon-trace check: FAIL:") and "accidental syncs in the whole trace" in verdict
+    out = out.splitlines()
+    assert len(out) == 2 and out[0].startswith("  idle_fraction: pass: ") and out[1].startswith("  steady state: ")
 
 
 def test_the_sync_gate_counts_the_whole_trace_and_says_the_windows_count():

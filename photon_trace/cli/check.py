@@ -1,8 +1,9 @@
 """``photon-trace check``: the CI gate on the command line (the gates are in ``telemetry/analysis/gate.py``).
 
 Checks a trace file, or with ``--run`` first makes one: a short pipelined run of
-the standard workload on the CPU backend (``tiny`` preset by default). Prints the verdict,
-then each gate's figures (on a pass too) and the steady state's.
+the standard workload on the CPU backend (``tiny`` preset by default). Prints the verdict
+(on stdout for a pass, stderr for a fail), then on stdout each gate's figures (on a pass too)
+and the steady state's.
 """
 from __future__ import annotations
 
@@ -90,10 +91,9 @@ def run_check_cli(args: argparse.Namespace) -> int:
         result = run_check(trace, args.baseline, max_idle_fraction=args.max_idle, tolerance=args.tolerance,
                            out_md=args.markdown, out_junit=args.junit, allow_syncs=tuple(args.allow_sync),
                            allow_partial=args.allow_partial, step_annotation=args.step_annotation)
-    out = sys.stdout if result.passed else sys.stderr
-    print(result.summary(), file=out)
-    for line in result.details():   # the figures, on a pass too
-        print(f"  {line}", file=out)
+    print(result.summary(), file=sys.stdout if result.passed else sys.stderr)
+    for line in result.details():   # the figures, on a pass too: the command's output, not a diagnostic
+        print(f"  {line}", flush=True)
     for note in result.notes:
         print(f"  note: {one_line(note)}", file=sys.stderr)
     for w in caught:
