@@ -90,6 +90,15 @@ def test_serve_refuses_a_busy_port_before_loading_the_model(capsys, nothing_may_
                    f"(another server is listening there: stop it or choose another --port)")
 
 
+def test_the_dashboard_refuses_a_busy_port_before_serving(capsys, nothing_may_load):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        err = one_line_error(capsys, ["dashboard", str(DEMO_TRACE), "--port", str(port)])
+    assert err.startswith(f"photon-trace dashboard: error: cannot listen on 127.0.0.1:{port}: the port is in use")
+
+
 def test_the_demo_refuses_a_busy_port_before_its_benches(tmp_path, capsys, nothing_may_load):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -173,9 +182,11 @@ def test_the_perfetto_export_answers_help_and_refuses_a_missing_trace_in_one_lin
         assert info.value.code == 0
         out = capsys.readouterr().out
         assert out.startswith("usage: photon-trace export perfetto") and "ui.perfetto.dev" in out
-    assert main(["export", "perfetto", str(tmp_path / "missing.trace.jsonl"), "--debug"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("photon-trace export perfetto: error:") and "\n" not in err
+    missing = tmp_path / "missing.trace.jsonl"
+    assert main(["export", "perfetto", str(missing), "--debug"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {missing}: no such file"
+    assert main(["export", "perfetto", "--", "--help"]) == 2   # a file named --help, which is not there
+    assert capsys.readouterr().err.strip() == "error: --help: no such file (for help: photon-trace export perfetto --help)"
 
 
 def test_generate_says_a_presets_text_is_noise(capsys):

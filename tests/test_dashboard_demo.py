@@ -55,5 +55,5 @@ def test_the_dashboard_refuses_a_trace_it_cannot_read_and_opens_one_it_can(tmp_p
         run_dashboard(args)
     assert seen == {}
     real = Path(__file__).resolve().parents[1] / "traces" / "tiny-s8-pipelined.trace.jsonl"
-    assert run_dashboard(build_parser().parse_args(["dashboard", str(real), "--guide"])) == 0
+    assert run_dashboard(build_parser().parse_args(["dashboard", str(real), "--guide", "--port", "0"])) == 0
     assert seen["guide"] is True and seen["files"] == [str(real)]

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from photon_trace.cli.argtypes import HelpFormatter, port
+from photon_trace.cli.preflight import listen_socket
 from photon_trace.hosts import allowed_hosts, is_loopback
 
 DEFAULT_TRACES_DIR = "traces"
@@ -91,6 +92,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     from photon_trace.dashboard.app import create_app
 
     refuse_unopenable(args.traces)
+    listen_socket(args.host, args.port).close()   # a busy port: one line now, not Flask's exit
     files, allowed = resolve_inputs(args.traces, args.traces_dir, args.live)
     hosts = allowed_hosts(args.host, getattr(args, "allowed_hosts", None))
     if not is_loopback(args.host):

@@ -50,10 +50,14 @@ def run_export_perfetto(args: argparse.Namespace) -> int:
 
     src = Path(args.trace)
     out = Path(args.out) if args.out else src.with_name(src.name.split(".")[0] + ".perfetto.json")
+    if not src.exists():
+        hint = " (for help: photon-trace export perfetto --help)" if args.trace[:1] == "-" else ""
+        print(f"error: {src}: no such file{hint}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         trace = load_any(src)
     except TraceFormatError as e:
-        print(f"photon-trace export perfetto: error: {' '.join(str(e).split())}", file=sys.stderr)
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
     write_chrome_trace(trace, out)
     print(out)
