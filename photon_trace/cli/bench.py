@@ -71,14 +71,16 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--seed", type=at_least(0), default=0, help="workload seed (also the engines' seed)")
     p.add_argument("--cuda-graphs", default="on", choices=("on", "off"),
                    help="CUDA: capture decode forwards as CUDA graphs")
-    p.add_argument("--device-threads", type=positive_int, default=1, help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
+    p.add_argument("--device-threads", type=positive_int, default=1,
+                   help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
     p.add_argument("--sync-debug", action="store_true",
                    help="CUDA: record torch's sync-debug warnings as accidental syncs")
     p.add_argument("--near-tie-ulps", type=at_least(0), default=NEAR_TIE_ULPS,
                    help="bf16/fp16/CUDA: a divergence between modes whose two tokens score within this many "
                         "units in the last place of the top score is a near-tie (reported, not a failure)")
     p.add_argument("--trace-level", default="on", choices=("on", "full"),
-                   help="full also records the sub-phases (stage, mask build and upload, stream-out) and per-row detail")
+                   help="full also records the sub-phases (stage, mask build and upload, stream-out) and "
+                        "per-row detail")
     p.add_argument("--torch-profiler", action="store_true",
                    help="also record each run with torch.profiler (*.pt.trace.json.gz next to our trace) and "
                         "check it against ours: the same steps, and on CUDA the device op times (the profiler "

@@ -60,10 +60,12 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--max-step-tokens", type=positive_int, default=256,
                    help="tokens in one step (decode rows and prefill chunks)")
     p.add_argument("--kv-tokens", type=positive_int, default=32768, help="KV pool size in tokens")
-    p.add_argument("--max-context", type=at_least(2), default=None, help="prompt + output tokens (default: the engine's)")
+    p.add_argument("--max-context", type=at_least(2), default=None,
+                   help="prompt + output tokens (default: the engine's)")
     p.add_argument("--seed", type=at_least(0), default=None,
                    help="engine seed: unseeded requests' seeds are drawn from it (default: from the OS)")
-    p.add_argument("--device-threads", type=positive_int, default=1, help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
+    p.add_argument("--device-threads", type=positive_int, default=1,
+                   help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
     p.add_argument("--otlp", action="store_true", default=bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")),
                    help="export request and step spans over OTLP (on when OTEL_EXPORTER_OTLP_ENDPOINT is set)")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug", "trace"),
