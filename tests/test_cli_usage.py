@@ -58,9 +58,7 @@ def test_the_dashboard_refuses_a_missing_path_or_a_file_that_is_not_a_trace(tmp_
 ], ids=["bench", "generate", "serve", "check-run", "demo"])
 def test_a_gpu_only_preset_is_refused_on_the_cpu_before_anything_is_built(argv, tmp_path, capsys, nothing_may_load):
     out = tmp_path / "runs"
-    if argv[0] in ("bench", "demo"):
-        argv = [*argv, "--out", str(out)]
-    elif argv[0] == "check":
+    if argv[0] in ("bench", "demo", "check"):
         argv = [*argv, "--out", str(out)]
     err = one_line_error(capsys, argv)
     assert err.startswith(f"photon-trace {argv[0]}: error: the 1.5b preset") and "CUDA GPU only" in err
