@@ -11,7 +11,7 @@ swapping which goes first each round, so machine noise hits both alike.
 It prints the source's two tables: per mode, the steady-state medians of
 forward, sample and period; per stream count, T_block, T_pipe, L, z and the cost
 model's predicted speedup beside the observed one (end-to-end tokens/s). Every
-run's trace goes under ``--out`` with a JSON summary (``bench_summary.json``).
+run's trace goes under ``--out`` with a JSON summary (``bench_summary.json``, or ``--summary``).
 Numbers are printed, never judged: a benchmark does not fail on speed.
 """
 from __future__ import annotations
@@ -25,48 +25,69 @@ import time
 from pathlib import Path
 from typing import Any
 
+from photon_trace.cli.argtypes import HelpFormatter, at_least, positive_int
 from photon_trace.cli.bench_equality import NEAR_TIE_ULPS, ReferenceScores, compare_runs
+from photon_trace.cli.preflight import refuse_gpu_only_on_cpu
 from photon_trace.traced_run import trace_run
 from photon_trace.workload import DEFAULT_TOKENS, Workload, engine_settings, prepare, warm_up
 
 MODES = ((1, "blocking"), (2, "pipelined"))
+SUMMARY = "bench_summary.json"
+
+DESCRIPTION = """\
+Blocking (depth 1) against pipelined (depth 2) on identical workloads, traced. For each stream
+count both engines run the same prepared requests (prompts, seeds, lengths, stop tokens), after
+an untraced warm-up replay; the measured runs alternate modes so machine noise hits both alike.
+
+Prints, per mode, the steady-state medians of forward, sample and period, and per stream count
+the cost model's predicted speedup beside the observed one. Every run's trace and a JSON summary
+go under --out. Numbers are printed, never judged: a slow run does not fail the bench."""
 
 
 def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "bench", help="blocking vs pipelined on identical workloads, traced; the cost model against measurement",
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=DESCRIPTION, formatter_class=HelpFormatter,
         epilog=("Example: photon-trace bench --model small --streams 1 8 32\n"
                 "Exit status: 0 when every run completed (speed never fails it), "
                 "1 when pipelined and blocking outputs differ (in fp32 on the CPU at all; elsewhere "
                 "by more than a near-tie, see --near-tie-ulps), 2 on bad arguments."))
     p.add_argument("--model", default="small",
                    help="preset (tiny, small, 1.5b), a checkpoint folder or a Hub id (owner/name)")
-    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"),
+                   help="cuda, cpu (the host-process device) or auto (cuda when there is a GPU)")
     p.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 (fp32, bf16, fp16) or auto")
-    p.add_argument("--streams", type=int, nargs="+", default=[1, 8, 32], help="concurrent streams per row")
-    p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, help="mean generated tokens per request")
-    p.add_argument("--requests-per-stream", type=int, default=1)
-    p.add_argument("--prompt-len", type=int, default=32, help="mean prompt length (characters)")
+    p.add_argument("--streams", type=positive_int, nargs="+", default=[1, 8, 32],
+                   help="concurrent streams, one row of the tables each")
+    p.add_argument("--tokens", type=at_least(2), default=DEFAULT_TOKENS, help="mean generated tokens per request")
+    p.add_argument("--requests-per-stream", type=positive_int, default=1,
+                   help="requests each stream sends, one after another")
+    p.add_argument("--prompt-len", type=positive_int, default=32, help="mean prompt length (characters)")
     p.add_argument("--mask-upload", default="async", choices=("async", "sync"),
-                   help="sync: the source's mask-upload bug, in both modes")
+                   help="sync: the mask-upload bug (a pageable copy that waits for the device), in both modes")
     p.add_argument("--constrained", nargs="?", const="point", default=None, choices=("point", "json_schema"),
                    help="half the requests constrained (default kind: point)")
-    p.add_argument("--repeats", type=int, default=1, help="measured runs per mode and stream count")
-    p.add_argument("--seed", type=int, default=0, help="workload seed (also the engines' seed)")
-    p.add_argument("--cuda-graphs", default="on", choices=("on", "off"))
-    p.add_argument("--device-threads", type=int, default=1, help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
+    p.add_argument("--repeats", type=positive_int, default=1, help="measured runs per mode and stream count")
+    p.add_argument("--seed", type=at_least(0), default=0, help="workload seed (also the engines' seed)")
+    p.add_argument("--cuda-graphs", default="on", choices=("on", "off"),
+                   help="CUDA: capture decode forwards as CUDA graphs")
+    p.add_argument("--device-threads", type=positive_int, default=1,
+                   help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
     p.add_argument("--sync-debug", action="store_true",
                    help="CUDA: record torch's sync-debug warnings as accidental syncs")
-    p.add_argument("--near-tie-ulps", type=int, default=NEAR_TIE_ULPS,
+    p.add_argument("--near-tie-ulps", type=at_least(0), default=NEAR_TIE_ULPS,
                    help="bf16/fp16/CUDA: a divergence between modes whose two tokens score within this many "
                         "units in the last place of the top score is a near-tie (reported, not a failure)")
-    p.add_argument("--trace-level", default="on", choices=("on", "full"))
+    p.add_argument("--trace-level", default="on", choices=("on", "full"),
+                   help="full also records the sub-phases (stage, mask build and upload, stream-out) and "
+                        "per-row detail")
     p.add_argument("--torch-profiler", action="store_true",
                    help="also record each run with torch.profiler (*.pt.trace.json.gz next to our trace) and "
                         "check it against ours: the same steps, and on CUDA the device op times (the profiler "
                         "slows the host: read the numbers from a run without it)")
-    p.add_argument("--out", default="traces/runs", help="folder for the traces and bench_summary.json")
+    p.add_argument("--out", default="traces/runs", help="folder for the traces and the JSON summary")
+    p.add_argument("--summary", default=SUMMARY, metavar="NAME",
+                   help="the JSON summary's file name in --out (the demo gives each of its benches its own)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_bench)
     return p
@@ -77,9 +98,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from photon_trace.telemetry.analysis import analyze, cost_model
     from photon_trace.telemetry.tracer import TraceLevel
 
-    if min(args.streams) < 1 or args.repeats < 1 or args.tokens < 2:
-        print("photon-trace bench: --streams, --repeats must be >= 1 and --tokens >= 2", file=sys.stderr)
-        return 2
+    refuse_gpu_only_on_cpu(args.model, args.backend)   # before any engine is built
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     level = TraceLevel.FULL if args.trace_level == "full" else TraceLevel.ON
@@ -149,7 +168,7 @@ def run_bench(args: argparse.Namespace) -> int:
                      "seed": args.seed, "trace_level": args.trace_level},
         "rows": rows,
     }
-    path = out / "bench_summary.json"
+    path = out / args.summary
     path.write_text(json.dumps(summary, indent=1, default=_jsonable) + "\n", encoding="utf-8")
     print(render_tables(summary))
     if args.torch_profiler:

@@ -1,7 +1,9 @@
 """``photon-trace check``: the CI gate on the command line (the gates are in ``telemetry/analysis/gate.py``).
 
 Checks a trace file, or with ``--run`` first makes one: a short pipelined run of
-the standard workload on the CPU backend (``tiny`` preset by default).
+the standard workload on the CPU backend (``tiny`` preset by default). Prints the verdict
+(on stdout for a pass, stderr for a fail), then on stdout each gate's figures (on a pass too)
+and the steady state's.
 """
 from __future__ import annotations
 
@@ -10,8 +12,20 @@ import sys
 import warnings
 from pathlib import Path
 
+from photon_trace.cli.argtypes import HelpFormatter, at_least, fraction, non_negative, positive_int
+from photon_trace.cli.preflight import refuse_gpu_only_on_cpu
 from photon_trace.telemetry.analysis.gate import (
     DEFAULT_MAX_IDLE_FRACTION, DEFAULT_TOLERANCE, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, one_line, run_check)
+
+DESCRIPTION = """\
+Check a trace in CI: fail when the device sits idle too much in the steady state, when the host
+made an accidental sync (a wait on the device it did not mean), or, against a baseline trace,
+when idle per step or the step period grew. The trace is a file (ours, a PyTorch profiler trace
+or an Nsight Systems export), or with --run a short pipelined run made here on the CPU.
+
+Idle is measured over the steady-state window (warm-up and drain cut off), as the dashboard
+shows it; syncs are counted over the whole trace, since one in warm-up is still a bug, and the
+output gives the window's count beside it."""
 
 EXIT_CODES = f"""\
 exit codes:
@@ -27,24 +41,24 @@ exit codes:
 def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "check", help="CI gate: fail on device idle time, accidental syncs or regressions",
-        description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1],
-        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=DESCRIPTION, epilog=EXIT_CODES, formatter_class=HelpFormatter)
     p.add_argument("trace", nargs="?",
                    help="trace file to check: ours, a PyTorch profiler trace (.json[.gz]) or an Nsight Systems "
                         "export (.sqlite[.gz]) (omit with --run)")
     p.add_argument("--run", action="store_true",
                    help="run a short pipelined CPU workload and check its trace")
-    p.add_argument("--model", default="tiny", help="--run: preset or checkpoint folder")
+    p.add_argument("--model", default="tiny", help="--run: preset or checkpoint folder (on the CPU)")
     # 32 streams: the tiny forward is then long enough that the host-process device's own
     # command pickup (tens of µs per op) stays well under the default idle limit
-    p.add_argument("--streams", type=int, default=32, help="--run: concurrent streams")
-    p.add_argument("--tokens", type=int, default=48, help="--run: mean generated tokens per request")
+    p.add_argument("--streams", type=positive_int, default=32, help="--run: concurrent streams")
+    p.add_argument("--tokens", type=at_least(2), default=48, help="--run: mean generated tokens per request")
     p.add_argument("--out", default="traces", help="--run: folder for the trace")
     p.add_argument("--baseline", help="trace file to compare against")
-    p.add_argument("--max-idle", type=float, default=DEFAULT_MAX_IDLE_FRACTION,
-                   help=f"largest steady-state idle fraction (default {DEFAULT_MAX_IDLE_FRACTION})")
-    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                   help=f"allowed regression as a fraction of the baseline's period (default {DEFAULT_TOLERANCE})")
+    p.add_argument("--max-idle", type=fraction, default=DEFAULT_MAX_IDLE_FRACTION, metavar="FRACTION",
+                   help="largest steady-state idle fraction of the compute stream, 0 to 1 (0.05 is 5%%)")
+    p.add_argument("--tolerance", type=non_negative, default=DEFAULT_TOLERANCE, metavar="FRACTION",
+                   help="with --baseline: allowed growth of idle per step and of the period, as a fraction of "
+                        "the baseline's period (0.1 is 10%%)")
     p.add_argument("--allow-sync", action="append", default=[], metavar="PATTERN",
                    help="a call-site pattern (fnmatch, e.g. '*aten::item*') whose syncs the program means: "
                         "listed, not failing the gate (repeatable)")
@@ -54,8 +68,10 @@ def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--allow-partial", "--allow-truncated", dest="allow_partial", action="store_true",
                    help="check what is valid of a truncated or damaged trace (our file without its end line "
                         "or cut inside a line, a damaged profiler trace) instead of exit 2")
-    p.add_argument("--markdown", help="write a Markdown summary here")
-    p.add_argument("--junit", help="write JUnit XML here")
+    p.add_argument("--markdown", metavar="PATH", help="write a Markdown summary here")
+    p.add_argument("--junit", metavar="PATH",
+                   help="write a JUnit XML report here: a suite named after the trace, a test case per gate, "
+                        "with times")
     p.set_defaults(func=run_check_cli)
     return p
 
@@ -66,6 +82,7 @@ def run_check_cli(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     trace = args.trace
     if args.run:
+        refuse_gpu_only_on_cpu(args.model, "cpu", cpu_because="check --run runs on the CPU")
         trace = short_run(args.model, args.streams, args.tokens, Path(args.out))
         print(f"photon-trace check: ran {args.streams} pipelined streams on {args.model} -> {trace}",
               file=sys.stderr)
@@ -75,6 +92,8 @@ def run_check_cli(args: argparse.Namespace) -> int:
                            out_md=args.markdown, out_junit=args.junit, allow_syncs=tuple(args.allow_sync),
                            allow_partial=args.allow_partial, step_annotation=args.step_annotation)
     print(result.summary(), file=sys.stdout if result.passed else sys.stderr)
+    for line in result.details():   # the figures, on a pass too: the command's output, not a diagnostic
+        print(f"  {line}", flush=True)
     for note in result.notes:
         print(f"  note: {one_line(note)}", file=sys.stderr)
     for w in caught:

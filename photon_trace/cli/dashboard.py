@@ -5,6 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from photon_trace.cli.argtypes import HelpFormatter, port
+from photon_trace.cli.preflight import listen_socket
 from photon_trace.hosts import allowed_hosts, is_loopback
 
 DEFAULT_TRACES_DIR = "traces"
@@ -15,12 +17,14 @@ def add_dashboard_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "dashboard", help="serve the timeline dashboard on a trace (or two, to compare)",
         description="Serve the Dash dashboard: timeline lanes, bubbles, flagged syncs, panels, "
-                    "A/B compare and live mode. With no TRACE, opens the newest traces under --traces-dir.")
+                    "A/B compare and live mode. With no TRACE, opens the newest traces under --traces-dir. "
+                    "A TRACE that does not exist or is not a trace is refused before anything is served.",
+        formatter_class=HelpFormatter)
     p.add_argument("traces", nargs="*", metavar="TRACE",
                    help="trace files (the first is shown, the second offered for comparison) or folders "
                         "to pick from; their folders become openable in the page")
     p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default: loopback only)")
-    p.add_argument("--port", type=int, default=8050)
+    p.add_argument("--port", type=port, default=8050, help="TCP port to serve on")
     p.add_argument("--allowed-hosts", default=None,
                    help="comma-separated Host names the page answers to (default: localhost, 127.0.0.1, ::1 "
                         "and --host): a DNS-rebinding guard")
@@ -65,18 +69,35 @@ def resolve_inputs(traces: list[str], traces_dir: str, live: str | None = None) 
     return [str(f) for f in files], seen
 
 
+def refuse_unopenable(traces: list[str]) -> None:
+    """``ValueError`` (exit 2) for a named path that is neither a folder nor a trace the page
+    would open (``dashboard/sources/openable.py``): refused here, before a port is taken or
+    its folder made openable, rather than served as an error page."""
+    from photon_trace.dashboard.sources.openable import NotOpenable, check_openable
+
+    for t in traces:
+        p = Path(t).expanduser()
+        if p.is_dir():
+            continue
+        if not p.exists():
+            raise ValueError(f"{t}: no such file or folder")
+        try:
+            check_openable(p)
+        except NotOpenable as e:
+            raise ValueError(f"{t}: {str(e).removeprefix(p.name + ': ')}") from None
+
+
 def run_dashboard(args: argparse.Namespace) -> int:
     """Serve until interrupted."""
     from photon_trace.dashboard.app import create_app
 
+    refuse_unopenable(args.traces)
+    listen_socket(args.host, args.port).close()   # a busy port: one line now, not Flask's exit
     files, allowed = resolve_inputs(args.traces, args.traces_dir, args.live)
     hosts = allowed_hosts(args.host, getattr(args, "allowed_hosts", None))
     if not is_loopback(args.host):
         print(f"warning: serving on {args.host}: anyone who can reach it can read the allowed folders; "
               f"it answers only to the Host names {', '.join(sorted(hosts))} (--allowed-hosts)", file=sys.stderr)
-    for f in files:
-        if not Path(f).is_file():
-            print(f"warning: {f} is not a readable file; the page will show why", file=sys.stderr)
     if not files and not args.live:
         print(f"no traces found under {args.traces_dir}/; the page will offer a path box", file=sys.stderr)
     app = create_app(files, allowed, args.live, guide=getattr(args, "guide", False), allowed_hosts=hosts)

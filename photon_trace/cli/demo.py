@@ -7,12 +7,34 @@
 3. the dashboard opened on the buggy run with a guided first view (the flagged sync
    selected, its bubble and call site shown, the diagnosis row highlighted) and the fixed
    run offered as B for the Compare tab.
+
+Each bench writes its own JSON summary in ``--out`` (``SUMMARIES``), beside its traces.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+
+from photon_trace.cli.argtypes import HelpFormatter, at_least, port, positive_int
+from photon_trace.cli.preflight import listen_socket, refuse_gpu_only_on_cpu
+
+DESCRIPTION = """\
+The tool's story on real runs, then the dashboard on its punchline:
+
+1. blocking against pipelined, on a model small enough (tiny, by default) that the host's
+   bookkeeping is a visible share of each step, so the bubble pipelining removes is plain;
+2. the mask-upload bug (--mask-upload sync) on constrained requests;
+3. the same requests with the upload fixed (asynchronous);
+then the dashboard on the buggy run with a guided first view (the flagged sync selected, its
+bubble and call site shown, the diagnosis row highlighted) and the fixed run as B to compare.
+
+Each bench prints its tables and writes its traces and its own JSON summary under --out:
+"""
+
+# One summary per bench, so that the three runs do not overwrite one file
+SUMMARIES = ("demo-1-pipelining.summary.json", "demo-2-mask-upload-sync.summary.json",
+             "demo-3-mask-upload-async.summary.json")
 
 STORY = """
 The dashboard opens on the mask-upload bug: the accidental sync the tool flagged is selected
@@ -27,6 +49,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from photon_trace.cli.bench import run_bench
     from photon_trace.cli.dashboard import run_dashboard
 
+    refuse_gpu_only_on_cpu(args.model, args.backend)   # said now, not after minutes of benches
+    if not args.no_serve:   # so is a busy port
+        listen_socket(args.host, args.port).close()
     parser = _steps_parser()
     out = Path(args.out)
     common = ["--model", args.model, "--backend", args.backend, "--repeats", str(args.repeats),
@@ -37,9 +62,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
              ["--streams", str(args.mask_streams), "--constrained", "point", "--mask-upload", "sync"]),
             ("3/3 the fix: the same requests, mask uploaded asynchronously",
              ["--streams", str(args.mask_streams), "--constrained", "point", "--mask-upload", "async"])]
-    for title, extra in runs:
+    for (title, extra), summary in zip(runs, SUMMARIES):
         print(f"\n== {title} ==", file=sys.stderr)
-        rc = run_bench(parser.parse_args(["bench", *common, *extra]))
+        rc = run_bench(parser.parse_args(["bench", *common, *extra, "--summary", summary]))
         if rc != 0:
             return rc
     if args.no_serve:
@@ -82,18 +107,21 @@ def _newest(folder: Path, pattern: str) -> Path | None:
 def add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="bench blocking vs pipelined and the mask-upload bug on tiny, then the "
                                     "dashboard on the bug with a guided first view",
-                       description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=DESCRIPTION + "\n".join(f"  {name}" for name in SUMMARIES),
+                       formatter_class=HelpFormatter)
     p.add_argument("--model", default="tiny", help="preset (tiny, small, 1.5b) or a model folder (default: tiny, "
                    "where the host's share of a step, hence the bubble, is largest)")
-    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--streams", type=int, nargs="+", default=[1, 8], help="stream counts of the blocking/pipelined bench")
-    p.add_argument("--mask-streams", type=int, default=8, help="streams of the mask-upload pair")
-    p.add_argument("--tokens", type=int, default=110, help="mean generated tokens per request")
-    p.add_argument("--repeats", type=int, default=2,
+    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"),
+                   help="cuda, cpu (the host-process device) or auto (cuda when there is a GPU)")
+    p.add_argument("--streams", type=positive_int, nargs="+", default=[1, 8],
+                   help="stream counts of the blocking/pipelined bench")
+    p.add_argument("--mask-streams", type=positive_int, default=8, help="streams of the mask-upload pair")
+    p.add_argument("--tokens", type=at_least(2), default=110, help="mean generated tokens per request")
+    p.add_argument("--repeats", type=positive_int, default=2,
                    help="measured runs per mode and stream count (medians are reported: one run is noisy here)")
     p.add_argument("--out", default="traces/runs", help="where the benches write their traces")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8050)
+    p.add_argument("--host", default="127.0.0.1", help="interface the dashboard serves on (loopback only)")
+    p.add_argument("--port", type=port, default=8050, help="the dashboard's TCP port")
     p.add_argument("--no-serve", action="store_true", help="bench only; do not start the dashboard")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_demo)

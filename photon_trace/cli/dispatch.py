@@ -19,6 +19,19 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from photon_trace.cli.argtypes import HelpFormatter
+
+DESCRIPTION = """\
+Record, analyse and explain where an LLM inference engine leaves the device idle: run the
+engine, check a trace in CI, open a trace (ours, a PyTorch profiler trace or an Nsight Systems
+export) in the dashboard or in Perfetto, serve a model over an OpenAI-compatible API."""
+
+EPILOG = """\
+exit status: what the command returns (each command's --help says); a mistake you can fix
+(a bad path, value or model) prints one line and exits 2, a failure at run time (the device
+died) one line and exits 1; --debug shows the traceback as well.
+Start with: photon-trace demo"""
+
 
 def build_parser() -> argparse.ArgumentParser:
     from photon_trace.cli.bench import add_bench_parser
@@ -30,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     from photon_trace.cli.import_trace import add_import_parser
     from photon_trace.cli.serve import add_serve_parser
 
-    parser = argparse.ArgumentParser(prog="photon-trace", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="photon-trace", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     sub = parser.add_subparsers(dest="command", required=True)
     add_demo(sub)
@@ -42,9 +55,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_parser(sub)
     add_dashboard_parser(sub)
     add_serve_parser(sub)
-    for p in sub.choices.values():   # also after the subcommand; SUPPRESS keeps a --debug given before it
+    for p in _parsers(sub):   # also after the subcommand; SUPPRESS keeps a --debug given before it
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks of errors")
     return parser
+
+
+def _parsers(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
+    """Every subcommand's parser, nested ones (``export perfetto``) included."""
+    found = []
+    for p in sub.choices.values():
+        found.append(p)
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                found += _parsers(action)
+    return found
 
 
 def user_errors() -> tuple[type[BaseException], ...]:

@@ -14,19 +14,30 @@ import json
 import sys
 import warnings
 
+from photon_trace.cli.argtypes import HelpFormatter
+
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+
+DESCRIPTION = """\
+Analyse a PyTorch profiler trace or an Nsight Systems export of any program. Prints what the
+trace holds (lanes, steps, the source's clock resolution), then per stream its busy and idle
+time and what caused the idle, per device its idle with all its streams together (Nsight's
+view), the syncs by call site with the idle they cost, the ranked diagnosis and, beside them,
+nsys analyze's expert rules under nsys's names; -o also writes it as a photon_trace file.
+
+check, dashboard and export perfetto read profiler traces and Nsight exports directly too."""
 
 
 def add_import_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "import", help="analyse a PyTorch profiler trace or an Nsight Systems export: bubbles, causes, syncs, "
                        "diagnosis",
-        description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1],
+        description=DESCRIPTION,
         epilog="exit codes: 0 imported (also when the trace has no device activity), "
                "2 bad input (not a trace, a newer schema, truncated, invalid events, a corrupt or "
                "non-Nsight SQLite file, a .nsys-rep not yet exported)",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     p.add_argument("trace", help="the profiler's Chrome-trace JSON (.json or .json.gz), or an Nsight Systems "
                                  "export (nsys export --type sqlite: .sqlite or .sqlite.gz)")
     p.add_argument("-o", "--output", help="also write it as a photon_trace file (.trace.jsonl[.gz])")

@@ -7,23 +7,29 @@ import stat
 import sys
 from pathlib import Path
 
+from photon_trace.cli.argtypes import HelpFormatter, at_least, port, positive, positive_int
+from photon_trace.cli.preflight import listen_socket, random_weights_note, refuse_gpu_only_on_cpu
 from photon_trace.hosts import allowed_hosts as hosts_for, is_loopback
 from photon_trace.server.middleware import DEFAULT_MAX_BODY_BYTES
 
 KEY_ENV = "PHOTON_TRACE_API_KEY"
 # The connection limits' defaults (server/connections.py), without importing uvicorn to parse
 HEADER_TIMEOUT_S, BODY_TIMEOUT_S, MAX_CONNECTIONS = 10.0, 30.0, 256
+STARTUP_FAILURE = 3   # uvicorn's exit status when the app's start-up (loading the engine) failed
 
 
 def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="serve the engine over an OpenAI-compatible HTTP API",
                        description="Serve a model over HTTP: /v1/completions, /v1/chat/completions, /v1/point, "
-                                   "/v1/detect, /v1/models, /health, /metrics, /v1/trace/recent.")
+                                   "/v1/detect, /v1/models, /health, /metrics, /v1/trace/recent. The address is "
+                                   "taken before the model loads: a busy port is refused at once.",
+                       formatter_class=HelpFormatter)
     p.add_argument("--model", default="tiny",
                    help="preset (tiny, small, 1.5b), a Hugging Face model folder or a Hub id (owner/name)")
-    p.add_argument("--served-model-name", default=None, help="the name clients send as `model` (default: --model)")
+    p.add_argument("--served-model-name", default=None,
+                   help="the name clients send as the request's model field (default: --model)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback by default)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=port, default=8000, help="TCP port to listen on")
     p.add_argument("--api-key-file", metavar="PATH", default=None,
                    help=f"require 'Authorization: Bearer KEY' on /v1/* and /metrics, the key read from this "
                         f"file (or from ${KEY_ENV}); an empty key is an error")
@@ -31,33 +37,39 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--allowed-hosts", default=None,
                    help="comma-separated Host names answered without an API key (default: localhost, "
                         "127.0.0.1, ::1 and --host): a DNS-rebinding guard; ignored with a key")
-    p.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
+    p.add_argument("--max-body-bytes", type=positive_int, default=DEFAULT_MAX_BODY_BYTES,
                    help="larger request bodies get a 413 before they are read (default: 4 MiB)")
-    p.add_argument("--header-timeout", type=float, default=HEADER_TIMEOUT_S, metavar="S",
+    p.add_argument("--header-timeout", type=positive, default=HEADER_TIMEOUT_S, metavar="S",
                    help=f"close a connection whose request headers are not complete S seconds after the "
                         f"server began waiting for them (default: {HEADER_TIMEOUT_S:g})")
-    p.add_argument("--body-timeout", type=float, default=BODY_TIMEOUT_S, metavar="S",
+    p.add_argument("--body-timeout", type=positive, default=BODY_TIMEOUT_S, metavar="S",
                    help=f"close a connection whose request body is not complete S seconds after its headers "
                         f"(default: {BODY_TIMEOUT_S:g})")
-    p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS, metavar="N",
+    p.add_argument("--max-connections", type=positive_int, default=MAX_CONNECTIONS, metavar="N",
                    help=f"open connections at most (default: {MAX_CONNECTIONS}); one more closes the one "
                         f"waiting longest for a request, or gets a 503")
-    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"),
+                   help="cuda, cpu (the host-process device) or auto (cuda when there is a GPU)")
     p.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 (fp32, bf16, fp16) or auto")
     p.add_argument("--depth", type=int, default=2, choices=(1, 2), help="2 = pipelined, 1 = blocking")
     p.add_argument("--mask-upload", default="async", choices=("async", "sync"),
-                   help="sync: the source's mask-upload bug, to watch /metrics flag its accidental syncs")
-    p.add_argument("--max-rows", type=int, default=64, help="rows (sequences) in one step")
-    p.add_argument("--max-seqs", type=int, default=128, help="resident sequences")
-    p.add_argument("--max-step-tokens", type=int, default=256)
-    p.add_argument("--kv-tokens", type=int, default=32768, help="KV pool size in tokens")
-    p.add_argument("--max-context", type=int, default=None, help="prompt + output tokens (default: the engine's)")
-    p.add_argument("--seed", type=int, default=None,
+                   help="sync: the mask-upload bug (a pageable copy that waits for the device), to watch "
+                        "/metrics flag its accidental syncs")
+    p.add_argument("--max-rows", type=positive_int, default=64, help="rows (sequences) in one step")
+    p.add_argument("--max-seqs", type=positive_int, default=128, help="resident sequences")
+    p.add_argument("--max-step-tokens", type=positive_int, default=256,
+                   help="tokens in one step (decode rows and prefill chunks)")
+    p.add_argument("--kv-tokens", type=positive_int, default=32768, help="KV pool size in tokens")
+    p.add_argument("--max-context", type=at_least(2), default=None,
+                   help="prompt + output tokens (default: the engine's)")
+    p.add_argument("--seed", type=at_least(0), default=None,
                    help="engine seed: unseeded requests' seeds are drawn from it (default: from the OS)")
-    p.add_argument("--device-threads", type=int, default=1, help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
+    p.add_argument("--device-threads", type=positive_int, default=1,
+                   help="host-process device: intra-op threads (1 = a core of its own beside the scheduler)")
     p.add_argument("--otlp", action="store_true", default=bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")),
                    help="export request and step spans over OTLP (on when OTEL_EXPORTER_OTLP_ENDPOINT is set)")
-    p.add_argument("--log-level", default="info")
+    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug", "trace"),
+                   help="the server's log (uvicorn's levels)")
     p.set_defaults(func=run_serve)
     return p
 
@@ -139,15 +151,29 @@ def run_serve(args: argparse.Namespace) -> int:
 
     settings = engine_settings(args)
     # Bad settings, a bad path, an unsupported or unreadable checkpoint, a Hub id that cannot be
-    # had: one line and exit 2 now (the CLI's handler), not a traceback from the server's start-up.
+    # had, a GPU-only preset without a GPU, a busy port: one line and exit 2 now (the CLI's
+    # handler), not a traceback or uvicorn's "Errno 98" after the model has loaded.
     EngineConfig(**settings)
+    refuse_gpu_only_on_cpu(args.model, args.backend)
     limits = ConnectionLimits(args.header_timeout, args.body_timeout, args.max_connections)
-    load_host_side(args.model)
-    app = create_app(lambda tracer: Engine(tracer=tracer, **settings), api_key=api_key(args)[0],
-                     model_name=args.served_model_name or args.model, otlp=args.otlp,
-                     max_body_bytes=args.max_body_bytes, allowed_hosts=allowed_hosts(args))
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False,
-                **uvicorn_options(limits))
+    sock = listen_socket(args.host, args.port)
+    try:
+        load_host_side(args.model)
+        note = random_weights_note(args.model)
+        if note:
+            print(note, file=sys.stderr)
+        app = create_app(lambda tracer: Engine(tracer=tracer, **settings), api_key=api_key(args)[0],
+                         model_name=args.served_model_name or args.model, otlp=args.otlp,
+                         max_body_bytes=args.max_body_bytes, allowed_hosts=allowed_hosts(args))
+        server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                                               access_log=False, **uvicorn_options(limits)))
+        try:
+            server.run(sockets=[sock])   # the engine loads in the app's start-up, on the bound port
+        except KeyboardInterrupt:
+            pass
+    finally:
+        sock.close()
+    return 0 if server.started else STARTUP_FAILURE
     return 0
 
 

@@ -16,20 +16,22 @@ trace file (no end line: the run crashed or is still writing; or cut inside a
 line) is bad input too, since the gate cannot vouch for the part that is missing, and
 so is a damaged PyTorch profiler trace; ``allow_partial`` checks what is valid and
 says so in the notes.
-A Markdown summary and JUnit XML (one testcase per gate) are written when asked.
+A Markdown summary and JUnit XML (one testcase per gate, with times) are written when asked
+(``telemetry/analysis/gate_report.py``).
 """
 from __future__ import annotations
 
 import os
-import re
-import xml.etree.ElementTree as ET
+import time
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import NamedTuple, Union
 
 from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
-from photon_trace.telemetry.analysis.causes import Cause, cause_label, fixable_by_host
+from photon_trace.telemetry.analysis.causes import Cause
+from photon_trace.telemetry.analysis.gate_report import (  # noqa: F401 (the renderers, as gate's API)
+    _diagnosis_markdown, device_markdown, md_code, render_junit, render_markdown, steady_state_line)
 from photon_trace.telemetry.analysis.window import compute_extent
 from photon_trace.telemetry.trace.lanes import primary_stream
 from photon_trace.telemetry.trace.plausible import check_trace
@@ -64,6 +66,7 @@ class Gate(NamedTuple):
     message: str
     value: float
     limit: float
+    seconds: float = 0.0   # evaluating this gate (the analysis it reads is the check's, not its own)
 
 
 @dataclass
@@ -75,10 +78,16 @@ class CheckResult:
     source: str = "<trace>"
     error: str | None = None        # why the input was bad (exit code 2)
     notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0            # the whole check: loading, analysing, the gates
+    started: float = field(default_factory=time.time)   # wall clock, for the JUnit timestamp
 
     @property
     def passed(self) -> bool:
         return self.exit_code == EXIT_PASS
+
+    @property
+    def verdict(self) -> str:
+        return {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_BAD_INPUT: "BAD INPUT"}[self.exit_code]
 
     @property
     def failures(self) -> list[Gate]:
@@ -93,6 +102,15 @@ class CheckResult:
         else:
             text = "photon-trace check: FAIL: " + "; ".join(g.message for g in self.failures)
         return one_line(text)
+
+    def details(self) -> list[str]:
+        """The figures behind the verdict, one line each: every gate the summary line did not
+        already say (all of them on a pass), then the steady state's."""
+        if self.report is None:
+            return []
+        said = set() if self.passed else {g.name for g in self.failures}
+        lines = [f"{g.name}: {'pass' if g.passed else 'FAIL'}: {g.message}" for g in self.gates if g.name not in said]
+        return [one_line(line) for line in lines + [steady_state_line(self.report)]]
 
 
 def one_line(text: str) -> str:
@@ -186,7 +204,20 @@ def _ms(ns: float) -> str:
 
 def _gates(report: Report, trace: Trace | None, baseline: Report | None,
            max_idle_fraction: float, tolerance: float, allow_syncs: tuple[str, ...] = ()) -> list[Gate]:
+    """Each gate in order, timed (its JUnit test case's time)."""
+    checks = [lambda: _idle_gate(report, max_idle_fraction), lambda: _sync_gate(report, trace, allow_syncs)]
+    if baseline is not None:
+        checks += [lambda: _idle_regression(report, baseline, tolerance),
+                   lambda: _period_regression(report, baseline, tolerance)]
     gates = []
+    for check in checks:
+        t0 = time.perf_counter()
+        gate = check()
+        gates.append(gate._replace(seconds=time.perf_counter() - t0))
+    return gates
+
+
+def _idle_gate(report: Report, max_idle_fraction: float) -> Gate:
     top = report.diagnosis[0] if report.diagnosis else None
     why = f" (largest: {top.cause} at {top.site_or_phase}, {_ms(top.idle_ns)})" if top else ""
     ok = report.idle_fraction <= max_idle_fraction
@@ -194,45 +225,56 @@ def _gates(report: Report, trace: Trace | None, baseline: Report | None,
     shared = [d for d in report.devices if d.streams > 1]
     devices = ("; per device, all streams together: " + ", ".join(f"{d.device} {d.idle_fraction:.2%}"
                                                                   for d in shared)) if shared else ""
-    gates.append(Gate("idle_fraction", ok,
-                      f"steady-state idle fraction {report.idle_fraction:.2%} of {report.stream} "
-                      f"{'within' if ok else 'is over'} the limit {max_idle_fraction:.2%}" + ("" if ok else why)
-                      + devices, report.idle_fraction, max_idle_fraction))
+    return Gate("idle_fraction", ok,
+                f"steady-state idle fraction {report.idle_fraction:.2%} of {report.stream} over "
+                f"{len(report.steps)} steps, {_ms(report.window_ns)}, {'within' if ok else 'is over'} the limit "
+                f"{max_idle_fraction:.2%}" + ("" if ok else why) + devices,
+                report.idle_fraction, max_idle_fraction)
 
-    # Syncs anywhere in the run, each with the idle it cost over the whole run.
-    sites = (sync_sites(trace, find_bubbles(trace, compute_extent(trace))) if trace is not None
-             else report.syncs)
-    allowed = [s for s in sites if any(fnmatchcase(s.site, p) for p in allow_syncs)]
-    sites = [s for s in sites if s not in allowed]
+
+def _sync_gate(report: Report, trace: Trace | None, allow_syncs: tuple[str, ...]) -> Gate:
+    """Syncs anywhere in the run, each with the idle it cost over the whole run; the count in the
+    steady-state window (where the idle gate and the dashboard count) is said beside it."""
+    def mine(rows: list) -> tuple[list, list]:
+        allowed = [s for s in rows if any(fnmatchcase(s.site, p) for p in allow_syncs)]
+        return [s for s in rows if s not in allowed], allowed
+
+    whole = trace is not None
+    sites, allowed = mine(sync_sites(trace, find_bubbles(trace, compute_extent(trace))) if whole else report.syncs)
     count = sum(s.count for s in sites)
+    in_window = sum(s.count for s in mine(report.syncs)[0])
+    label = Cause.ACCIDENTAL_SYNC.label
     if count:
         listed = ", ".join(f"{s.site} ({s.reason}) x{s.count}, {_ms(s.idle_ns)} idle" for s in sites)
-        msg = f"{count} {Cause.ACCIDENTAL_SYNC.label}{'s' if count > 1 else ''}: {listed}"
+        where = (f" in the whole trace ({in_window} in the steady-state window of {len(report.steps)} steps, "
+                 f"where idle is measured)" if whole else " in the steady-state window")
+        msg = f"{count} {label}{'s' if count > 1 else ''}{where}: {listed}"
     else:
-        msg = f"no {Cause.ACCIDENTAL_SYNC.label}s"
+        msg = f"no {label}s" + (" in the whole trace" if whole else " in the steady-state window")
     if allowed:
         msg += "; allowed: " + ", ".join(f"{s.site} x{s.count}, {_ms(s.idle_ns)} idle" for s in allowed)
-    gates.append(Gate("accidental_syncs", count == 0, msg, count, 0))
+    return Gate("accidental_syncs", count == 0, msg, count, 0)
 
-    if baseline is not None:
-        base_period = baseline.period_ms * 1e6
-        cur_idle = report.idle_ns / len(report.steps)
-        base_idle = baseline.idle_ns / len(baseline.steps) if baseline.steps else 0.0
-        grew = cur_idle - base_idle
-        limit = tolerance * base_period
-        ok = grew <= limit
-        gates.append(Gate("idle_regression", ok,
-                          f"idle per step {_ms(cur_idle)} vs baseline {_ms(base_idle)}: "
-                          f"{'+' if grew >= 0 else ''}{_ms(grew)} "
-                          f"({'within' if ok else 'over'} {tolerance:.0%} of the baseline period, {_ms(limit)})",
-                          grew, limit))
-        ratio = report.period_ms / baseline.period_ms if baseline.period_ms else float("inf")
-        ok = ratio <= 1 + tolerance
-        gates.append(Gate("period_regression", ok,
-                          f"median period {report.period_ms:.3f} ms vs baseline {baseline.period_ms:.3f} ms "
-                          f"({ratio - 1:+.1%}, {'within' if ok else 'over'} the tolerance {tolerance:.0%})",
-                          ratio - 1, tolerance))
-    return gates
+
+def _idle_regression(report: Report, baseline: Report, tolerance: float) -> Gate:
+    base_period = baseline.period_ms * 1e6
+    cur_idle = report.idle_ns / len(report.steps)
+    base_idle = baseline.idle_ns / len(baseline.steps) if baseline.steps else 0.0
+    grew = cur_idle - base_idle
+    limit = tolerance * base_period
+    ok = grew <= limit
+    return Gate("idle_regression", ok,
+                f"idle per step {_ms(cur_idle)} vs baseline {_ms(base_idle)}: {'+' if grew >= 0 else ''}{_ms(grew)} "
+                f"({'within' if ok else 'over'} {tolerance:.0%} of the baseline period, {_ms(limit)})", grew, limit)
+
+
+def _period_regression(report: Report, baseline: Report, tolerance: float) -> Gate:
+    ratio = report.period_ms / baseline.period_ms if baseline.period_ms else float("inf")
+    ok = ratio <= 1 + tolerance
+    return Gate("period_regression", ok,
+                f"median period {report.period_ms:.3f} ms vs baseline {baseline.period_ms:.3f} ms "
+                f"({ratio - 1:+.1%}, {'within' if ok else 'over'} the tolerance {tolerance:.0%})",
+                ratio - 1, tolerance)
 
 
 def _notes(trace: Trace | None) -> list[str]:
@@ -271,6 +313,11 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     truncated or damaged trace (our file without its end line or cut inside a line, a damaged
     profiler trace) is checked as far as it is valid instead of being bad input.
     ``step_annotation``: the annotation a profiler trace's steps are taken from."""
+    if not 0.0 <= max_idle_fraction <= 1.0:
+        raise ValueError(f"max_idle_fraction is a fraction from 0 to 1, got {max_idle_fraction}")
+    if not tolerance >= 0.0:
+        raise ValueError(f"tolerance must be zero or more, got {tolerance}")
+    started, t0 = time.time(), time.perf_counter()
     load = {"allow_partial": allow_partial, "step_annotation": step_annotation}
     try:
         report, trace, source, warned = _analyse(trace_or_path, "trace", load)
@@ -282,108 +329,9 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
         gates = _gates(report, trace, base, max_idle_fraction, tolerance, allow_syncs)
         code = EXIT_PASS if all(g.passed for g in gates) else EXIT_FAIL
         result = CheckResult(code, gates, report, base, source, notes=_notes(trace) + warned)
+    result.started, result.seconds = started, time.perf_counter() - t0
     if out_md is not None:
         Path(out_md).write_text(render_markdown(result), encoding="utf-8")
     if out_junit is not None:
         Path(out_junit).write_text(render_junit(result), encoding="utf-8")
     return result
-
-
-def md_code(text: object, in_table: bool = True) -> str:
-    """``text`` as a Markdown code span: shown as written, whatever it holds.
-
-    Gate messages, call sites, op names, file names and notes come from the trace, and a
-    CI page renders this Markdown: a call site holding ``|``, a newline and ``# ... PASS``
-    must not start a row or a heading, nor ``<a href>``, ``[x](url)`` or ``![x](url)`` make
-    HTML, a link or an image. In a code span nothing is markup; what could still break out
-    of it is handled here: line breaks (a span cannot hold one; whitespace runs become one
-    space), backticks (the fence is one longer than the longest run inside), and, in a
-    table, ``|`` (escaped as ``\\|``, which GitHub's tables take before the span)."""
-    body = " ".join(str(text).split())
-    if in_table:
-        body = body.replace("|", "\\|")
-    if not body:
-        return "(empty)"
-    fence = "`" * (max((len(run) for run in re.findall("`+", body)), default=0) + 1)
-    pad = " " if body[0] == "`" or body[-1] == "`" else ""
-    return f"{fence}{pad}{body}{pad}{fence}"
-
-
-def render_markdown(result: CheckResult) -> str:
-    """The summary a CI job shows: verdict, gates, key numbers, what to fix first. Every string
-    that may come from the trace goes in as a code span (``md_code``)."""
-    verdict = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_BAD_INPUT: "BAD INPUT"}[result.exit_code]
-    out = [f"# photon-trace check: {verdict}", "", f"Trace: {md_code(result.source, in_table=False)}", ""]
-    if result.error:
-        return "\n".join(out + [f"**Error:** {md_code(result.error, in_table=False)}", ""])
-    out += ["| gate | result | detail |", "|---|---|---|"]
-    out += [f"| {g.name} | {'pass' if g.passed else '**FAIL**'} | {md_code(g.message)} |" for g in result.gates]
-    r = result.report
-    assert r is not None
-    out += ["", "## Steady state", "",
-            f"- window: {len(r.steps)} steps, {_ms(r.window_ns)}; idle {r.idle_fraction:.2%} "
-            f"(bubbles {_ms(r.bubble_ns)}, dispatch gaps {_ms(r.dispatch_ns)}; "
-            f"host late {_ms(r.host_idle_ns)}, launch latency {_ms(r.launch_idle_ns)})",
-            f"- median per step: period {r.period_ms:.3f} ms, forward {r.forward_ms:.3f} ms, "
-            f"sample {r.sample_ms:.3f} ms, bookkeeping {r.bookkeeping_ms:.3f} ms",
-            f"- tokens/s: {r.tokens_per_s:,.1f} steady, {r.e2e_tokens_per_s:,.1f} end to end; "
-            f"L {r.L:.1f}, z {r.z:.4f}"]
-    out += device_markdown(r)
-    if r.diagnosis:
-        out += _diagnosis_markdown(r.diagnosis)
-    if result.notes:
-        out += ["", "## Notes", ""] + [f"- {md_code(n, in_table=False)}" for n in result.notes]
-    return "\n".join(out) + "\n"
-
-
-def device_markdown(r: Report) -> list[str]:
-    """Idle per stream (ours) and per device (Nsight's: all its streams together), side by side."""
-    if not r.streams and not r.devices:
-        return []
-    out = ["", "## Idle per stream and per device", "",
-           "| lane | ops | span | idle | idle % |", "|---|---|---|---|---|"]
-    out += [f"| stream `{s.stream}` | {s.ops} | {_ms(s.span_ns)} | {_ms(s.idle_ns)} | {s.idle_fraction:.1%} |"
-            for s in r.streams]
-    out += [f"| device `{d.device}` (all {d.streams} streams) | {d.ops} | {_ms(d.span_ns)} | {_ms(d.idle_ns)} | "
-            f"{d.idle_fraction:.1%} |" for d in r.devices]
-    return out
-
-
-def _speedup(d) -> str:
-    """The predicted speedup with its range (``diagnosis``)."""
-    return f"{d.predicted_speedup:.3f}x ({d.speedup_low:.3f}–{d.speedup_high:.3f})"
-
-
-def _diagnosis_markdown(diagnosis: list) -> list[str]:
-    """What host code can fix first, then the device's own latency (which it cannot), apart."""
-    out = []
-    for title, host in (("Diagnosis: what host code can fix, first", True),
-                        ("Device-side latency (not fixable from host code)", False)):
-        rows = [d for d in diagnosis if fixable_by_host(d.cause) == host][:10]
-        if not rows:
-            continue
-        out += ["", f"## {title}", "",
-                "| cause | site / phase | idle | share | predicted speedup |", "|---|---|---|---|---|"]
-        out += [f"| {cause_label(d.cause)} | {md_code(d.site_or_phase)} | {_ms(d.idle_ns)} | {d.share:.1%} | "
-                f"{_speedup(d)} |" for d in rows]
-    return out
-
-
-def render_junit(result: CheckResult) -> str:
-    """JUnit XML: one testcase per gate (one erroring "load" case for bad input)."""
-    suites = ET.Element("testsuites")
-    failures = len(result.failures)
-    errors = 1 if result.error else 0
-    suite = ET.SubElement(suites, "testsuite", name="photon-trace check",
-                          tests=str(max(len(result.gates), errors)), failures=str(failures), errors=str(errors))
-    if result.error:
-        case = ET.SubElement(suite, "testcase", classname="photon_trace.check", name="load")
-        ET.SubElement(case, "error", message=result.error).text = result.error
-    for g in result.gates:
-        case = ET.SubElement(suite, "testcase", classname="photon_trace.check", name=g.name)
-        if not g.passed:
-            ET.SubElement(case, "failure", message=g.message).text = f"value {g.value:.6g}, limit {g.limit:.6g}"
-        else:
-            ET.SubElement(case, "system-out").text = g.message
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,140 @@
+"""What ``photon-trace check`` writes: the Markdown summary a CI page shows, the JUnit XML a CI
+runner collects, and the console's lines of figures. Pure functions of a ``CheckResult``
+(``telemetry/analysis/gate.py``); they read no files.
+"""
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
+from pathlib import Path
+
+from photon_trace.telemetry.analysis.causes import cause_label, fixable_by_host
+from photon_trace.telemetry.analysis.report import Report
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def md_code(text: object, in_table: bool = True) -> str:
+    """``text`` as a Markdown code span: shown as written, whatever it holds.
+
+    Gate messages, call sites, op names, file names and notes come from the trace, and a
+    CI page renders this Markdown: a call site holding ``|``, a newline and ``# ... PASS``
+    must not start a row or a heading, nor ``<a href>``, ``[x](url)`` or ``![x](url)`` make
+    HTML, a link or an image. In a code span nothing is markup; what could still break out
+    of it is handled here: line breaks (a span cannot hold one; whitespace runs become one
+    space), backticks (the fence is one longer than the longest run inside), and, in a
+    table, ``|`` (escaped as ``\\|``, which GitHub's tables take before the span)."""
+    body = " ".join(str(text).split())
+    if in_table:
+        body = body.replace("|", "\\|")
+    if not body:
+        return "(empty)"
+    fence = "`" * (max((len(run) for run in re.findall("`+", body)), default=0) + 1)
+    pad = " " if body[0] == "`" or body[-1] == "`" else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
+def render_markdown(result) -> str:
+    """The summary a CI job shows: verdict, gates, key numbers, what to fix first. Every string
+    that may come from the trace goes in as a code span (``md_code``)."""
+    out = [f"# photon-trace check: {result.verdict}", "", f"Trace: {md_code(result.source, in_table=False)}", ""]
+    if result.error:
+        return "\n".join(out + [f"**Error:** {md_code(result.error, in_table=False)}", ""])
+    out += ["| gate | result | detail |", "|---|---|---|"]
+    out += [f"| {g.name} | {'pass' if g.passed else '**FAIL**'} | {md_code(g.message)} |" for g in result.gates]
+    r = result.report
+    assert r is not None
+    out += ["", "## Steady state", "",
+            f"- window: {len(r.steps)} steps, {_ms(r.window_ns)}; idle {r.idle_fraction:.2%} "
+            f"(bubbles {_ms(r.bubble_ns)}, dispatch gaps {_ms(r.dispatch_ns)}; "
+            f"host late {_ms(r.host_idle_ns)}, launch latency {_ms(r.launch_idle_ns)})",
+            f"- median per step: period {r.period_ms:.3f} ms, forward {r.forward_ms:.3f} ms, "
+            f"sample {r.sample_ms:.3f} ms, bookkeeping {r.bookkeeping_ms:.3f} ms",
+            f"- tokens/s: {r.tokens_per_s:,.1f} steady, {r.e2e_tokens_per_s:,.1f} end to end; "
+            f"L {r.L:.1f}, z {r.z:.4f}"]
+    out += device_markdown(r)
+    if r.diagnosis:
+        out += _diagnosis_markdown(r.diagnosis)
+    if result.notes:
+        out += ["", "## Notes", ""] + [f"- {md_code(n, in_table=False)}" for n in result.notes]
+    return "\n".join(out) + "\n"
+
+
+def device_markdown(r: Report) -> list[str]:
+    """Idle per stream (ours) and per device (Nsight's: all its streams together), side by side."""
+    if not r.streams and not r.devices:
+        return []
+    out = ["", "## Idle per stream and per device", "",
+           "| lane | ops | span | idle | idle % |", "|---|---|---|---|---|"]
+    out += [f"| stream `{s.stream}` | {s.ops} | {_ms(s.span_ns)} | {_ms(s.idle_ns)} | {s.idle_fraction:.1%} |"
+            for s in r.streams]
+    out += [f"| device `{d.device}` (all {d.streams} streams) | {d.ops} | {_ms(d.span_ns)} | {_ms(d.idle_ns)} | "
+            f"{d.idle_fraction:.1%} |" for d in r.devices]
+    return out
+
+
+def _speedup(d) -> str:
+    """The predicted speedup with its range (``diagnosis``)."""
+    return f"{d.predicted_speedup:.3f}x ({d.speedup_low:.3f}–{d.speedup_high:.3f})"
+
+
+def _diagnosis_markdown(diagnosis: list) -> list[str]:
+    """What host code can fix first, then the device's own latency (which it cannot), apart."""
+    out = []
+    for title, host in (("Diagnosis: what host code can fix, first", True),
+                        ("Device-side latency (not fixable from host code)", False)):
+        rows = [d for d in diagnosis if fixable_by_host(d.cause) == host][:10]
+        if not rows:
+            continue
+        out += ["", f"## {title}", "",
+                "| cause | site / phase | idle | share | predicted speedup |", "|---|---|---|---|---|"]
+        out += [f"| {cause_label(d.cause)} | {md_code(d.site_or_phase)} | {_ms(d.idle_ns)} | {d.share:.1%} | "
+                f"{_speedup(d)} |" for d in rows]
+    return out
+
+
+def steady_state_line(r: Report) -> str:
+    """The steady state's figures in one console line: the window the idle gate measured, its
+    idle and what it was made of, the median step and the throughput."""
+    return (f"steady state: {len(r.steps)} steps over {_ms(r.window_ns)}, idle {r.idle_fraction:.2%} "
+            f"(bubbles {_ms(r.bubble_ns)}, dispatch gaps {_ms(r.dispatch_ns)}; host late {_ms(r.host_idle_ns)}, "
+            f"launch latency {_ms(r.launch_idle_ns)}); median period {r.period_ms:.3f} ms, forward "
+            f"{r.forward_ms:.3f} ms; {r.tokens_per_s:,.1f} tokens/s steady, {r.e2e_tokens_per_s:,.1f} end to end")
+
+
+def junit_classname(source: str) -> str:
+    """``photon_trace.check.NAME``, NAME the trace file's name up to its first dot, in the
+    characters every CI's JUnit reader takes: the reports of several traces do not collide."""
+    stem = Path(source).name.split(".")[0] if not source.startswith("<") else "trace"
+    return "photon_trace.check." + (re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_") or "trace")
+
+
+def render_junit(result) -> str:
+    """JUnit XML: a suite named after the trace, one testcase per gate (one erroring "load"
+    case for bad input), each with its time in seconds; the suite's time is the whole check."""
+    failures = len(result.failures)
+    errors = 1 if result.error else 0
+    tests = str(max(len(result.gates), errors))
+    seconds = f"{result.seconds:.6f}"
+    suites = ET.Element("testsuites", name="photon-trace check", tests=tests, failures=str(failures),
+                        errors=str(errors), time=seconds)
+    stamp = datetime.fromtimestamp(result.started, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    suite = ET.SubElement(suites, "testsuite", name=f"photon-trace check: {result.source}", tests=tests,
+                          failures=str(failures), errors=str(errors), skipped="0", time=seconds, timestamp=stamp)
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="trace", value=result.source)
+    classname = junit_classname(result.source)
+    if result.error:
+        case = ET.SubElement(suite, "testcase", classname=classname, name="load", time=seconds)
+        ET.SubElement(case, "error", message=result.error).text = result.error
+    for g in result.gates:
+        case = ET.SubElement(suite, "testcase", classname=classname, name=g.name, time=f"{g.seconds:.6f}")
+        if not g.passed:
+            ET.SubElement(case, "failure", message=g.message).text = f"value {g.value:.6g}, limit {g.limit:.6g}"
+        else:
+            ET.SubElement(case, "system-out").text = g.message
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
