@@ -1,8 +1,8 @@
 """Slow clients cannot hold the server's open files (issue 32, item 9): two hundred connections
 that send partial headers or trickle a body that never ends, byte by byte, are closed after the
 header and body timeouts, the open files of the server process stay bounded by the connection
-limit (twice it: the connections, and one burst of accepts) while they last, and a normal
-request is answered meanwhile.
+limit (a small multiple of it: the connections, and the bursts of accepts not yet let go)
+while they last, and a normal request is answered meanwhile.
 
 The server is ``photon-trace serve`` in its own process, so its open files are its own
 (``/proc/PID/fd``), not the test's client sockets.
@@ -110,7 +110,11 @@ def test_slow_clients_are_closed_and_open_files_stay_bounded_while_requests_are_
     for s in slow:
         s.close()
     assert still_open > 0                 # the normal request above did meet slow clients
-    assert peak <= base + 2 * MAX_CONNECTIONS + 8, (base, peak)      # connections, and one accept burst
+    # the connections, one accept burst whose connections are still being made, and one more burst
+    # accepted before the first one's evictions are let go (asyncio makes each accepted connection
+    # in a task of its own, on a later turn of the loop): a multiple of the limit, not of the
+    # 200 clients. With two bursts allowed it failed 1 run in 3 on a loaded machine (90 > 82).
+    assert peak <= base + 3 * MAX_CONNECTIONS + 8 < SLOW, (base, peak)
     wait_until(lambda: open_files(proc.pid) <= base + 2, 60, "the open files back to where they were")
 
 

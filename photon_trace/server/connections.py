@@ -21,10 +21,12 @@ A connection past a timeout is closed (a handler waiting for its body sees a
 disconnect); once the request is received there is no limit, so a long streamed
 answer is never cut.
 
-The server accepts connections in bursts of at most its listen backlog, and a connection
-closed is let go on the event loop's next turn; ``uvicorn_options`` sets the backlog to the
-connection limit too, so the open files stay under about twice ``max_connections`` (and the
-kernel's queue of connections not yet accepted is as short).
+The server accepts connections in bursts of at most its listen backlog; asyncio makes each
+accepted connection in a task of its own and lets a closed one go on a later turn of the
+loop, so a burst or two can be open beside the limit's connections. ``uvicorn_options`` sets
+the backlog to the connection limit too, so the open files stay under a small multiple of
+``max_connections`` (about three times, whatever the number of clients), and the kernel's
+queue of connections not yet accepted is as short.
 """
 from __future__ import annotations
 
