@@ -29,6 +29,9 @@ from typing import NamedTuple, Union
 
 from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
 from photon_trace.telemetry.analysis.causes import Cause, cause_label, fixable_by_host
+from photon_trace.telemetry.analysis.diagnosis import ranked
+from photon_trace.telemetry.analysis.source_notes import capture_only, source_notes, unknown_runtime
+from photon_trace.telemetry.analysis.views import steady_state_lines
 from photon_trace.telemetry.analysis.window import compute_extent
 from photon_trace.telemetry.trace.lanes import primary_stream
 from photon_trace.telemetry.trace.records import Trace
@@ -72,6 +75,7 @@ class CheckResult:
     source: str = "<trace>"
     error: str | None = None        # why the input was bad (exit code 2)
     notes: list[str] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)   # more Markdown for the summary (a job's ranks)
 
     @property
     def passed(self) -> bool:
@@ -119,6 +123,12 @@ def _validate(trace: Trace, name: str) -> None:
         if bad is not None:
             raise BadInput(f"{name}: corrupt trace: a {kind[:-1].replace('_', ' ')} ends before it starts ({bad})")
     source = trace.header.get("source", {}).get("format")
+    why = unknown_runtime(trace)
+    if why:
+        raise BadInput(f"{name}: host waits on the device cannot be read: {why}; the accidental-sync gate "
+                       f"cannot decide")
+    if capture_only(trace):
+        return      # idle is not gated (``_gates``); the syncs are, on the host's calls alone
     if not trace.device_spans and source in NO_DEVICE_ACTIVITY:
         raise BadInput(f"{name}: no device activity: {NO_DEVICE_ACTIVITY[source]}; nothing to gate on")
     ops = sum(1 for d in trace.device_spans if d.stream == primary_stream(trace))
@@ -131,11 +141,13 @@ def _validate(trace: Trace, name: str) -> None:
         raise BadInput(f"{name}: no step records to analyse")
 
 
-def _analyse(x: TraceLike | Report, what: str, load: dict | None = None) -> tuple[Report, Trace | None, str]:
+def _analyse(x: TraceLike | Report, what: str, load: dict | None = None) -> tuple[Report | None, Trace | None, str]:
     if isinstance(x, Report):
         return x, None, f"<{what} report>"
     trace, name = _load(x, what, load or {})
     _validate(trace, name)
+    if capture_only(trace):
+        return None, trace, name
     try:
         report = analyze(trace)
     except Exception as e:  # a structurally valid trace that still cannot be analysed
@@ -149,10 +161,21 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
-def _gates(report: Report, trace: Trace | None, baseline: Report | None,
+def _capture_gate(trace: Trace) -> Gate:
+    g = (trace.header.get("source") or {}).get("graphs") or {}
+    return Gate("idle_fraction", True,
+                f"not gated: a CUDA-graph capture only ({g.get('captures', 0)} capture(s) recorded "
+                f"{g.get('captured_launches', 0)} launches, no graph ran; the device ran {len(trace.device_spans)} "
+                f"op(s)): the device was not meant to be busy, so its idle is no verdict", 0.0, 0.0)
+
+
+def _gates(report: Report | None, trace: Trace | None, baseline: Report | None,
            max_idle_fraction: float, tolerance: float, allow_syncs: tuple[str, ...] = ()) -> list[Gate]:
+    if report is None:      # a capture-only trace: its syncs alone
+        return [_capture_gate(trace), _sync_gate(sync_sites(trace, []), allow_syncs)]
     gates = []
-    top = report.diagnosis[0] if report.diagnosis else None
+    # the first row of the ranking every report shows (host code's first, the device's after)
+    top = ranked(report.diagnosis)[0] if report.diagnosis else None
     why = f" (largest: {top.cause} at {top.site_or_phase}, {_ms(top.idle_ns)})" if top else ""
     ok = report.idle_fraction <= max_idle_fraction
     # The gate is on the analysed stream; the device view (all streams together) is said beside it.
@@ -167,6 +190,12 @@ def _gates(report: Report, trace: Trace | None, baseline: Report | None,
     # Syncs anywhere in the run, each with the idle it cost over the whole run.
     sites = (sync_sites(trace, find_bubbles(trace, compute_extent(trace))) if trace is not None
              else report.syncs)
+    gates.append(_sync_gate(sites, allow_syncs))
+    gates += _baseline_gates(report, baseline, tolerance)
+    return gates
+
+
+def _sync_gate(sites: list, allow_syncs: tuple[str, ...]) -> Gate:
     allowed = [s for s in sites if any(fnmatchcase(s.site, p) for p in allow_syncs)]
     sites = [s for s in sites if s not in allowed]
     count = sum(s.count for s in sites)
@@ -177,8 +206,11 @@ def _gates(report: Report, trace: Trace | None, baseline: Report | None,
         msg = f"no {Cause.ACCIDENTAL_SYNC.label}s"
     if allowed:
         msg += "; allowed: " + ", ".join(f"{s.site} x{s.count}, {_ms(s.idle_ns)} idle" for s in allowed)
-    gates.append(Gate("accidental_syncs", count == 0, msg, count, 0))
+    return Gate("accidental_syncs", count == 0, msg, count, 0)
 
+
+def _baseline_gates(report: Report, baseline: Report | None, tolerance: float) -> list[Gate]:
+    gates = []
     if baseline is not None:
         base_period = baseline.period_ms * 1e6
         cur_idle = report.idle_ns / len(report.steps)
@@ -201,26 +233,7 @@ def _gates(report: Report, trace: Trace | None, baseline: Report | None,
 
 
 def _notes(trace: Trace | None) -> list[str]:
-    if trace is None:
-        return []
-    h = trace.header
-    notes = []
-    dropped = {k: v for k, v in (h.get("dropped") or {}).items() if v}
-    if dropped:
-        notes.append(f"the recorder dropped records ({dropped}): idle may be overstated")
-    source = h.get("source") or {}
-    if source.get("format") == "nsys" and source.get("duplicate_runtime_rows"):
-        notes.append(f"Nsight export: {source['duplicate_runtime_rows']} runtime calls recorded twice under one "
-                     f"correlation id, counted once")
-    if source.get("format") == "kineto":
-        if h.get("truncated"):
-            notes.append("the profiler trace is truncated: checked up to its last complete event")
-        for kind, p in (source.get("problems") or {}).items():
-            notes.append(f"profiler trace: {p['count']} x {kind} (first: {p['first']})")
-    elif h.get("truncated") or h.get("incomplete"):
-        notes.append("the trace file is truncated (the run crashed or was still writing): "
-                     "checked what is there")
-    return notes
+    return source_notes(trace) if trace is not None else []
 
 
 def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = None, *,
@@ -261,18 +274,12 @@ def render_markdown(result: CheckResult) -> str:
     out += ["| gate | result | detail |", "|---|---|---|"]
     out += [f"| {g.name} | {'pass' if g.passed else '**FAIL**'} | {g.message} |" for g in result.gates]
     r = result.report
-    assert r is not None
-    out += ["", "## Steady state", "",
-            f"- window: {len(r.steps)} steps, {_ms(r.window_ns)}; idle {r.idle_fraction:.2%} "
-            f"(bubbles {_ms(r.bubble_ns)}, dispatch gaps {_ms(r.dispatch_ns)}; "
-            f"host late {_ms(r.host_idle_ns)}, launch latency {_ms(r.launch_idle_ns)})",
-            f"- median per step: period {r.period_ms:.3f} ms, forward {r.forward_ms:.3f} ms, "
-            f"sample {r.sample_ms:.3f} ms, bookkeeping {r.bookkeeping_ms:.3f} ms",
-            f"- tokens/s: {r.tokens_per_s:,.1f} steady, {r.e2e_tokens_per_s:,.1f} end to end; "
-            f"L {r.L:.1f}, z {r.z:.4f}"]
-    out += device_markdown(r)
-    if r.diagnosis:
-        out += _diagnosis_markdown(r.diagnosis)
+    if r is not None:       # None: a capture-only trace, gated on its syncs alone
+        out += ["", "## Steady state", ""] + steady_state_lines(r)
+        out += device_markdown(r)
+        if r.diagnosis:
+            out += _diagnosis_markdown(r.diagnosis)
+    out += result.sections
     if result.notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
     return "\n".join(out) + "\n"
