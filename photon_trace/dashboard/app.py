@@ -12,6 +12,7 @@ from pathlib import Path
 import dash
 
 from photon_trace.dashboard.layout import page
+from photon_trace.dashboard.sources.openable import RANKS_PREFIX
 from photon_trace.dashboard.sources.live import LiveFollower
 from photon_trace.dashboard.sources.store import Loaded, LoadError, PathRefused, TraceStore
 
@@ -95,7 +96,7 @@ def create_app(paths: list[str], allowed_dirs: list[str], live: str | None,
     follower = LiveFollower(live, store) if live else None
     if follower:
         follower.start()
-    initial = [str(Path(p).expanduser().resolve()) for p in paths]
+    initial = [p if str(p).startswith(RANKS_PREFIX) else str(Path(p).expanduser().resolve()) for p in paths]
     store.preload(initial[:2])
     state = AppState(store, follower, live, initial, guide)
     app = dash.Dash(__name__, title="photon_trace dashboard", update_title=None,
@@ -120,7 +121,14 @@ def create_app(paths: list[str], allowed_dirs: list[str], live: str | None,
 
 
 def _short(path: str, allowed: list[Path]) -> str:
+    if path.startswith(RANKS_PREFIX):
+        names = [Path(x).name for x in path[len(RANKS_PREFIX):].split(os.pathsep) if x]
+        return f"ranks: {', '.join(names)}"
     p = Path(path)
+    if p.is_dir():      # a folder the store opens as one distributed job
+        d = next((d for d in allowed if p.is_relative_to(d)), None)
+        rel = "" if d is None or p == d else f"/{p.relative_to(d)}"
+        return f"{d.name if d is not None else p.name}{rel}/ · a job's ranks"
     for d in allowed:
         if p.is_relative_to(d):
             return f"{d.name}/{p.relative_to(d)}"
