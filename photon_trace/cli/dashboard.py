@@ -17,7 +17,10 @@ def add_dashboard_parser(subparsers) -> argparse.ArgumentParser:
                     "A/B compare and live mode. With no TRACE, opens the newest traces under --traces-dir.")
     p.add_argument("traces", nargs="*", metavar="TRACE",
                    help="trace files (the first is shown, the second offered for comparison) or folders "
-                        "to pick from; their folders become openable in the page")
+                        "to pick from; their folders become openable in the page. A folder of one trace per "
+                        "rank of a distributed job (each named with its rank: rank0…, rank1…) opens as the job")
+    p.add_argument("--ranks", action="store_true",
+                   help="the TRACE files are one distributed job's ranks: open them together, a lane group per rank")
     p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default: loopback only)")
     p.add_argument("--port", type=int, default=8050)
     p.add_argument("--live", metavar="URL", default=None,
@@ -31,18 +34,28 @@ def add_dashboard_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def resolve_inputs(traces: list[str], traces_dir: str, live: str | None = None) -> tuple[list[str], list[str]]:
+def resolve_inputs(traces: list[str], traces_dir: str, live: str | None = None,
+                   ranks: bool = False) -> tuple[list[str], list[str]]:
     """(trace files to open, folders the page may open) from the command line.
 
-    Named files are opened in order; a named folder contributes its newest two; with
-    nothing named, the newest two under ``traces_dir``."""
+    Named files are opened in order; a named folder contributes its newest two, or itself when it
+    holds one job's ranks; ``ranks``: the named files are one job; with nothing named, the newest
+    two under ``traces_dir``."""
+    from photon_trace.dashboard.sources.openable import job_files, job_spec
     from photon_trace.dashboard.sources.store import newest_traces
 
     allowed = [Path(traces_dir)]
-    files: list[Path] = []
+    files: list[Path | str] = []
+    if ranks and traces:
+        allowed += [Path(t).expanduser().parent for t in traces]
+        files.append(job_spec(traces))
+        traces = []
     for t in traces:
         p = Path(t).expanduser()
-        if p.is_dir():
+        if p.is_dir() and job_files(p):
+            allowed.append(p)
+            files.append(p.resolve())
+        elif p.is_dir():
             allowed.append(p)
             files += newest_traces(p)
         else:
@@ -50,7 +63,7 @@ def resolve_inputs(traces: list[str], traces_dir: str, live: str | None = None) 
             files.append(p)
     if live and not live.startswith(("http://", "https://")):
         allowed.append(Path(live.removeprefix("file://")).expanduser().parent)
-    if not traces:
+    if not files and not ranks:
         files = newest_traces(Path(traces_dir))
     seen: list[str] = []
     for d in allowed:
@@ -64,7 +77,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     """Serve until interrupted."""
     from photon_trace.dashboard.app import create_app
 
-    files, allowed = resolve_inputs(args.traces, args.traces_dir, args.live)
+    files, allowed = resolve_inputs(args.traces, args.traces_dir, args.live, getattr(args, "ranks", False))
     try:
         loopback = ipaddress.ip_address(args.host).is_loopback
     except ValueError:
@@ -73,7 +86,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
         print(f"warning: serving on {args.host}: anyone who can reach it can read the allowed folders",
               file=sys.stderr)
     for f in files:
-        if not Path(f).is_file():
+        if not (Path(f).is_file() or Path(f).is_dir() or f.startswith("ranks:")):
             print(f"warning: {f} is not a readable file; the page will show why", file=sys.stderr)
     if not files and not args.live:
         print(f"no traces found under {args.traces_dir}/; the page will offer a path box", file=sys.stderr)
