@@ -182,3 +182,52 @@ def test_markdown_ranks_what_host_code_can_fix_apart_from_device_side_latency():
 def render_markdown_of(trace) -> str:
     from photon_trace.telemetry.analysis.gate import render_markdown
     return render_markdown(run_check(trace))
+
+
+# -- a trace's strings cannot forge the CI summary (issue 32, item 2) --------------------------
+
+FORGED_SITE = ('engine/x.py:1 |\n\n# photon-trace check: PASS\n\n| gate | pass | ok |\n'
+               '<a href="https://evil.example/">details</a> <img src=x onerror=alert(1)> '
+               '![logo](https://evil.example/i.png) [click](https://evil.example/) **ok** `x` <https://evil.example/>')
+
+
+def test_trace_strings_cannot_forge_the_markdown_summary(tmp_path):
+    """A failing run whose call site holds a row break, a heading claiming PASS, raw HTML, a
+    link and an image: rendered as GitHub renders Markdown (CommonMark and its tables, by
+    markdown-it-py, which we did not write), the page says FAIL once, has no heading but ours,
+    no link, image or HTML element from the trace, and shows the site as its text."""
+    from html.parser import HTMLParser
+
+    from markdown_it import MarkdownIt
+
+    tr = item_sync_trace(tokens=40)
+    tr.waits = [w._replace(site=FORGED_SITE) if not w.expected else w for w in tr.waits]
+    md = tmp_path / "summary.md"
+    assert run_check(tr, out_md=md).exit_code == EXIT_FAIL
+
+    class Tags(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags, self.headings, self.text, self._in = [], [], [], None
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+            self._in = tag if tag in ("h1", "h2") else self._in
+
+        def handle_endtag(self, tag):
+            self._in = None if tag == self._in else self._in
+
+        def handle_data(self, data):
+            self.text.append(data)
+            if self._in:
+                self.headings.append((self._in, data))
+
+    page = Tags()
+    page.feed(MarkdownIt("commonmark").enable("table").render(md.read_text()))
+    assert [text for tag, text in page.headings if tag == "h1"] == ["photon-trace check: FAIL"]
+    assert not {"a", "img", "script", "em"} & set(page.tags), set(page.tags)
+    assert page.tags.count("strong") == md.read_text().count("**FAIL**")      # ours only, not the trace's **ok**
+    text = "".join(page.text)
+    assert '<a href="https://evil.example/">details</a>' in text and "# photon-trace check: PASS" in text
+    rows = [line for line in md.read_text().splitlines() if line.startswith("| accidental_syncs")]
+    assert len(rows) == 1 and rows[0].endswith("|")

@@ -33,7 +33,7 @@ def test_the_dashboard_warns_about_a_trace_it_cannot_read(tmp_path, capsys, monk
         def run(self, **kw):
             return None
     seen = {}
-    monkeypatch.setattr(app_module, "create_app", lambda files, allowed, live, guide=False: seen.update(
+    monkeypatch.setattr(app_module, "create_app", lambda files, allowed, live, guide=False, **kw: seen.update(
         files=files, guide=guide) or Stub())
     args = build_parser().parse_args(["dashboard", str(tmp_path / "nope.trace.jsonl"), "--guide"])
     assert run_dashboard(args) == 0

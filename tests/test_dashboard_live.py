@@ -148,3 +148,49 @@ def test_views_drawn_lately_stay_available_while_following_is_paused(endpoint):
                                                for d in sample("mask_sync").device_spans[-5:]]))
     f.poll()
     assert f.version == v + 1 and f.snapshot(v) is drawn and f.snapshot(None) is f.current
+
+
+SECRET = "root:x:0:0:secret-token-123 " * 4
+
+
+@pytest.mark.parametrize("name, content, says", [
+    ("notes.txt", SECRET, "not a trace file"),                                  # no trace suffix
+    ("passwd.trace.jsonl", SECRET + "\n", "not a photon_trace trace"),          # a trace's name, not its header
+    ("big.trace.jsonl", None, "larger than"),                                   # over the size limit
+], ids=["suffix", "header", "size"])
+def test_a_live_file_is_opened_with_the_same_checks_and_nothing_of_it_is_quoted(tmp_path, name, content, says):
+    """``--live FILE`` (issue 32, item 7): refused as the page would refuse the file, the status
+    line quoting none of its bytes and naming it without its folder."""
+    path = tmp_path / name
+    if content is None:
+        write_trace(sample("mask_sync"), path)
+    else:
+        path.write_text(content)
+    store = TraceStore([], limits={"max_bytes": 10_000})
+    f = LiveFollower(str(path), store, seconds=10)
+    assert f.poll() is None
+    text = f.status().text
+    assert says in text and "refused" in text, text
+    assert "secret" not in text and "root:" not in text and str(tmp_path) not in text, text
+    assert f.status().state == "unreachable" and f.current is None
+
+
+def test_a_live_file_that_grows_past_the_limit_stops_being_read(tmp_path):
+    path = tmp_path / "live.trace.jsonl"
+    write_trace(sample("mask_sync"), path)
+    store = TraceStore([], limits={"max_bytes": path.stat().st_size + 10})
+    f = LiveFollower(str(path), store, seconds=10)
+    assert f.poll() is not None
+    with open(path, "ab") as out:
+        out.write(b'{"meta": {"note": "' + b"x" * 100 + b'"}}\n')
+    f.poll()
+    assert "larger than" in f.status().text
+
+
+def test_the_live_files_folder_is_not_opened_to_the_page(tmp_path):
+    from photon_trace.cli.dashboard import resolve_inputs
+    (tmp_path / "traces").mkdir()
+    secret_folder = tmp_path / "home"
+    secret_folder.mkdir()
+    _, allowed = resolve_inputs([], str(tmp_path / "traces"), live=str(secret_folder / "run.trace.jsonl"))
+    assert allowed == [str((tmp_path / "traces").resolve())]

@@ -181,3 +181,28 @@ def test_each_file_goes_to_its_reader(tmp_path):
     export = write_chrome_trace(kineto, tmp_path / "export.json")
     with pytest.raises(KinetoFormatError, match="own Perfetto export"):
         load_any(export)
+
+
+def test_check_allow_partial_says_each_warning_in_one_line(tmp_path):
+    """Not Python's warning format (the install path, the line number, the source line that
+    warned): a CI log gets one line per thing said (issue 32, item 8)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    # (ops overlapping on one stream are no longer damage (issue 30): an op before its launch is)
+    p = write(tmp_path, "two_problems", lambda doc: (_negative(doc), _before_launch(doc)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+           "PYTHONWARNINGS": "default"}
+    proc = subprocess.run([sys.executable, "-m", "photon_trace.cli", "check", str(p), "--allow-partial",
+                           "--max-idle", "1"], capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr
+    lines = proc.stderr.splitlines()
+    assert not any("Warning:" in line or "warnings.warn" in line or ".py:" in line.split("(")[0] for line in lines), \
+        proc.stderr
+    assert str(root / "photon_trace") not in proc.stderr
+    notes = [line for line in lines if line.startswith("  note: ")]
+    assert any("negative duration" in n for n in notes) and any("before its own launch" in n for n in notes), \
+        proc.stderr
+    assert all(line.startswith(("photon-trace check: ", "  note: ", "  warning: ")) for line in lines), proc.stderr

@@ -104,9 +104,17 @@ def test_wrong_api_key_is_401_before_anything_else(server, headers):
     assert_error(httpx.get(server.url + "/v1/models", headers=headers, timeout=30), 401)
 
 
-def test_health_and_metrics_need_no_key(server):
-    assert httpx.get(server.url + "/health", timeout=30).json()["status"] == "ok"
-    assert httpx.get(server.url + "/metrics", timeout=30).status_code == 200
+def test_with_a_key_metrics_need_it_and_health_without_it_is_only_the_status(server, client):
+    """A probe without the key learns whether the server is up, nothing more: no model, counts
+    or failures; ``/metrics`` (call sites, request counts) is behind the key like ``/v1/*``."""
+    r = httpx.get(server.url + "/health", timeout=30)
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+    full = client.get("/health").json()
+    assert full["status"] == "ok" and full["model"] == "tiny" and "kv_pages_used" in full
+    assert_error(httpx.get(server.url + "/metrics", timeout=30), 401, code="invalid_api_key")
+    assert_error(httpx.get(server.url + "/metrics", headers={"Authorization": "Bearer wrong"}, timeout=30), 401)
+    m = client.get("/metrics")
+    assert m.status_code == 200 and "photon_engine_up" in m.text
 
 
 def test_unknown_route_is_an_openai_error(client):

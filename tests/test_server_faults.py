@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import threading
+import time
 
 import httpx
 import pytest
@@ -116,6 +117,44 @@ def test_an_engine_failure_is_healed_the_same_way():
 
         engine.scheduler.plan = fail    # the engine thread's next tick fails
         assert_heals(server, streams, "RuntimeError")
+
+
+def test_a_worker_killed_while_idle_is_noticed_within_two_seconds_and_healed_before_the_next_request():
+    """Nothing in flight, nothing queued: the loop's idle wait watches the worker. /health says
+    degraded (503) within 2 s of its death, without any request to find it (the rebuild is held
+    back by the test, so the degraded state stays to be seen), and the next request is served
+    by the healed engine: no 503 for whoever comes first."""
+    from photon_trace.server.loop import IDLE_WATCH_S
+
+    rebuild = threading.Event()
+    built = []
+
+    def factory(tracer):
+        if built:
+            rebuild.wait(120)
+        built.append(1)
+        return Engine(tracer=tracer, **TINY)
+
+    with serving(factory, model_name="tiny") as server:
+        loop = server.app.state.server.loop
+        wait_idle(server.url)
+        wait_until(lambda: loop.sleeping_since is not None, 60, "the engine thread asleep")
+        engine = loop.engine
+        os.kill(engine.device._proc.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        wait_until(lambda: loop.status == "degraded", 30, "the loop noticing the death")
+        assert time.monotonic() - killed < 2.0, "noticed later than 2 s after the worker died"
+        assert IDLE_WATCH_S <= 1.0
+        r = httpx.get(server.url + "/health", timeout=30)
+        assert r.status_code == 503 and r.json()["status"] == "degraded" and r.json()["restarts"] == 0
+        no_internals(r.text)
+        rebuild.set()
+        health = wait_until(lambda: (h := httpx.get(server.url + "/health", timeout=30).json())["status"] == "ok"
+                            and h, 120, "the new engine")
+        assert health["restarts"] == 1 and loop.engine is not engine
+        r = httpx.post(server.url + "/v1/completions", json={"prompt": "first after", "max_tokens": 8,
+                                                              "ignore_eos": True}, timeout=120)
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 8
 
 
 def test_an_engine_that_cannot_be_rebuilt_answers_503s_without_internals():

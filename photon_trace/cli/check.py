@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 from photon_trace.telemetry.analysis.gate import (
-    DEFAULT_MAX_IDLE_FRACTION, DEFAULT_TOLERANCE, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, run_check)
+    DEFAULT_MAX_IDLE_FRACTION, DEFAULT_TOLERANCE, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, one_line, run_check)
 
 EXIT_CODES = f"""\
 exit codes:
@@ -19,8 +20,8 @@ exit codes:
      the trace, or (with --baseline) idle per step or the median period regressed by more
      than --tolerance of the baseline's period
   {EXIT_BAD_INPUT}  bad input: no trace given, or a trace/baseline that is unreadable, foreign,
-     corrupt, truncated (unless --allow-truncated) or has nothing to analyse (also
-     argparse's usage errors)"""
+     corrupt, holds impossible times, is truncated or stopped early (a full disk; unless
+     --allow-partial) or has nothing to analyse (also argparse's usage errors)"""
 
 
 def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -71,24 +72,31 @@ def run_check_cli(args: argparse.Namespace) -> int:
             print("photon-trace check: BAD INPUT: --baseline compares one trace with another; a job's ranks are "
                   "checked without one", file=sys.stderr)
             return EXIT_BAD_INPUT
-        return _finish(run_check_ranks(traces, max_idle_fraction=args.max_idle, tolerance=args.tolerance,
-                                       out_md=args.markdown, out_junit=args.junit, allow_syncs=tuple(args.allow_sync),
-                                       allow_partial=args.allow_partial, step_annotation=args.step_annotation))
+        return _gate(lambda: run_check_ranks(
+            traces, max_idle_fraction=args.max_idle, tolerance=args.tolerance, out_md=args.markdown,
+            out_junit=args.junit, allow_syncs=tuple(args.allow_sync), allow_partial=args.allow_partial,
+            step_annotation=args.step_annotation))
     trace = traces[0] if traces else None
     if args.run:
         trace = short_run(args.model, args.streams, args.tokens, Path(args.out))
         print(f"photon-trace check: ran {args.streams} pipelined streams on {args.model} -> {trace}",
               file=sys.stderr)
-    result = run_check(trace, args.baseline, max_idle_fraction=args.max_idle, tolerance=args.tolerance,
-                       out_md=args.markdown, out_junit=args.junit, allow_syncs=tuple(args.allow_sync),
-                       allow_partial=args.allow_partial, step_annotation=args.step_annotation)
-    return _finish(result)
+    return _gate(lambda: run_check(
+        trace, args.baseline, max_idle_fraction=args.max_idle, tolerance=args.tolerance, out_md=args.markdown,
+        out_junit=args.junit, allow_syncs=tuple(args.allow_sync), allow_partial=args.allow_partial,
+        step_annotation=args.step_annotation))
 
 
-def _finish(result) -> int:
+def _gate(check) -> int:
+    """Run ``check`` (one trace's gate or a job's), print its verdict, notes and warnings; its exit code."""
+    with warnings.catch_warnings(record=True) as caught:   # said below, one line each
+        warnings.simplefilter("always")
+        result = check()
     print(result.summary(), file=sys.stdout if result.passed else sys.stderr)
     for note in result.notes:
-        print(f"  note: {note}", file=sys.stderr)
+        print(f"  note: {one_line(note)}", file=sys.stderr)
+    for w in caught:
+        print(f"  warning: {one_line(str(w.message))}", file=sys.stderr)
     return result.exit_code
 
 

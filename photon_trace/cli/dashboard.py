@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import sys
 from pathlib import Path
+
+from photon_trace.hosts import allowed_hosts, is_loopback
 
 DEFAULT_TRACES_DIR = "traces"
 
@@ -23,8 +24,13 @@ def add_dashboard_parser(subparsers) -> argparse.ArgumentParser:
                    help="the TRACE files are one distributed job's ranks: open them together, a lane group per rank")
     p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default: loopback only)")
     p.add_argument("--port", type=int, default=8050)
+    p.add_argument("--allowed-hosts", default=None,
+                   help="comma-separated Host names the page answers to (default: localhost, 127.0.0.1, ::1 "
+                        "and --host): a DNS-rebinding guard")
     p.add_argument("--live", metavar="URL", default=None,
-                   help="follow a running engine: the server's live URL, or a trace file being written")
+                   help="follow a running engine: the server's live URL, or a trace file being written "
+                        "(a trace file, opened with the same checks as any other; its folder is not "
+                        "made openable)")
     p.add_argument("--traces-dir", default=DEFAULT_TRACES_DIR,
                    help="the traces folder the file picker lists (default: traces/)")
     p.add_argument("--guide", action="store_true",
@@ -40,12 +46,14 @@ def resolve_inputs(traces: list[str], traces_dir: str, live: str | None = None,
 
     Named files are opened in order; a named folder contributes its newest two, or itself when it
     holds one job's ranks; ``ranks``: the named files are one job; with nothing named, the newest
-    two under ``traces_dir``."""
+    two under ``traces_dir``. A ``live`` file is followed, not listed: its folder is not opened to
+    the page (it may hold anything)."""
     from photon_trace.dashboard.sources.openable import job_files, job_spec
     from photon_trace.dashboard.sources.store import newest_traces
 
     allowed = [Path(traces_dir)]
     files: list[Path | str] = []
+    named = bool(traces)
     if ranks and traces:
         allowed += [Path(t).expanduser().parent for t in traces]
         files.append(job_spec(traces))
@@ -61,9 +69,7 @@ def resolve_inputs(traces: list[str], traces_dir: str, live: str | None = None,
         else:
             allowed.append(p.parent)
             files.append(p)
-    if live and not live.startswith(("http://", "https://")):
-        allowed.append(Path(live.removeprefix("file://")).expanduser().parent)
-    if not files and not ranks:
+    if not named:
         files = newest_traces(Path(traces_dir))
     seen: list[str] = []
     for d in allowed:
@@ -78,19 +84,16 @@ def run_dashboard(args: argparse.Namespace) -> int:
     from photon_trace.dashboard.app import create_app
 
     files, allowed = resolve_inputs(args.traces, args.traces_dir, args.live, getattr(args, "ranks", False))
-    try:
-        loopback = ipaddress.ip_address(args.host).is_loopback
-    except ValueError:
-        loopback = args.host == "localhost"
-    if not loopback:
-        print(f"warning: serving on {args.host}: anyone who can reach it can read the allowed folders",
-              file=sys.stderr)
+    hosts = allowed_hosts(args.host, getattr(args, "allowed_hosts", None))
+    if not is_loopback(args.host):
+        print(f"warning: serving on {args.host}: anyone who can reach it can read the allowed folders; "
+              f"it answers only to the Host names {', '.join(sorted(hosts))} (--allowed-hosts)", file=sys.stderr)
     for f in files:
         if not (Path(f).is_file() or Path(f).is_dir() or f.startswith("ranks:")):
             print(f"warning: {f} is not a readable file; the page will show why", file=sys.stderr)
     if not files and not args.live:
         print(f"no traces found under {args.traces_dir}/; the page will offer a path box", file=sys.stderr)
-    app = create_app(files, allowed, args.live, guide=getattr(args, "guide", False))
+    app = create_app(files, allowed, args.live, guide=getattr(args, "guide", False), allowed_hosts=hosts)
     print(f"photon_trace dashboard on http://{args.host}:{args.port}/  ({len(files)} trace(s), "
           f"allowed: {', '.join(allowed)})", file=sys.stderr)
     app.run(host=args.host, port=args.port, debug=False)

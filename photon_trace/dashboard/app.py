@@ -5,16 +5,17 @@ figure builders (``timeline/``, ``panels/``) and the trace sources (``sources/``
 """
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import dash
 
+from photon_trace.dashboard.host_guard import HostGuard
 from photon_trace.dashboard.layout import page
 from photon_trace.dashboard.sources.openable import RANKS_PREFIX
 from photon_trace.dashboard.sources.live import LiveFollower
 from photon_trace.dashboard.sources.store import Loaded, LoadError, PathRefused, TraceStore
+from photon_trace.hosts import LOOPBACK_HOSTS
 
 LIVE = "live"
 
@@ -48,11 +49,11 @@ class AppState:
     def options(self, extra: list[str] = ()) -> list[dict]:
         seen, out = set(), []
         if self.follower:
-            out.append({"label": f"● live: {self.live}", "value": LIVE})
+            out.append({"label": f"● live: {self.follower.shown}", "value": LIVE})
         for p in [*extra, *self.initial, *(str(x) for x in self.store.listing())]:
             if p not in seen:
                 seen.add(p)
-                out.append({"label": _short(p, self.store.allowed), "value": p})
+                out.append({"label": self.store.shown(p), "value": p})
         return out
 
     def peek(self, path: str | None, wait_s: float = 0.0) -> tuple[Loaded | None, str | None]:
@@ -82,11 +83,13 @@ class AppState:
 
 
 def create_app(paths: list[str], allowed_dirs: list[str], live: str | None,
-               *, store: TraceStore | None = None, guide: bool = False) -> dash.Dash:
+               *, store: TraceStore | None = None, guide: bool = False,
+               allowed_hosts: frozenset[str] | set[str] = LOOPBACK_HOSTS) -> dash.Dash:
     """The dashboard over ``paths`` (the first shown, the second offered for comparison),
     opening only files inside ``allowed_dirs``; ``live`` follows a trace being written
     (a file path, or the server's live URL); ``guide`` opens on the first thing to fix
-    (the top host-fixable diagnosis row's first occurrence, selected and in view)."""
+    (the top host-fixable diagnosis row's first occurrence, selected and in view).
+    It answers only requests whose ``Host`` is one of ``allowed_hosts`` (``host_guard.py``)."""
     from photon_trace.dashboard.callbacks import live as live_callbacks
     from photon_trace.dashboard.callbacks import panels as panel_callbacks
     from photon_trace.dashboard.callbacks import select as select_callbacks
@@ -114,22 +117,8 @@ def create_app(paths: list[str], allowed_dirs: list[str], live: str | None,
         return page(store, live, follower, state.options(), a, b)
 
     app.layout = layout
+    app.server.wsgi_app = HostGuard(app.server.wsgi_app, allowed_hosts)
     app.photon_trace_state = state   # the store and live follower, for whoever embeds the app
     for module in (timeline_callbacks, select_callbacks, live_callbacks, panel_callbacks):
         module.register(app, state)
     return app
-
-
-def _short(path: str, allowed: list[Path]) -> str:
-    if path.startswith(RANKS_PREFIX):
-        names = [Path(x).name for x in path[len(RANKS_PREFIX):].split(os.pathsep) if x]
-        return f"ranks: {', '.join(names)}"
-    p = Path(path)
-    if p.is_dir():      # a folder the store opens as one distributed job
-        d = next((d for d in allowed if p.is_relative_to(d)), None)
-        rel = "" if d is None or p == d else f"/{p.relative_to(d)}"
-        return f"{d.name if d is not None else p.name}{rel}/ · a job's ranks"
-    for d in allowed:
-        if p.is_relative_to(d):
-            return f"{d.name}/{p.relative_to(d)}"
-    return os.path.basename(path)

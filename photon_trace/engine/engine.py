@@ -274,6 +274,10 @@ class Engine:
         if self.idle:
             assert not any(self._slot_busy), "a slot is still held"
 
+    def check_alive(self) -> None:
+        """Raise ``DeviceError`` if the device died (a worker killed while the engine was idle)."""
+        self.device.check_alive()
+
     def close(self) -> None:
         """Commit what is in flight (unless the device failed: nothing more can come back),
         then release the device and the tracer; safe to call after any failure, and twice."""

@@ -9,7 +9,8 @@ design: ``compile_format``, and the config and tokenizer, fixed at start-up.) Pe
 ``call_soon_threadsafe``. With no work and no commands the thread sleeps on a
 condition (no spin); it records each sleep, so device statistics can leave out
 the time the engine had nothing to do, and checks the engine's invariants each
-time it goes idle (every page, row and slot free).
+time it goes idle (every page, row and slot free). Asleep, it checks every
+``IDLE_WATCH_S`` that the device is alive: a worker dead while idle is healed then.
 
 The loop heals: when a tick raises (the device worker was killed or ran out of
 memory, a CUDA error, a bug) and the loop was given a factory, it fails only the
@@ -39,6 +40,8 @@ from photon_trace.telemetry.tracer import RequestEvent, now_ns
 from photon_trace.server.served_engine import ServedEngine
 
 log = logging.getLogger(__name__)
+
+IDLE_WATCH_S = 0.5   # how soon /health says "degraded" after an idle worker dies (a check: a waitpid)
 
 
 @dataclass(slots=True)
@@ -275,16 +278,24 @@ class EngineLoop:
             _post(loop, batch)
 
     def _next_commands(self, engine) -> list | None:
-        """The queued commands; sleeps while the engine is idle and nothing is queued."""
+        """The queued commands; sleeps while the engine is idle and nothing is queued (a device
+        found dead meanwhile raises here, as a failed tick would, and is healed)."""
         with self._cond:
             if not self._commands and not self._stopping and engine.idle:
                 self._check_idle(engine)
                 t0 = time.monotonic_ns()
                 self.sleeping_since = t0
-                while not self._commands and not self._stopping:
-                    self._cond.wait()
-                self.sleeping_since = None
-                self.sleeps.append((t0, time.monotonic_ns()))
+                try:
+                    while not self._commands and not self._stopping:
+                        if not self._cond.wait(IDLE_WATCH_S):
+                            self._cond.release()    # a check may take a while: submit() must not wait on it
+                            try:
+                                engine.check_alive()
+                            finally:
+                                self._cond.acquire()
+                finally:
+                    self.sleeping_since = None
+                    self.sleeps.append((t0, time.monotonic_ns()))
             if self._stopping:
                 return None
             commands = list(self._commands)

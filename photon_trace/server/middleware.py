@@ -6,8 +6,10 @@ and answers any error the handlers did not, without dropping the connection:
 
 * ``Host`` not in ``allowed_hosts`` (when set: the server runs without an API key,
   so a web page the user visits must not reach it through DNS rebinding): 403;
-* ``/v1/*`` without the API key (when there is one): 401, before anything else is
-  looked at;
+* ``/v1/*`` and ``/metrics`` (call sites, counts) without the API key (when there is
+  one): 401, before anything else is looked at. ``/health`` answers without it (a load
+  balancer's probe has no key), but then only its status: the route reads
+  ``request.state.key_ok``;
 * a state-changing request (POST) from a browser on another origin (an ``Origin``
   header naming another host): 403; a POST whose body is not declared
   ``application/json`` (a ``text/plain`` POST is a CORS "simple" request a page
@@ -16,7 +18,8 @@ and answers any error the handlers did not, without dropping the connection:
 * an exception a handler let escape: a 500 with an OpenAI error body. Starlette's
   catch-all re-raises after answering, which closes the keep-alive connection;
   this one does not. (A streamed response that already started cannot change its
-  status; it ends there.)
+  status; it ends there.) A client that goes away before its body is in (or is closed
+  for sending it too slowly: ``connections.py``) is no error: there is nobody to answer.
 
 It also counts every response by route and status for ``/metrics``.
 """
@@ -27,25 +30,20 @@ import logging
 import secrets
 import uuid
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect
 
+from photon_trace.hosts import LOOPBACK_HOSTS, host_name, same_origin
 from photon_trace.server.errors import AUTHENTICATION, SERVER_ERROR, APIError
 
 log = logging.getLogger(__name__)
 
-LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+KEYED_PATHS = ("/v1/", "/metrics")   # what needs the key, when there is one (prefixes)
 
-
-def host_name(value: str) -> str:
-    """The host of a ``Host`` header (``[::1]:8000`` -> ``::1``), lower case."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1:value.find("]")] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "LOOPBACK_HOSTS", "Guard", "host_name", "new_request_id"]
 
 
 def new_request_id() -> str:
@@ -69,7 +67,10 @@ class Guard:
             await self.app(scope, receive, send)
             return
         rid = new_request_id()
-        scope.setdefault("state", {})["request_id"] = rid
+        headers = Headers(scope=scope)
+        state = scope.setdefault("state", {})
+        state["request_id"] = rid
+        state["key_ok"] = self.api_key is None or self._key_ok(headers)
         started = False
 
         async def send_with_id(message) -> None:
@@ -82,7 +83,7 @@ class Guard:
                     self.count(scope, message["status"])
             await send(message)
 
-        refusal = self.refuse(scope, Headers(scope=scope))
+        refusal = self.refuse(scope, headers)
         if refusal is not None:
             await _send_error(send_with_id, refusal)
             return
@@ -99,6 +100,8 @@ class Guard:
 
         try:
             await self.app(scope, limited_receive, send_with_id)
+        except ClientDisconnect:   # gone before its body was in (or closed by a timeout): nobody to answer
+            log.info("photon_trace: request %s: the client went away before its request was in", rid)
         except Exception as e:
             if started:   # a stream already under way: it ends here; the log says why
                 log.exception("photon_trace: request %s: error after the response started", rid)
@@ -116,13 +119,13 @@ class Guard:
         if self.allowed_hosts is not None and host not in self.allowed_hosts:
             return APIError(403, f"the Host header {host!r} is not one this server answers to (it has no API key, "
                                  f"so it answers only to --allowed-hosts)", code="host_not_allowed")
-        if self.api_key is not None and scope["path"].startswith("/v1/") and not self._key_ok(headers):
+        if self.api_key is not None and scope["path"].startswith(KEYED_PATHS) and not scope["state"]["key_ok"]:
             return APIError(401, "Incorrect or missing API key (send 'Authorization: Bearer KEY')",
                             type=AUTHENTICATION, code="invalid_api_key")
         if scope["method"] not in STATE_CHANGING:
             return None
         origin = headers.get("origin")
-        if origin is not None and not self._same_origin(origin, headers.get("host", "")):
+        if origin is not None and not same_origin(origin, headers.get("host", "")):
             return APIError(403, "cross-origin requests are refused (the Origin header names another site)",
                             code="cross_origin")
         ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -138,13 +141,6 @@ class Guard:
         auth = headers.get("authorization", "")
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else headers.get("x-api-key", "")
         return secrets.compare_digest(token.encode(), self.api_key)
-
-    def _same_origin(self, origin: str, host: str) -> bool:
-        try:
-            netloc = urlsplit(origin).netloc.lower()
-        except ValueError:
-            return False
-        return bool(netloc) and netloc == host.strip().lower()
 
 
 def _too_large(limit: int) -> APIError:

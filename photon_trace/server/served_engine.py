@@ -52,6 +52,8 @@ class ServedEngine(Protocol):
 
     def check_invariants(self) -> None: ...
 
+    def check_alive(self) -> None: ...   # raises when the device died; watched while idle
+
     def close(self) -> None: ...
 
 

@@ -125,7 +125,7 @@ def register(app: dash.Dash, state) -> None:
             loaded, err = state.peek(path, SPANS_WAIT_S if trigger != "load-state" else 0.0)
         if loaded is None:
             waiting = err is None and not live
-            msg = f"loading {path}…" if waiting else (err or "no trace")
+            msg = f"loading {state.store.shown(path)}…" if waiting else (err or "no trace")
             return ([], placeholder_figure(msg), error_box(None if waiting else err), dash.no_update, None, [],
                     placeholder_figure("", 60), not waiting, dash.no_update)
         sel, rng, highlight = None, None, None

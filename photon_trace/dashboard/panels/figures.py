@@ -11,7 +11,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from photon_trace.telemetry.analysis.causes import cause_label, who_fixes
+from photon_trace.dashboard.timeline.text import plain
+from photon_trace.telemetry.analysis.causes import cause_label, fixable_by_host, who_fixes
 from photon_trace.telemetry.analysis.diagnosis import ranked
 
 
@@ -250,7 +251,7 @@ def step_series_figure(report: Any, title: str | None = None) -> go.Figure:
                       annotation_text=f"median {med:.3f} ms", annotation_position="top left")
     fig.update_layout(template="plotly_white", height=420, showlegend=False, bargap=0.05,
                       margin=dict(l=60, r=20, t=60 if title else 40, b=40),
-                      title=dict(text=title, x=0.01) if title else None, meta={"steps": len(steps)})
+                      title=dict(text=plain(title), x=0.01) if title else None, meta={"steps": len(steps)})
     fig.update_yaxes(title_text="ms", row=1, col=1)
     fig.update_yaxes(title_text="ms", row=2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 
 from photon_trace.dashboard.panels.figures import fmt_duration
 from photon_trace.dashboard.timeline.data import TimelineData
+from photon_trace.dashboard.timeline.text import plain
 
 BREAKDOWN = (("busy", "#2F6DB5"), ("idle: host late (nothing enqueued yet)", "#F58518"),
              ("idle: launch latency (enqueued, not started)", "#9E9E9E"))
@@ -107,7 +108,7 @@ def idle_breakdown_figure(rows: list[dict]) -> go.Figure:
     names = [r["stream"] for r in rows]
     for key, colour in BREAKDOWN:
         vals = [100 * r[key] for r in rows]
-        fig.add_trace(go.Bar(y=names, x=vals, orientation="h", name=key, marker_color=colour,
+        fig.add_trace(go.Bar(y=[plain(n) for n in names], x=vals, orientation="h", name=key, marker_color=colour,
                              text=[f"{v:.1f} %" for v in vals], textposition="inside", insidetextanchor="middle",
                              customdata=[fmt_duration(r[key] * r["window_ns"]) for r in rows],
                              hovertemplate="%{y}: " + key + " %{x:.2f} % (%{customdata})<extra></extra>"))

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from photon_trace.dashboard.sources.openable import MAX_BYTES, NotOpenable, check_openable
 from photon_trace.dashboard.sources.store import Loaded, LoadError, TraceStore, tail
 from photon_trace.telemetry.trace.header import merge_header
 from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord, Trace
@@ -54,11 +55,16 @@ class NewRun(Exception):
 class FileSource:
     """A trace file being written: the first read loads it whole (validated), later reads
     parse only the complete lines appended since (gzip files are re-read whole). A file
-    replaced (another inode), truncated, or carrying another run id is a new run."""
+    replaced (another inode), truncated, or carrying another run id is a new run.
 
-    def __init__(self, path: str | os.PathLike, load: Callable[[Path], Trace]):
+    It is opened as the page opens any file (``openable.check_openable``: a trace's
+    suffix and header line, within the size limits ``limits``), before each whole read,
+    and its size is checked before each append: ``NotOpenable`` says why, quoting nothing."""
+
+    def __init__(self, path: str | os.PathLike, load: Callable[[Path], Trace], limits: dict | None = None):
         self.path = Path(path)
         self._load = load
+        self._limits = limits or {}
         self._offset = 0
         self._trace: Trace | None = None
         self._stat: tuple[int, int, int] | None = None
@@ -76,7 +82,13 @@ class FileSource:
         if stamp == self._stat:
             return None
         replaced = self._stat is not None and (st.st_ino != self._stat[0] or st.st_size < self._offset)
-        if self._trace is None or self.path.suffix == ".gz" or replaced:
+        whole = self._trace is None or self.path.suffix == ".gz" or replaced
+        limit = self._limits.get("max_bytes", MAX_BYTES)
+        if whole:
+            check_openable(self.path, **self._limits)
+        elif st.st_size > limit:
+            raise NotOpenable(f"{self.path.name}: {st.st_size} bytes, larger than the {limit} this dashboard opens")
+        if whole:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 self._trace = self._load(self.path)
@@ -187,11 +199,14 @@ class LiveFollower:
         self.store = store
         self.seconds = seconds
         self.clock = clock
+        self._path: Path | None = None
         if source.startswith(("http://", "https://")):
             self.source: FileSource | HttpSource = HttpSource(source)
+            self.shown = source
         else:
-            path = source[len("file://"):] if source.startswith("file://") else source
-            self.source = FileSource(path, store.load)
+            self._path = Path(source[len("file://"):] if source.startswith("file://") else source).expanduser()
+            self.source = FileSource(self._path, store.load, store.limits)
+            self.shown = self._path.name    # what the page says: never the file's absolute path
         self.current: Loaded | None = None
         self.version = 0          # bumped each time ``current`` is replaced
         self.error: str | None = None
@@ -242,12 +257,15 @@ class LiveFollower:
                     self._start_over()
                     trace = self.source.read()
             except FileNotFoundError:
-                self._fail(f"waiting for {self.source_name} to appear")
+                self._fail(f"waiting for {self.shown} to appear")
                 return self.current
             except NewRun:
                 return self.current
+            except NotOpenable as e:
+                self._fail(f"live source refused: {e}")
+                return self.current
             except Exception as e:
-                self._fail(f"live source {self.source_name}: {type(e).__name__}: {e}")
+                self._fail(self._public(f"live source {self.shown}: {type(e).__name__}: {e}"))
                 return self.current
             self.last_contact = self.clock()
             if trace is None:
@@ -259,10 +277,10 @@ class LiveFollower:
             recent = tail(trace, t_from - int(1e9))  # a second more, so the window's first step is whole
             self.source.forget_before(t_from - int(1e9))
             try:
-                self.current = self.store.build(self.source_name, f"live: {self.source_name}",
+                self.current = self.store.build(self.source_name, f"live: {self.shown}",
                                                 lambda: recent, window=(t_from, end))
             except LoadError as e:
-                self._fail(str(e))
+                self._fail(self._public(str(e)))
                 return self.current
             self.version += 1
             self._views[self.version] = self.current
@@ -271,6 +289,13 @@ class LiveFollower:
             self.error, self.error_since = None, None
             self.last_data = self.clock()
             return self.current
+
+    def _public(self, message: str) -> str:
+        """``message`` with the followed file named as the page names it."""
+        if self._path is not None:
+            for form in sorted({str(self._path.resolve()), str(self._path), self.source_name}, key=len, reverse=True):
+                message = message.replace(form, self.shown)
+        return self.store.public(message)
 
     def _start_over(self) -> None:
         """A new run: drop the old one's view, so nothing of it is shown as current."""
@@ -291,13 +316,13 @@ class LiveFollower:
             since = _clock(self.error_since)
             return LiveStatus("unreachable", f"unreachable since {since} ({self.error}); {last}{restarted}", True)
         if self.last_contact is None or now - self.last_contact > STALE_S:
-            return LiveStatus("unreachable", f"no answer from {self.source_name} since "
+            return LiveStatus("unreachable", f"no answer from {self.shown} since "
                                              f"{_clock(self.last_contact)}; {last}{restarted}", True)
         if self.current is None:
-            return LiveStatus("waiting", f"live: reached {self.source_name}, waiting for the first records"
+            return LiveStatus("waiting", f"live: reached {self.shown}, waiting for the first records"
                                          f"{restarted}", True)
         if self.last_data is None or now - self.last_data > STALE_S:
-            return LiveStatus("idle", f"idle: {self.source_name} is reachable but has no new records; {last}"
+            return LiveStatus("idle", f"idle: {self.shown} is reachable but has no new records; {last}"
                                       f"{restarted}", True)
-        return LiveStatus("live", f"live: following {self.source_name} (last {self.seconds:.0f} s) · {last}"
+        return LiveStatus("live", f"live: following {self.shown} (last {self.seconds:.0f} s) · {last}"
                                   f"{restarted}", False)

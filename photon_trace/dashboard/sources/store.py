@@ -69,6 +69,49 @@ def _loader():
     return partial(load_any, strict=False)
 
 
+def folder_shown(folder: Path) -> str:
+    """An allowed folder as a message names it: as typed relative to the working directory
+    (which typed paths resolve against) when inside it, else by its name alone."""
+    cwd = Path.cwd()
+    return folder.relative_to(cwd).as_posix() or "." if folder.is_relative_to(cwd) else folder.name
+
+
+def shown(path: str | os.PathLike, allowed_dirs: list[Path]) -> str:
+    """A file as the page may name it: ``folder/relative/path`` inside an allowed folder, else
+    its name alone. No message the page can read carries an absolute path: the page may be
+    read by whoever reaches it, and the layout of this machine is not theirs. A job's ranks
+    (``ranks:`` files, or a folder of them) are named as such."""
+    text = str(path)
+    if text.startswith(RANKS_PREFIX):
+        names = [Path(x).name for x in text[len(RANKS_PREFIX):].split(os.pathsep) if x]
+        return f"ranks: {', '.join(names)}"
+    p = Path(path)
+    if p.is_dir():      # a folder the store opens as one distributed job
+        d = next((d for d in allowed_dirs if p.is_relative_to(d)), None)
+        rel = "" if d is None or p == d else f"/{p.relative_to(d).as_posix()}"
+        return f"{d.name if d is not None else p.name}{rel}/ · a job's ranks"
+    for d in allowed_dirs:
+        if p.is_relative_to(d):
+            return f"{d.name}/{p.relative_to(d).as_posix()}"
+    return p.name
+
+
+def public(message: str, path: str | os.PathLike | None, allowed_dirs: list[Path]) -> str:
+    """``message`` with ``path`` (a file the store was asked for), the allowed folders, the
+    working and home directories named as ``shown`` and ``folder_shown`` name them (a loader
+    names files by their full path, an OS error too)."""
+    names = {str(d): folder_shown(d) for d in allowed_dirs}
+    names.setdefault(str(Path.cwd()), ".")
+    names.setdefault(str(Path.home()), "~")
+    if path is not None:
+        names[str(path)] = shown(path, allowed_dirs)
+        names[str(Path(path).expanduser().resolve())] = shown(Path(path).expanduser().resolve(), allowed_dirs)
+    for long in sorted(names, key=len, reverse=True):
+        if long not in ("", "/"):
+            message = message.replace(long, names[long])
+    return message
+
+
 def is_inside(path: str | os.PathLike, allowed_dirs: list[Path]) -> Path:
     """``path`` resolved (symlinks, ``..``) if it lies in one of ``allowed_dirs``; else ``PathRefused``."""
     if "\x00" in str(path):
@@ -77,8 +120,8 @@ def is_inside(path: str | os.PathLike, allowed_dirs: list[Path]) -> Path:
     for d in allowed_dirs:
         if p == d or p.is_relative_to(d):
             return p
-    raise PathRefused(f"refused: {path} is outside the folders this dashboard may open "
-                      f"({', '.join(str(d) for d in allowed_dirs)})")
+    raise PathRefused(f"refused: {Path(path).name or path} is outside the folders this dashboard may open "
+                      f"({', '.join(folder_shown(d) for d in allowed_dirs)})")
 
 
 def list_traces(allowed_dirs: list[Path], limit: int = 200) -> list[Path]:
@@ -204,6 +247,14 @@ class TraceStore:
                             f"rank number: rank0…, rank1…); open one of its traces")
         return files
 
+    def shown(self, path: str | os.PathLike) -> str:
+        """``path`` as the page may name it (``shown``)."""
+        return shown(path, self.allowed)
+
+    def public(self, message: str, path: str | os.PathLike | None = None) -> str:
+        """``message`` fit for the page (``public``); ``path`` may be a live URL (left as it is)."""
+        return public(message, None if path is None or "://" in str(path) else path, self.allowed)
+
     def _key(self, path: str | os.PathLike) -> tuple[Path, tuple]:
         files = self.job(path)
         if files is not None:
@@ -215,9 +266,9 @@ class TraceStore:
         try:
             st = p.stat()
         except OSError as e:
-            raise LoadError(f"cannot read {p}: {e.strerror or e}") from None
+            raise LoadError(f"cannot read {self.shown(p)}: {e.strerror or type(e).__name__}") from None
         if not p.is_file():
-            raise LoadError(f"{p} is not a file")
+            raise LoadError(f"{self.shown(p)} is not a file")
         return p, (str(p), st.st_mtime_ns, st.st_size)
 
     def get(self, path: str | os.PathLike, *, draw_first: bool = False) -> Loaded:
@@ -344,12 +395,16 @@ class TraceStore:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     trace = read()
-                notes += [str(w.message) for w in caught]
+                notes += [self.public(str(w.message), path) for w in caught]
             except Exception as e:  # any reader failure is the user's file, not our crash
-                raise LoadError(f"could not load {label}: {e}") from None
-            if not trace.device_spans and not trace.host_spans:
-                raise LoadError(f"{label} holds no spans yet")
-            if trace.header.get("incomplete"):
+                raise LoadError(self.public(f"could not load {label}: {e}", path)) from None
+            if not trace.device_spans and not trace.host_spans:   # none yet, or none valid (a note says why)
+                raise LoadError(f"{label} holds no spans" + (f" to show: {notes[0]}" if notes else " yet"))
+            stopped = trace.header.get("stopped")
+            if isinstance(stopped, dict):
+                notes.append(f"the trace stopped early: {stopped.get('why', 'a write failed')} "
+                             f"({stopped.get('error', '')}); what was written before is shown")
+            elif trace.header.get("incomplete"):
                 notes.append("the trace has no end line (still being written, or the run crashed)")
             try:
                 if window is None:
@@ -359,12 +414,12 @@ class TraceStore:
                 if publish is not None:
                     publish(Loaded(path, label, trace, None, spans, notes, complete=False))
             except Exception as e:
-                raise LoadError(f"could not analyse {label}: {type(e).__name__}: {e}") from None
+                raise LoadError(self.public(f"could not analyse {label}: {type(e).__name__}: {e}", path)) from None
         try:
             report = self.analyze(trace, window)
             timeline = with_analysis(spans, trace, report, outside_bubbles(trace, report.window))
             ranks = _ranks(trace)
             notes += _source_notes(trace) + ([ranks.alignment_text()] if ranks is not None else [])
         except Exception as e:
-            raise LoadError(f"could not analyse {label}: {type(e).__name__}: {e}") from None
+            raise LoadError(self.public(f"could not analyse {label}: {type(e).__name__}: {e}", path)) from None
         return Loaded(path, label, trace, report, timeline, notes, ranks=ranks)

@@ -97,7 +97,7 @@ class SpanSet:
     info: np.ndarray          # float64 (n, 5): step, slot, rows, duration ns, launch delay ns (device ops)
     source: str               # host_spans | device_spans | waits | bubbles: where ``index`` points
     index: np.ndarray         # int64 position of each span in that list
-    text: list[str] | None = None   # per-span strings (waits and bubbles only)
+    text: list[str] | None = None   # per-span strings, as the trace has them (a figure shows them ``plain``)
     in_window: np.ndarray | None = None  # bubbles: inside the analysis window (counted) or not
 
     def __len__(self) -> int:
@@ -324,7 +324,7 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
         sets.append(_span_set(
             name, "wait", COLOURS[name], wait_lane[idx], w_t0[idx], w_t1[idx],
             [steps, np.zeros(len(idx)), rows_of(steps), w_t1[idx] - w_t0[idx], np.zeros(len(idx))],
-            "waits", idx, [f"{waits[i].reason}<br>site: {waits[i].site}" for i in idx]))
+            "waits", idx, [f"{waits[i].reason}\nsite: {waits[i].site}" for i in idx]))
 
     syncs = sync_markers(trace, window, wait_lane, [], compute_lane)
     step_ids, step_t0 = _step_starts(phase, h_step, h_t0)
@@ -372,7 +372,7 @@ def _bubble_text(b: Any) -> str:
     text = str(getattr(b, "detail", "") or "")
     covered = getattr(b, "covered_ns", 0)
     if covered:
-        text += f"<br>{covered / 1e3:,.1f} µs of it covered by {b.covered_by}"
+        text += f"\n{covered / 1e3:,.1f} µs of it covered by {b.covered_by}"
     return text
 
 

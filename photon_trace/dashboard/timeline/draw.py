@@ -27,6 +27,7 @@ from photon_trace.dashboard.timeline.data import SpanSet, TimelineData
 from photon_trace.dashboard.timeline.draw_marks import REQUEST_END_NAMES, request_traces, sync_traces
 from photon_trace.dashboard.timeline.frame import BANDS, HALF, HEIGHT_STEPS, Frame, occupancy, rects, shown, uid, visible
 from photon_trace.dashboard.timeline.marks import SYNC_NAME, SYNC_OUTSIDE_NAME
+from photon_trace.dashboard.timeline.text import plain
 from photon_trace.dashboard.timeline.view import View
 
 STEP_LINE_COLOUR = "rgba(60,60,60,0.18)"
@@ -91,7 +92,7 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
             dtype = np.float32 if aggregate else np.float64
             traces.append(go.Scattergl(
                 x=_join(xs).astype(dtype), y=_join(ys).astype(dtype), mode="lines", fill="toself", fillcolor=st.colour,
-                line=dict(width=0, color=st.colour), name=prefix + st.name, uid=uid(prefix + st.name),
+                line=dict(width=0, color=st.colour), name=prefix + plain(st.name), uid=uid(prefix + st.name),
                 legendgroup=st.name, showlegend=shown(show_legend, st.name), hoverinfo="skip", **common))
         if not aggregate and len(i):
             traces.append(_span_hover(st, i, f, k, prefix, common))
@@ -108,7 +109,7 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
 def curves(data: TimelineData, traces: list, prefix: str = "") -> list:
     """Per trace, ``[what a click on it selects, category index]`` (or None): clicks arrive as a
     curve number and a point's x and y, so this is how the server knows what was clicked."""
-    index = {prefix + st.name + " (hover)": k for k, st in enumerate(data.sets)}
+    index = {prefix + plain(st.name) + " (hover)": k for k, st in enumerate(data.sets)}
     out = []
     for t in traces:
         name = t.name or ""
@@ -199,8 +200,8 @@ def _span_hover(st: SpanSet, i: np.ndarray, f: Frame, k: int, prefix: str, commo
     cd = np.column_stack([info, x0])
     return go.Scattergl(
         x=mid, y=(y0 + y1) / 2, mode="markers", marker=dict(size=8, color="rgba(0,0,0,0)"), customdata=cd,
-        text=[st.text[m] for m in i] if st.text is not None else None, meta=st.name,
-        hovertemplate=_hover(st), name=prefix + st.name + " (hover)", uid=uid(prefix + st.name + " (hover)"),
+        text=[plain(st.text[m]) for m in i] if st.text is not None else None, meta=plain(st.name),
+        hovertemplate=_hover(st), name=prefix + plain(st.name) + " (hover)", uid=uid(prefix + st.name + " (hover)"),
         legendgroup=st.name, showlegend=False, hoverlabel=dict(bgcolor="white"), **common)
 
 
@@ -211,7 +212,7 @@ def _block_hover(blocks: list, f: Frame, prefix: str, common: dict) -> go.Scatte
         y=np.concatenate([b[2] for b in blocks]).astype(np.float32),
         mode="markers", marker=dict(size=6, color="rgba(0,0,0,0)"),
         customdata=np.concatenate([b[3] for b in blocks]).astype(np.float32),
-        text=[b[0] for b in blocks for _ in range(len(b[1]))], hovertemplate=_HOVER["aggregate"],
+        text=[plain(b[0]) for b in blocks for _ in range(len(b[1]))], hovertemplate=_HOVER["aggregate"],
         name=prefix + "aggregated (hover)", uid=uid(prefix + "aggregated (hover)"), showlegend=False,
         hoverlabel=dict(bgcolor="white"), **common)
 

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from photon_trace.dashboard.timeline.data import TimelineData
 from photon_trace.dashboard.timeline.frame import BANDS, HALF, HEIGHT_STEPS, SYNC_DY, Frame, rects, shown, uid, visible
 from photon_trace.dashboard.timeline.marks import REQUEST_STATES, SYNC_NAME, SYNC_OUTSIDE_NAME, mean_counts
+from photon_trace.dashboard.timeline.text import plain
 
 SYNC_COLOUR = "#B00020"
 MAX_LINKS = 400                   # sync -> bubble links drawn when this few are visible
@@ -133,7 +134,7 @@ def sync_traces(data: TimelineData, f: Frame, aggregate: bool, prefix: str, show
         marker = dict(symbol="triangle-down" if inside else "triangle-down-open", size=11, color=SYNC_COLOUR,
                       line=dict(width=1 if inside else 2, color="white" if inside else SYNC_COLOUR))
         cd = np.column_stack([sm.step[j], (sm.t1[j] - sm.t0[j]) / 1e9, sm.idle_ns[j] / 1e9])
-        text = [f"{sm.site[m]}<br>reason: {sm.reason[m]}" + ("" if inside else
+        text = [f"{plain(sm.site[m])}<br>reason: {plain(sm.reason[m])}" + ("" if inside else
                 "<br>outside the analysis window: not counted") for m in j]
         template = _HOVER["sync"]
         if aggregate and len(j) > f.view.width_px / 4:

@@ -14,6 +14,8 @@ labelled by step; two traces compare on aligned axes.
 """
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -21,6 +23,7 @@ from photon_trace.dashboard.timeline.data import TimelineData
 from photon_trace.dashboard.timeline.draw import draw
 from photon_trace.dashboard.timeline.draw_marks import REQUEST_END_NAMES, REQUEST_NAMES
 from photon_trace.dashboard.timeline.marks import SYNC_NAME, SYNC_OUTSIDE_NAME
+from photon_trace.dashboard.timeline.text import plain
 from photon_trace.dashboard.timeline.view import View
 
 AXIS_TITLES = {"window": "time from the analysis window's start",
@@ -33,7 +36,7 @@ WINDOW_NOTE = ("shaded: outside the analysis window (warm-up or drain). Drawn an
 def lane_axis(data: TimelineData) -> dict:
     """y-axis settings: one labelled lane per host thread and device stream, top to bottom."""
     n = len(data.lanes)
-    return dict(tickvals=[-i for i in range(n)], ticktext=[ln.label for ln in data.lanes],
+    return dict(tickvals=[-i for i in range(n)], ticktext=[plain(ln.label) for ln in data.lanes],
                 range=[-(n - 1) - 0.6, 0.72], fixedrange=True, showgrid=False, zeroline=False)
 
 
@@ -110,7 +113,7 @@ def compare_figure(a: TimelineData, b: TimelineData, view: View = View(),
     dom_b = [0.0, h * nb]
     dom_a = [h * nb + gap, 1.0]
     ta, meta_a = draw(a, v, "x", "y")
-    shown = {t.name for t in ta if t.showlegend}
+    shown = {html.unescape(t.name) for t in ta if t.showlegend}   # as the sets name them (``plain`` undone)
     names_b = {st.name for st in b.sets} | {SYNC_NAME, SYNC_OUTSIDE_NAME,
                                             *REQUEST_NAMES.values(), *REQUEST_END_NAMES.values()}
     tb, meta_b = draw(b, v, "x", "y2", show_legend=names_b - shown)
@@ -128,9 +131,9 @@ def compare_figure(a: TimelineData, b: TimelineData, view: View = View(),
         xaxis=ax, yaxis={**lane_axis(a), "domain": dom_a}, yaxis2={**lane_axis(b), "domain": dom_b},
         shapes=shapes_a + shapes_b, annotations=notes_a + notes_b + [
             # each trace's name sits in the gap just above its own lanes, clear of the legend
-            dict(text=f"<b>{labels[0]}</b>", xref="paper", yref="paper", x=0, y=dom_a[1], xanchor="left",
+            dict(text=f"<b>{plain(labels[0])}</b>", xref="paper", yref="paper", x=0, y=dom_a[1], xanchor="left",
                  yanchor="bottom", showarrow=False, yshift=2, font=dict(size=12), name="label-a"),
-            dict(text=f"<b>{labels[1]}</b>", xref="paper", yref="paper", x=0, y=dom_b[1], xanchor="left",
+            dict(text=f"<b>{plain(labels[1])}</b>", xref="paper", yref="paper", x=0, y=dom_b[1], xanchor="left",
                  yanchor="bottom", showarrow=False, yshift=4, font=dict(size=12), name="label-b")],
     )
     return fig
@@ -141,7 +144,7 @@ def placeholder_figure(message: str, height: int = 260) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(template="plotly_white", height=height, xaxis=dict(visible=False),
                       yaxis=dict(visible=False), margin=dict(l=20, r=20, t=20, b=20),
-                      annotations=[dict(text=message, showarrow=False, x=0.5, y=0.5, xref="paper",
+                      annotations=[dict(text=plain(message), showarrow=False, x=0.5, y=0.5, xref="paper",
                                         yref="paper", font=dict(size=14, color="#666"))])
     return fig
 

@@ -166,6 +166,10 @@ class Device:
     def close(self) -> None:
         pass
 
+    def check_alive(self) -> None:
+        """Raise ``DeviceError`` if the device can run nothing more (its worker died). Cheap: for
+        a caller with no step to run, to notice a dead device before the next request does."""
+
     # -- shared mechanics --------------------------------------------------------------
     def _issue(self, slot: int, op: DeviceOp, stream: Stream) -> None:
         self._issued[slot][op] = (stream, now_ns())

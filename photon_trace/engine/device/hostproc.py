@@ -138,6 +138,9 @@ class HostProcessDevice(Device):
     def _stream_wait(self, stream: Stream, event: int, gen: int) -> None:
         self._send((int(stream), P.WAIT, event, gen))
 
+    def check_alive(self) -> None:
+        self._check_alive()
+
     def _check_alive(self) -> None:
         if self.state.error[0]:
             msg = "unknown error"

@@ -1,8 +1,13 @@
 """``/health``, ``/metrics`` (Prometheus) and ``/v1/trace/recent`` (the dashboard's live mode):
-how the engine is doing, read without disturbing it."""
+how the engine is doing, read without disturbing it.
+
+With an API key, ``/metrics`` and ``/v1/trace/recent`` need it (the middleware refuses them
+without); ``/health`` answers anyone, but a caller without the key learns only the status
+(its code says the same), not the model, counts or failures.
+"""
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from photon_trace.telemetry.trace.records import RECORD_KINDS
@@ -15,17 +20,20 @@ router = APIRouter()
 
 
 @router.get("/health")
-async def health(st: StateDep) -> JSONResponse:
+async def health(st: StateDep, request: Request) -> JSONResponse:
     loop = st.loop
     e = loop.engine
     status = loop.status
+    code = 200 if status == "ok" else 503
+    if not request.state.key_ok:
+        return JSONResponse({"status": status}, code)
     body = {"status": status, "model": st.model_name, "error": loop.public_error, "restarts": loop.restarts}
     if e is not None:
         stats = e.stats()
         body.update(running=stats.running, waiting=stats.waiting,
                     kv_pages_used=stats.kv_pages_used, streams=loop.active_requests,
                     idle_checks=loop.idle_checks, invariants=loop.invariant_error or "ok")
-    return JSONResponse(body, 200 if status == "ok" else 503)
+    return JSONResponse(body, code)
 
 
 # Plain functions, so FastAPI runs them on its thread pool: rendering the metrics and

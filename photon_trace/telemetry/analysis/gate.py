@@ -21,6 +21,7 @@ A Markdown summary and JUnit XML (one testcase per gate) are written when asked.
 from __future__ import annotations
 
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -30,11 +31,13 @@ from typing import NamedTuple, Union
 from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
 from photon_trace.telemetry.analysis.causes import Cause, cause_label, fixable_by_host
 from photon_trace.telemetry.analysis.diagnosis import ranked
-from photon_trace.telemetry.analysis.source_notes import capture_only, source_notes, unknown_runtime
+from photon_trace.telemetry.analysis.source_notes import capture_only, source_notes, stopped_early, unknown_runtime
 from photon_trace.telemetry.analysis.views import steady_state_lines
 from photon_trace.telemetry.analysis.window import compute_extent
 from photon_trace.telemetry.trace.lanes import primary_stream
+from photon_trace.telemetry.trace.plausible import check_trace
 from photon_trace.telemetry.trace.records import Trace
+from photon_trace.telemetry.trace.rows import TraceFormatError
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -86,35 +89,50 @@ class CheckResult:
         return [g for g in self.gates if not g.passed]
 
     def summary(self) -> str:
-        """One line for the console."""
+        """One line for the console (a trace's strings may hold line breaks: not here)."""
         if self.error:
-            return f"photon-trace check: BAD INPUT: {self.error}"
-        if self.passed:
-            return f"photon-trace check: PASS ({len(self.gates)} gates) on {self.source}"
-        return "photon-trace check: FAIL: " + "; ".join(g.message for g in self.failures)
+            text = f"photon-trace check: BAD INPUT: {self.error}"
+        elif self.passed:
+            text = f"photon-trace check: PASS ({len(self.gates)} gates) on {self.source}"
+        else:
+            text = "photon-trace check: FAIL: " + "; ".join(g.message for g in self.failures)
+        return one_line(text)
 
 
-def _load(x: TraceLike, what: str, load: dict) -> tuple[Trace, str]:
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (line breaks included) as one space."""
+    return " ".join(text.split())
+
+
+def _load(x: TraceLike, what: str, load: dict) -> tuple[Trace, str, list[str]]:
+    """The trace, its name, and the loader's warnings as notes (one line each: a CI log reads
+    them, not Python's warning format with its install path and source line)."""
     if isinstance(x, Trace):
-        return x, f"<{what}>"
+        return x, f"<{what}>", []
     import warnings
 
     from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning
     from photon_trace.telemetry.trace.importers import load_any
+    from photon_trace.telemetry.trace.importers.kineto_read import KinetoPartialWarning
     allow_partial = bool(load.get("allow_partial"))
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", TraceTruncatedWarning)   # said below, as bad input or a note
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             trace = load_any(x, strict=False if allow_partial else None, step_annotation=load.get("step_annotation"))
     except (TraceFormatError, OSError) as e:
         raise BadInput(f"{what}: {e}") from None
     except Exception as e:   # whatever a damaged file does to the loader, CI must not read it as a failed gate
         raise BadInput(f"{what}: {x}: cannot read: {type(e).__name__}: {e}") from None
+    stopped = stopped_early(trace)
+    if not allow_partial and stopped:
+        raise BadInput(f"{what}: {x}: {stopped}; check what is there with --allow-partial")
     if not allow_partial and (trace.header.get("truncated") or trace.header.get("incomplete")):
         how = ("cut inside a line" if trace.header.get("truncated") else
                "no end line (the run crashed or is still writing)")
         raise BadInput(f"{what}: {x}: truncated trace: {how}; check what is there with --allow-partial")
-    return trace, str(x)
+    # A truncation and a profiler trace's skipped events are in the header: ``_notes`` says them.
+    said = (TraceTruncatedWarning, KinetoPartialWarning)
+    return trace, str(x), [one_line(str(w.message)) for w in caught if not issubclass(w.category, said)]
 
 
 def _validate(trace: Trace, name: str) -> None:
@@ -122,6 +140,10 @@ def _validate(trace: Trace, name: str) -> None:
         bad = next((r for r in getattr(trace, kind) if r.t1 < r.t0), None)
         if bad is not None:
             raise BadInput(f"{name}: corrupt trace: a {kind[:-1].replace('_', ' ')} ends before it starts ({bad})")
+    try:   # a loaded file was checked on load; a trace built in memory is checked here
+        check_trace(trace, name)
+    except TraceFormatError as e:
+        raise BadInput(str(e)) from None
     source = trace.header.get("source", {}).get("format")
     why = unknown_runtime(trace)
     if why:
@@ -141,20 +163,21 @@ def _validate(trace: Trace, name: str) -> None:
         raise BadInput(f"{name}: no step records to analyse")
 
 
-def _analyse(x: TraceLike | Report, what: str, load: dict | None = None) -> tuple[Report | None, Trace | None, str]:
+def _analyse(x: TraceLike | Report, what: str, load: dict | None = None
+             ) -> tuple[Report | None, Trace | None, str, list[str]]:
     if isinstance(x, Report):
-        return x, None, f"<{what} report>"
-    trace, name = _load(x, what, load or {})
+        return x, None, f"<{what} report>", []
+    trace, name, warned = _load(x, what, load or {})
     _validate(trace, name)
     if capture_only(trace):
-        return None, trace, name
+        return None, trace, name, warned
     try:
         report = analyze(trace)
     except Exception as e:  # a structurally valid trace that still cannot be analysed
         raise BadInput(f"{name}: cannot analyse: {type(e).__name__}: {e}") from None
     if not report.steps:
         raise BadInput(f"{name}: no complete steps in the steady-state window")
-    return report, trace, name
+    return report, trace, name, warned
 
 
 def _ms(ns: float) -> str:
@@ -249,7 +272,7 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     ``step_annotation``: the annotation a profiler trace's steps are taken from."""
     load = {"allow_partial": allow_partial, "step_annotation": step_annotation}
     try:
-        report, trace, source = _analyse(trace_or_path, "trace", load)
+        report, trace, source, warned = _analyse(trace_or_path, "trace", load)
         base = _analyse(baseline, "baseline", load)[0] if baseline is not None else None
     except BadInput as e:
         result = CheckResult(EXIT_BAD_INPUT, source=str(trace_or_path) if not isinstance(trace_or_path, Trace)
@@ -257,7 +280,7 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     else:
         gates = _gates(report, trace, base, max_idle_fraction, tolerance, allow_syncs)
         code = EXIT_PASS if all(g.passed for g in gates) else EXIT_FAIL
-        result = CheckResult(code, gates, report, base, source, notes=_notes(trace))
+        result = CheckResult(code, gates, report, base, source, notes=_notes(trace) + warned)
     if out_md is not None:
         Path(out_md).write_text(render_markdown(result), encoding="utf-8")
     if out_junit is not None:
@@ -265,23 +288,44 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     return result
 
 
+def md_code(text: object, in_table: bool = True) -> str:
+    """``text`` as a Markdown code span: shown as written, whatever it holds.
+
+    Gate messages, call sites, op names, file names and notes come from the trace, and a
+    CI page renders this Markdown: a call site holding ``|``, a newline and ``# ... PASS``
+    must not start a row or a heading, nor ``<a href>``, ``[x](url)`` or ``![x](url)`` make
+    HTML, a link or an image. In a code span nothing is markup; what could still break out
+    of it is handled here: line breaks (a span cannot hold one; whitespace runs become one
+    space), backticks (the fence is one longer than the longest run inside), and, in a
+    table, ``|`` (escaped as ``\\|``, which GitHub's tables take before the span)."""
+    body = " ".join(str(text).split())
+    if in_table:
+        body = body.replace("|", "\\|")
+    if not body:
+        return "(empty)"
+    fence = "`" * (max((len(run) for run in re.findall("`+", body)), default=0) + 1)
+    pad = " " if body[0] == "`" or body[-1] == "`" else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
 def render_markdown(result: CheckResult) -> str:
-    """The summary a CI job shows: verdict, gates, key numbers, what to fix first."""
+    """The summary a CI job shows: verdict, gates, key numbers, what to fix first. Every string
+    that may come from the trace goes in as a code span (``md_code``)."""
     verdict = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_BAD_INPUT: "BAD INPUT"}[result.exit_code]
-    out = [f"# photon-trace check: {verdict}", "", f"Trace: `{result.source}`", ""]
+    out = [f"# photon-trace check: {verdict}", "", f"Trace: {md_code(result.source, in_table=False)}", ""]
     if result.error:
-        return "\n".join(out + [f"**Error:** {result.error}", ""])
+        return "\n".join(out + [f"**Error:** {md_code(result.error, in_table=False)}", ""])
     out += ["| gate | result | detail |", "|---|---|---|"]
-    out += [f"| {g.name} | {'pass' if g.passed else '**FAIL**'} | {g.message} |" for g in result.gates]
+    out += [f"| {g.name} | {'pass' if g.passed else '**FAIL**'} | {md_code(g.message)} |" for g in result.gates]
     r = result.report
     if r is not None:       # None: a capture-only trace, gated on its syncs alone
-        out += ["", "## Steady state", ""] + steady_state_lines(r)
+        out += ["", "## Steady state", ""] + steady_state_lines(r, lambda text: md_code(text, in_table=False))
         out += device_markdown(r)
         if r.diagnosis:
             out += _diagnosis_markdown(r.diagnosis)
     out += result.sections
     if result.notes:
-        out += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
+        out += ["", "## Notes", ""] + [f"- {md_code(n, in_table=False)}" for n in result.notes]
     return "\n".join(out) + "\n"
 
 
@@ -313,7 +357,7 @@ def _diagnosis_markdown(diagnosis: list) -> list[str]:
             continue
         out += ["", f"## {title}", "",
                 "| cause | site / phase | idle | share | predicted speedup |", "|---|---|---|---|---|"]
-        out += [f"| {cause_label(d.cause)} | `{d.site_or_phase}` | {_ms(d.idle_ns)} | {d.share:.1%} | "
+        out += [f"| {cause_label(d.cause)} | {md_code(d.site_or_phase)} | {_ms(d.idle_ns)} | {d.share:.1%} | "
                 f"{_speedup(d)} |" for d in rows]
     return out
 

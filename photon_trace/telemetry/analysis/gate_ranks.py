@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from photon_trace.telemetry.analysis.gate import (
-    EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, CheckResult, render_junit, render_markdown, run_check)
+    EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, CheckResult, md_code, render_junit, render_markdown, run_check)
 from photon_trace.telemetry.analysis.ranks import RanksReport, analyze_ranks
 from photon_trace.telemetry.trace.ranks import split_ranks
 
@@ -24,14 +24,15 @@ def _ms(ns: float) -> str:
 
 
 def ranks_markdown(rr: RanksReport) -> list[str]:
-    """The job across ranks, for the summary: per rank, per step, per rank's collectives."""
+    """The job across ranks, for the summary: per rank, per step, per rank's collectives (a string
+    from the traces, the first row to fix, as a code span: ``gate.md_code``)."""
     out = ["", "## Ranks", "", "| rank | device ops | idle | syncs | comm/comp overlap | first to fix |",
            "|---|---|---|---|---|---|"]
     for r in rr.ranks:
         idle = f"{r.idle_fraction:.2%}" if r.idle_fraction is not None else "no device"
         overlap = f"{r.overlap:.2%}" if r.overlap is not None else "—"
         out.append(f"| {r.rank} | {r.device_ops} | {idle} | {'unknown' if r.syncs is None else r.syncs} | "
-                   f"{overlap} | `{r.first_fix}` |")
+                   f"{overlap} | {md_code(r.first_fix)} |")
     if rr.steps:
         out += ["", "| step | slowest rank (most work) | by | " + " | ".join(f"rank {r.rank}" for r in rr.ranks) + " |",
                 "|---|---|---|" + "---|" * len(rr.ranks)]

@@ -1,7 +1,7 @@
 """What a reader of any report must know about where a trace came from, as notes.
 
 One list for ``check``, ``import`` and the dashboard: records the recorder dropped, an Nsight
-export's doubled rows, a damaged or truncated profiler trace, ops overlapping on one stream
+export's doubled rows, a damaged, truncated or stopped-early trace, ops overlapping on one stream
 (programmatic dependent launch: counted, not damage), what a trace's CUDA graphs did (a
 capture that never ran is no picture of the device at work), and a runtime whose syncs the
 importer cannot read (then they are unknown, not zero).
@@ -25,6 +25,18 @@ def unknown_runtime(trace: Trace) -> str | None:
     if runtime.get("name") != UNKNOWN:
         return None
     return runtime.get("why") or "an unknown runtime"
+
+
+def stopped_early(trace: Trace) -> str | None:
+    """Why the trace's writer stopped before its end (its file's stopped line), in words; None
+    when it did not."""
+    stopped = trace.header.get("stopped")
+    if not isinstance(stopped, dict):
+        return None
+    why, error = stopped.get("why", "a write failed"), stopped.get("error")
+    records = sum(n for n in (stopped.get("records") or {}).values() if isinstance(n, int))
+    return (f"the trace stopped early: {why}{f' ({error})' if error else ''}, after {records} records; "
+            f"what was written before is whole")
 
 
 def source_notes(trace: Trace, *, problems: bool = True) -> list[str]:
@@ -51,6 +63,8 @@ def source_notes(trace: Trace, *, problems: bool = True) -> list[str]:
         why = unknown_runtime(trace)
         if why:
             notes.append(f"host waits on the device: unknown: {why}; its syncs are not read")
+    elif stopped_early(trace):
+        notes.append(f"{stopped_early(trace)}: checked what is there")
     elif h.get("truncated") or h.get("incomplete"):
         notes.append("the trace file is truncated (the run crashed or was still writing): "
                      "checked what is there")

@@ -11,6 +11,7 @@ first two print.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from photon_trace.telemetry.analysis.causes import cause_label
 from photon_trace.telemetry.analysis.report import Report
@@ -28,8 +29,9 @@ def idle_by_cause(r: Report) -> list[tuple[str, int]]:
     return [(cause_label(c), ns) for c, ns in total.most_common()]
 
 
-def steady_state_lines(r: Report) -> list[str]:
-    """The window's key figures as Markdown list items (``check --markdown``)."""
+def steady_state_lines(r: Report, code: Callable[[str], str]) -> list[str]:
+    """The window's key figures as Markdown list items (``check --markdown``); ``code`` quotes a
+    string that comes from the trace (an op's name) so that it cannot be markup (``gate.md_code``)."""
     head = (f"- window: {len(r.steps)} steps, {_ms(r.window_ns)}; idle {r.idle_fraction:.2%} "
             f"(bubbles {_ms(r.bubble_ns)}, dispatch gaps {_ms(r.dispatch_ns)}; "
             f"host late {_ms(r.host_idle_ns)}, launch latency {_ms(r.launch_idle_ns)})")
@@ -46,7 +48,7 @@ def steady_state_lines(r: Report) -> list[str]:
            f"- idle by cause: {causes}"]
     if r.top_ops:
         out.append("- top ops by device time: " + ", ".join(
-            f"`{_short(o.name)}` {_ms(o.total_ns)} ({o.share:.0%}, {o.count:,}x)" for o in r.top_ops[:3]))
+            f"{code(_short(o.name))} {_ms(o.total_ns)} ({o.share:.0%}, {o.count:,}x)" for o in r.top_ops[:3]))
     return out
 
 

@@ -10,7 +10,8 @@ import os
 from collections.abc import Generator
 from pathlib import Path
 
-from photon_trace.telemetry.trace.file import LineFile, chunk_lines, encode_line, end_line
+from photon_trace.telemetry.trace.file import chunk_lines, encode_line, end_line
+from photon_trace.telemetry.trace.line_file import LineFile, WriteStopped
 from photon_trace.telemetry.trace.pieces import run_to_end
 from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk
 
@@ -22,7 +23,11 @@ class TraceFileWriter:
     (the recorder's first flush), one chunk line per non-empty flush, and the end
     line on close. In a recorder, the JSON is encoded by ``prepare`` in pieces (in the
     engine's device waits) and the file written by ``deliver`` on the sink's thread;
-    ``open``/``write``/``close`` do both at once, for direct use."""
+    ``open``/``write``/``close`` do both at once, for direct use.
+
+    A write the disk refuses (full, a quota) ends the file with a line saying why and how
+    many records it holds (``trace/line_file.py``), and raises ``WriteStopped`` with a
+    one-line message: the sink is detached, the engine runs on."""
 
     keeps_trace = True
     drop_key = "trace_file.records"
@@ -58,11 +63,21 @@ class TraceFileWriter:
             return
         if event == "close":
             payload = end_line(self._counts), {}
-        if payload is not None:
-            data, counts = payload
-            self._out.write(data)
-            for kind, n in counts.items():
-                self._counts[kind] += n
+        try:
+            if payload is not None:
+                data, counts = payload
+                self._out.write(data, counts)
+                for kind, n in counts.items():
+                    self._counts[kind] += n
+        except WriteStopped as e:
+            out, self._out = self._out, None
+            try:
+                said = out.stop()
+            finally:
+                out.close()
+            raise WriteStopped(e.errno, f"the trace file {self.path} stopped: {said['why']} ({said['error']}); "
+                                        f"it ends with a line saying so, after "
+                                        f"{sum(said['records'].values())} records") from None
         if event == "close":
             self._out.close()
             self._out = None

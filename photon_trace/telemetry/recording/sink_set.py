@@ -113,9 +113,15 @@ class SinkSet:
                         type(port.sink).__name__, lost, port.key.rsplit(".", 1)[1])
 
     def _failed(self, port: SinkPort, event: str, exc: BaseException) -> None:
-        """A sink call raised: report it once and detach the sink; the engine keeps running."""
-        msg = f"{type(port.sink).__name__}.{event} failed: {exc!r}; sink detached"
-        log.error("photon_trace: %s", msg, exc_info=exc)
+        """A sink call raised: report it once and detach the sink; the engine keeps running.
+        The machine failing the sink (a full disk, a refused connection: an ``OSError``) is one
+        line that says what failed; anything else is a bug, reported with its traceback."""
+        if isinstance(exc, OSError):
+            msg = f"{type(port.sink).__name__}.{event} failed: {exc.strerror or exc}; sink detached"
+            log.error("photon_trace: %s", " ".join(msg.split()))
+        else:
+            msg = f"{type(port.sink).__name__}.{event} failed: {exc!r}; sink detached"
+            log.error("photon_trace: %s", msg, exc_info=exc)
         self.errors.append(msg)
         port.failed = True
         if port in self.ports:

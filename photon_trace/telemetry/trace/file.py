@@ -11,6 +11,7 @@ Layout (one JSON object per line, UTF-8; gzip-compressed when the name ends in `
     {"meta": {...}}        <- header fields set after the header was written (merged on load)
     ...
     {"end": {"records": {"host_spans": n, ...}}}   <- only on a clean close
+    {"stopped": {"why": "the disk is full", "error": ..., "records": {...}}}   <- or: a write failed
 
 The header's fields are ``header.py``'s; rows are the fields of the records.py
 NamedTuples, in order. The recorder's writer appends one chunk line per flush (every ~0.5 s) and flushes the file each time, so a
@@ -27,11 +28,13 @@ the line and what was expected. A partial LAST line (the writer was killed
 mid-write) and a missing end line (crashed or still running) are tolerated:
 the records before it load, a ``TraceTruncatedWarning`` is issued for the
 partial line, and the header says ``"truncated": true`` / ``"incomplete": true``.
-``load_trace(path, strict=True)`` turns a partial last line into an error.
+``load_trace(path, strict=True)`` turns a partial last line into an error. A file whose
+writer could write no more (a full disk: ``line_file.py``) ends with a stopped line
+instead of the end line: the records before it load, and the header's ``stopped`` says
+where and why (with ``"incomplete": true``). Impossible times are errors (``plausible.py``).
 """
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -42,7 +45,9 @@ from collections.abc import Generator
 from pathlib import Path
 
 from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, add_dropped, merge_header
+from photon_trace.telemetry.trace.line_file import LineFile, WriteStopped
 from photon_trace.telemetry.trace.pieces import PIECE, run_to_end
+from photon_trace.telemetry.trace.plausible import check_trace
 from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
 from photon_trace.telemetry.trace.rows import ROW_TYPES, TraceFormatError, check_rows, gc_paused, json_line
 
@@ -99,49 +104,31 @@ def chunk_lines(chunk: Chunk) -> Generator[None, None, tuple[bytes, dict] | None
     return (b"".join(out), counts) if out else None
 
 
-class LineFile:
-    """A trace file open for appending lines: gzip when its name ends in ``.gz``. Each write
-    is flushed (gzip sync-flushed), so a crashed run's file reads up to its last write."""
-
-    def __init__(self, path: str | os.PathLike) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._raw = open(path, "wb")
-        self._f = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=3) \
-            if path.suffix == ".gz" else self._raw
-
-    def write(self, data: bytes) -> None:
-        self._f.write(data)
-        if self._f is not self._raw:
-            self._f.flush(zlib.Z_SYNC_FLUSH)
-        self._raw.flush()
-
-    def close(self) -> None:
-        if self._f is not self._raw:
-            self._f.close()
-        self._raw.close()
-
-
 def write_trace(trace: Trace, path: str | os.PathLike, chunk_rows: int = 4096) -> Path:
     """Write a complete ``Trace`` (header as is, records in chunks of ``chunk_rows``)."""
     header = dict(trace.header)
     header.setdefault("format", FORMAT_NAME)
     header.setdefault("version", FORMAT_VERSION)
     out = LineFile(path)
-    out.write(encode_line(header))
     written = dict.fromkeys(RECORD_KINDS, 0)
-    seq = 0
-    longest = max((len(getattr(trace, k)) for k in RECORD_KINDS), default=0)
-    for lo in range(0, max(longest, 1), chunk_rows):
-        seq += 1
-        chunk = Chunk(seq=seq, **{k: getattr(trace, k)[lo:lo + chunk_rows] for k in RECORD_KINDS})
-        lines = run_to_end(chunk_lines(chunk))
-        if lines is not None:
-            out.write(lines[0])
-            for kind, n in lines[1].items():
-                written[kind] += n
-    out.write(end_line(written))
-    out.close()
+    try:
+        out.write(encode_line(header))
+        seq = 0
+        longest = max((len(getattr(trace, k)) for k in RECORD_KINDS), default=0)
+        for lo in range(0, max(longest, 1), chunk_rows):
+            seq += 1
+            chunk = Chunk(seq=seq, **{k: getattr(trace, k)[lo:lo + chunk_rows] for k in RECORD_KINDS})
+            lines = run_to_end(chunk_lines(chunk))
+            if lines is not None:
+                out.write(*lines)
+                for kind, n in lines[1].items():
+                    written[kind] += n
+        out.write(end_line(written))
+    except WriteStopped:
+        out.stop()    # the file says where it stopped and why
+        raise
+    finally:
+        out.close()
     return Path(path)
 
 
@@ -285,6 +272,11 @@ def _load(path: Path, strict: bool) -> Trace:
             merge_header(trace.header, obj["meta"])
         elif "end" in obj:
             ended = True
+        elif "stopped" in obj:
+            if not isinstance(obj["stopped"], dict):
+                raise TraceFormatError(f"{path}: line {lineno}: 'stopped' must be an object")
+            trace.header["stopped"] = obj["stopped"]
+            ended = True       # nothing may follow it; the trace is still incomplete (below)
         else:
             raise TraceFormatError(f"{path}: line {lineno}: unknown line (keys {sorted(obj)[:5]})")
     if gzip_cut and not truncated:
@@ -295,8 +287,9 @@ def _load(path: Path, strict: bool) -> Trace:
                           TraceTruncatedWarning, stacklevel=3)   # the caller of load_trace
             truncated = True
     _check_header(path, trace.header)   # again: meta lines merge into it
+    check_trace(trace, str(path))       # impossible times are bad input, not data (plausible.py)
     if truncated:
         trace.header["truncated"] = True
-    if not ended:
+    if not ended or "stopped" in trace.header:
         trace.header["incomplete"] = True
     return trace

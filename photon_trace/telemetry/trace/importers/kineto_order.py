@@ -12,8 +12,9 @@ clock's resolution are not counted: rounding makes those.
 **Impossible, and bad input** (``impossible_order``): an op that ends before it starts, and
 an op that starts before the call that launched it (by more than the clock's resolution):
 no device runs work before it is given it, so such a trace's clock or events are damaged.
-This is the importer's one rule on impossible times; a plausibility rule (times far from the
-rest of the trace) belongs beside it.
+This is the importer's one rule on impossible orders; beside it, ``kineto_read`` applies the
+rule every trace's times must keep (``telemetry/trace/plausible.py``: no time past 2**63 ns,
+none days from the rest) before any order is looked at.
 """
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning
+from photon_trace.telemetry.trace.plausible import RULE, implausible
 
 SCHEMA_VERSION = 1
 """The newest Kineto ``schemaVersion`` this reader knows (PyTorch 1.8 to 2.x write 1)."""
@@ -182,6 +183,7 @@ def read_kineto(path: str | Path, data: bytes | None = None, *, strict: bool = T
     out = KinetoDoc(str(path), {k: v for k, v in doc.items() if k != "traceEvents"}, [],
                     truncated=truncated, n_events=len(doc["traceEvents"]))
     _read_events(doc["traceEvents"], out, problems)
+    _check_times(out, problems)
     out.problems = problems.seen
     if not any(e.kind in HOST_CATS.values() or e.kind in DEVICE_CATS.values() for e in out.events):
         if not out.problems:
@@ -253,6 +255,19 @@ def _read_events(raw: list, out: KinetoDoc, problems: Problems) -> None:
                     out.flows_end[where] = e["id"]
     out.resolution_ns = 1 if fine else 1000
     out.ignored = ignored
+
+
+def _check_times(out: KinetoDoc, problems: Problems) -> None:
+    """Impossible times (``plausible.py``: past 2**63 ns, or days from the rest) are bad input
+    naming the event; with ``strict=False`` those events are skipped."""
+    events = out.events
+    bad = implausible([e.t0 for e in events], [e.t1 for e in events], first_only=problems.strict)
+    for i, problem in bad:
+        e = events[i]
+        problems.report("implausible time", f"event {e.index} ({e.kind} {e.name[:60]!r}): {problem} ({RULE})")
+    if bad:
+        drop = {i for i, _ in bad}
+        out.events = [e for i, e in enumerate(events) if i not in drop]
 
 
 def _bad_span(i: int, e: dict, cat: str, problems: Problems) -> None:
