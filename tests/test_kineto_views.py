@@ -48,6 +48,15 @@ def test_import_json_of_a_missing_file_a_wrong_stream_and_a_good_trace(tmp_path,
     assert doc["source"]["runtime"]["name"] == "CUDA" and doc["analysis"]["top_ops"]
 
 
+def test_import_json_answers_when_the_output_cannot_be_written(tmp_path, capsys):
+    """After a good read, what fails later (here ``-o`` under a path that is a file) is still one
+    JSON object on stdout, not a traceback."""
+    (tmp_path / "a_file").write_text("")
+    assert cli(["import", "--json", "-o", str(tmp_path / "a_file" / "x.trace.jsonl"), str(SYNC)]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) == {"error", "exit"} and doc["error"].startswith("cannot write")
+
+
 def test_an_imported_traces_cards_mean_something_for_any_program():
     r = analyze(load_any(SYNC))
     items = {i["key"]: i for i in figures.summary_items(r)}

@@ -76,12 +76,16 @@ def run_import(args: argparse.Namespace) -> int:
         print(f"photon-trace import: warning: {w.message}", file=sys.stderr)
     if isinstance(trace, str):
         return bad(trace)
-    if ranks:
-        return _report_ranks(args, trace)
-    streams = sorted({d.stream for d in trace.device_spans})
-    if args.stream is not None and args.stream not in streams:
-        return bad(f"no stream {args.stream!r} (streams: {', '.join(streams) or 'none'})")
-    return _report(args, trace)
+    if not ranks:
+        streams = sorted({d.stream for d in trace.device_spans})
+        if args.stream is not None and args.stream not in streams:
+            return bad(f"no stream {args.stream!r} (streams: {', '.join(streams) or 'none'})")
+    try:
+        return _report_ranks(args, trace) if ranks else _report(args, trace)
+    except OSError as e:     # -o to a folder that is not there, a full disk
+        return bad(f"cannot write {args.output}: {e.strerror or e}")
+    except Exception as e:   # a trace read whole that still cannot be analysed: said, never a traceback
+        return bad(f"{args.trace}: cannot analyse: {type(e).__name__}: {e}")
 
 
 def _read(args: argparse.Namespace):
