@@ -15,7 +15,7 @@ from photon_trace.cli import main as cli
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.analysis.attribution import GRAPH_NODES, LAUNCH_LATENCY
 from photon_trace.telemetry.analysis.causes import Cause
-from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, run_check, render_markdown
+from photon_trace.telemetry.analysis.gate import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, render_markdown, run_check
 from photon_trace.telemetry.trace.importers import load_any
 
 US = 1000
@@ -108,3 +108,10 @@ def test_a_capture_with_no_device_op_at_all_is_checked_on_its_syncs(tmp_path):
     b.runtime("cudaLaunchKernel", 1010, 4)
     b.runtime("cudaStreamEndCapture", 1020, 3)
     assert run_check(b.write(tmp_path / "bare.json")).exit_code == EXIT_PASS
+
+
+def test_a_capture_only_baseline_is_bad_input_not_a_silent_pass(tmp_path):
+    """A capture has no steady state: as a baseline the regression gates would have nothing to
+    compare with and vanish, so it is refused, naming why."""
+    result = run_check(replay_trace(tmp_path, graph=True), capture_trace(tmp_path, sync=False), max_idle_fraction=1)
+    assert result.exit_code == EXIT_BAD_INPUT and "baseline: a CUDA-graph capture only" in result.error

@@ -274,6 +274,9 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     try:
         report, trace, source, warned = _analyse(trace_or_path, "trace", load)
         base = _analyse(baseline, "baseline", load)[0] if baseline is not None else None
+        if baseline is not None and base is None:     # no steady state: the regression gates would vanish
+            raise BadInput("baseline: a CUDA-graph capture only (captured, no graph ran): no steady state to "
+                           "compare against")
     except BadInput as e:
         result = CheckResult(EXIT_BAD_INPUT, source=str(trace_or_path) if not isinstance(trace_or_path, Trace)
                              else "<trace>", error=str(e))
