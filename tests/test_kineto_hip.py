@@ -13,6 +13,8 @@ import pytest
 from helpers.kineto_builder import KinetoBuilder
 
 from photon_trace.cli import main as cli
+from photon_trace.dashboard.panels import figures
+from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.analysis.gate import EXIT_BAD_INPUT, EXIT_FAIL, run_check
 from photon_trace.telemetry.trace.importers import load_any
 
@@ -93,6 +95,13 @@ def test_an_unknown_runtime_is_said_to_be_unknown_never_zero_host_waits(tmp_path
     assert "host waits on the device: unknown" in out and "0 host wait(s)" not in out
     checked = run_check(path, max_idle_fraction=1.0)
     assert checked.exit_code == EXIT_BAD_INPUT and "accidental-sync gate cannot decide" in checked.error
+    # the dashboard's card and its A/B table say so too
+    report = analyze(trace)
+    assert "xpu_runtime" in report.syncs_unknown
+    cards = {i["key"]: i["value"] for i in figures.summary_items(report)}
+    assert cards["accidental_syncs"] == "unknown"
+    row = next(r for r in figures.compare_rows(report, report) if r["metric"] == "accidental syncs")
+    assert row["A"] == row["B"] == "–"
 
 
 def test_a_cpu_trace_has_no_runtime_and_no_claim_about_one(tmp_path):

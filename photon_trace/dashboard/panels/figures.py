@@ -76,8 +76,8 @@ def metric_values(report: Any, metrics: tuple = METRICS) -> dict[str, float]:
     """The summary numbers of a report, by ``metrics`` key."""
     out = {}
     for key, *_ in metrics:
-        if key == "accidental_syncs":
-            out[key] = float(accidental_sync_count(report))
+        if key == "accidental_syncs":     # a runtime whose syncs cannot be read: unknown, never 0
+            out[key] = float("nan") if getattr(report, "syncs_unknown", None) else float(accidental_sync_count(report))
         elif key == "bubbles":
             out[key] = float(len(getattr(report, "bubbles", None) or []))
         else:
@@ -113,7 +113,8 @@ def summary_items(report: Any, ranks: Any = None) -> list[dict[str, str]]:
                         {"key": "accidental_syncs", "label": "accidental syncs",
                          "value": fmt(float(accidental_sync_count(report)), "")}]
     vals = metric_values(report, metrics)
-    items += [{"key": k, "label": label, "value": fmt(vals[k], unit)} for k, label, unit, _ in metrics]
+    items += [{"key": k, "label": label, "value": "unknown" if k == "accidental_syncs" and np.isnan(vals[k])
+               else fmt(vals[k], unit)} for k, label, unit, _ in metrics]
     if metrics is IMPORTED_METRICS:
         items += _imported_items(report)
     return items

@@ -10,6 +10,7 @@ from photon_trace.telemetry.analysis.bubbles import (
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.device_idle import DeviceIdle, device_idle
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal
+from photon_trace.telemetry.analysis.source_notes import unknown_runtime
 from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
 from photon_trace.telemetry.analysis.streams import StreamStats, stream_stats, with_cover
 from photon_trace.telemetry.analysis.syncs import SyncSite, sync_sites
@@ -36,6 +37,8 @@ class Report:
     all its streams together (Nsight's view of idle: ``device_idle``), over the same window.
     ``source`` is the format an imported trace came in (``kineto``, ``nsys``; None for ours: then
     tokens, L and z mean something), ``top_ops`` the op names with the most device time.
+    ``syncs_unknown`` says why ``syncs`` cannot be read (a runtime the importer does not know):
+    then they are unknown, not none.
     """
     window: tuple[int, int]
     window_ns: int
@@ -75,6 +78,7 @@ class Report:
     devices: list[DeviceIdle] = field(default_factory=list)
     source: str | None = None
     top_ops: list[OpTime] = field(default_factory=list)
+    syncs_unknown: str | None = None    # why the trace's host waits cannot be read (an unknown runtime)
 
     @property
     def imported(self) -> bool:
@@ -177,4 +181,5 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
                                             if stream_causes is None else stream_causes),
         devices=device_idle(trace, (w0, w1)),
         source=(trace.header.get("source") or {}).get("format"), top_ops=top_ops(trace, (w0, w1)),
+        syncs_unknown=unknown_runtime(trace),
     )
