@@ -36,8 +36,8 @@ def _negative(doc):
     doc["traceEvents"][11]["dur"] = -3
 
 
-def _overlap(doc):
-    doc["traceEvents"][19]["ts"] = 1707417525512200     # the reduce kernel (15) runs to ...512205
+def _before_launch(doc):
+    doc["traceEvents"][19]["ts"] = 1707417525512200     # its cudaLaunchKernel (21) starts at ...512221
 
 
 def _bad_ts(doc):
@@ -60,14 +60,15 @@ def _no_stream(doc):
 DAMAGED = [
     ("missing_field", _missing_dur, r"event 15 \(kernel 'void at::native::reduce_kernel.*missing 'dur'"),
     ("negative_duration", _negative, r"event 11 \(kernel .*negative duration -3 µs"),
-    ("overlapping_kernels", _overlap, r"overlapping kernels on gpu0 stream 7: event 19 .* starts 5\.000 µs "
-                                      r"before event 15 .* ends"),
+    # (ops overlapping on one stream are no longer bad input: tests/test_kineto_order.py)
+    ("before_its_launch", _before_launch, r"event 19 \(kernel .*starts 21\.000 µs before its own launch "
+                                          r"\(event 21, cudaLaunchKernel\)"),
     ("bad_timestamp", _bad_ts, r"event 11 \(kernel .*'ts' is 'soon', not a finite number"),
     ("not_an_object", _not_object, r"event 4 is a list, not an object"),
     ("no_stream", _no_stream, r"event 15 .*a device op without an integer stream"),
     ("newer_schema", _newer, r"Kineto schema version 2 is newer than this importer reads \(1\)"),
 ]
-PARTIAL = {"missing_field", "negative_duration", "overlapping_kernels", "bad_timestamp", "not_an_object", "no_stream"}
+PARTIAL = {"missing_field", "negative_duration", "before_its_launch", "bad_timestamp", "not_an_object", "no_stream"}
 
 
 def write(tmp_path: Path, name: str, damage) -> Path:
@@ -96,8 +97,8 @@ def test_allow_partial_analyses_what_is_valid_with_a_warning(tmp_path, capsys, n
     p = write(tmp_path, name, damage)
     with pytest.warns(KinetoPartialWarning, match=message):
         trace = load_any(p, strict=False)
-    # a bad device event is left out; overlapping kernels are kept (busy time is their union)
-    dropped_a_kernel = name in ("missing_field", "negative_duration", "bad_timestamp", "no_stream")
+    # a bad device event is left out, an op that started before its launch too
+    dropped_a_kernel = name in ("missing_field", "negative_duration", "bad_timestamp", "no_stream", "before_its_launch")
     assert len(trace.device_spans) == (4 if dropped_a_kernel else 5)
     assert analyze(trace).busy_ns > 0
     assert cli(["import", "--allow-partial", str(p)]) == 0
@@ -190,7 +191,8 @@ def test_check_allow_partial_says_each_warning_in_one_line(tmp_path):
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    p = write(tmp_path, "two_problems", lambda doc: (_negative(doc), _overlap(doc)))
+    # (ops overlapping on one stream are no longer damage (issue 30): an op before its launch is)
+    p = write(tmp_path, "two_problems", lambda doc: (_negative(doc), _before_launch(doc)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
            "PYTHONWARNINGS": "default"}
     proc = subprocess.run([sys.executable, "-m", "photon_trace.cli", "check", str(p), "--allow-partial",
@@ -201,5 +203,6 @@ def test_check_allow_partial_says_each_warning_in_one_line(tmp_path):
         proc.stderr
     assert str(root / "photon_trace") not in proc.stderr
     notes = [line for line in lines if line.startswith("  note: ")]
-    assert any("negative duration" in n for n in notes) and any("overlapping" in n for n in notes), proc.stderr
+    assert any("negative duration" in n for n in notes) and any("before its own launch" in n for n in notes), \
+        proc.stderr
     assert all(line.startswith(("photon-trace check: ", "  note: ", "  warning: ")) for line in lines), proc.stderr

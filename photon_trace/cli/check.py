@@ -42,9 +42,10 @@ def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p = subparsers.add_parser(
         "check", help="CI gate: fail on device idle time, accidental syncs or regressions",
         description=DESCRIPTION, epilog=EXIT_CODES, formatter_class=HelpFormatter)
-    p.add_argument("trace", nargs="?",
+    p.add_argument("trace", nargs="*",
                    help="trace file to check: ours, a PyTorch profiler trace (.json[.gz]) or an Nsight Systems "
-                        "export (.sqlite[.gz]) (omit with --run)")
+                        "export (.sqlite[.gz]); a folder, or several files, of one trace per rank of a distributed "
+                        "job: every rank is gated (omit with --run)")
     p.add_argument("--run", action="store_true",
                    help="run a short pipelined CPU workload and check its trace")
     p.add_argument("--model", default="tiny", help="--run: preset or checkpoint folder (on the CPU)")
@@ -77,20 +78,37 @@ def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
 
 
 def run_check_cli(args: argparse.Namespace) -> int:
-    if (args.trace is None) == (not args.run):
+    traces = args.trace if isinstance(args.trace, list) else ([] if args.trace is None else [args.trace])
+    if (not traces) == (not args.run):
         print("photon-trace check: give a trace file or --run (not both)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    trace = args.trace
+    if traces and (len(traces) > 1 or Path(traces[0]).is_dir()):
+        from photon_trace.telemetry.analysis.gate_ranks import run_check_ranks
+        if args.baseline:
+            print("photon-trace check: BAD INPUT: --baseline compares one trace with another; a job's ranks are "
+                  "checked without one", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        return _gate(lambda: run_check_ranks(
+            traces, max_idle_fraction=args.max_idle, tolerance=args.tolerance, out_md=args.markdown,
+            out_junit=args.junit, allow_syncs=tuple(args.allow_sync), allow_partial=args.allow_partial,
+            step_annotation=args.step_annotation))
+    trace = traces[0] if traces else None
     if args.run:
         refuse_gpu_only_on_cpu(args.model, "cpu", cpu_because="check --run runs on the CPU")
         trace = short_run(args.model, args.streams, args.tokens, Path(args.out))
         print(f"photon-trace check: ran {args.streams} pipelined streams on {args.model} -> {trace}",
               file=sys.stderr)
+    return _gate(lambda: run_check(
+        trace, args.baseline, max_idle_fraction=args.max_idle, tolerance=args.tolerance, out_md=args.markdown,
+        out_junit=args.junit, allow_syncs=tuple(args.allow_sync), allow_partial=args.allow_partial,
+        step_annotation=args.step_annotation))
+
+
+def _gate(check) -> int:
+    """Run ``check`` (one trace's gate or a job's), print its verdict, notes and warnings; its exit code."""
     with warnings.catch_warnings(record=True) as caught:   # said below, one line each
         warnings.simplefilter("always")
-        result = run_check(trace, args.baseline, max_idle_fraction=args.max_idle, tolerance=args.tolerance,
-                           out_md=args.markdown, out_junit=args.junit, allow_syncs=tuple(args.allow_sync),
-                           allow_partial=args.allow_partial, step_annotation=args.step_annotation)
+        result = check()
     print(result.summary(), file=sys.stdout if result.passed else sys.stderr)
     for line in result.details():   # the figures, on a pass too: the command's output, not a diagnostic
         print(f"  {line}", flush=True)

@@ -22,7 +22,10 @@ def add_dashboard_parser(subparsers) -> argparse.ArgumentParser:
         formatter_class=HelpFormatter)
     p.add_argument("traces", nargs="*", metavar="TRACE",
                    help="trace files (the first is shown, the second offered for comparison) or folders "
-                        "to pick from; their folders become openable in the page")
+                        "to pick from; their folders become openable in the page. A folder of one trace per "
+                        "rank of a distributed job (each named with its rank: rank0…, rank1…) opens as the job")
+    p.add_argument("--ranks", action="store_true",
+                   help="the TRACE files are one distributed job's ranks: open them together, a lane group per rank")
     p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default: loopback only)")
     p.add_argument("--port", type=port, default=8050, help="TCP port to serve on")
     p.add_argument("--allowed-hosts", default=None,
@@ -41,25 +44,36 @@ def add_dashboard_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def resolve_inputs(traces: list[str], traces_dir: str, live: str | None = None) -> tuple[list[str], list[str]]:
+def resolve_inputs(traces: list[str], traces_dir: str, live: str | None = None,
+                   ranks: bool = False) -> tuple[list[str], list[str]]:
     """(trace files to open, folders the page may open) from the command line.
 
-    Named files are opened in order; a named folder contributes its newest two; with
-    nothing named, the newest two under ``traces_dir``. A ``live`` file is followed, not
-    listed: its folder is not opened to the page (it may hold anything)."""
+    Named files are opened in order; a named folder contributes its newest two, or itself when it
+    holds one job's ranks; ``ranks``: the named files are one job; with nothing named, the newest
+    two under ``traces_dir``. A ``live`` file is followed, not listed: its folder is not opened to
+    the page (it may hold anything)."""
+    from photon_trace.dashboard.sources.openable import job_files, job_spec
     from photon_trace.dashboard.sources.store import newest_traces
 
     allowed = [Path(traces_dir)]
-    files: list[Path] = []
+    files: list[Path | str] = []
+    named = bool(traces)
+    if ranks and traces:
+        allowed += [Path(t).expanduser().parent for t in traces]
+        files.append(job_spec(traces))
+        traces = []
     for t in traces:
         p = Path(t).expanduser()
-        if p.is_dir():
+        if p.is_dir() and job_files(p):
+            allowed.append(p)
+            files.append(p.resolve())
+        elif p.is_dir():
             allowed.append(p)
             files += newest_traces(p)
         else:
             allowed.append(p.parent)
             files.append(p)
-    if not traces:
+    if not named:
         files = newest_traces(Path(traces_dir))
     seen: list[str] = []
     for d in allowed:
@@ -93,7 +107,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
     refuse_unopenable(args.traces)
     listen_socket(args.host, args.port).close()   # a busy port: one line now, not Flask's exit
-    files, allowed = resolve_inputs(args.traces, args.traces_dir, args.live)
+    files, allowed = resolve_inputs(args.traces, args.traces_dir, args.live, getattr(args, "ranks", False))
     hosts = allowed_hosts(args.host, getattr(args, "allowed_hosts", None))
     if not is_loopback(args.host):
         print(f"warning: serving on {args.host}: anyone who can reach it can read the allowed folders; "

@@ -42,8 +42,12 @@ def source_lines(trace) -> list[str]:
         head = [f"{src['file']}: {src['events']:,} events (Kineto schema {src['schema_version']}, clock resolution {res})"]
         what = "annotation"
     found = settings["steps_found"]
-    return head + [f"  host: {len(trace.host_spans):,} spans on {len(threads)} thread(s); "
-                   f"{len(trace.waits)} host wait(s) on the device",
+    from photon_trace.telemetry.analysis.source_notes import unknown_runtime
+    waits = (f"host waits on the device: unknown ({unknown_runtime(trace)})" if unknown_runtime(trace)
+             else f"{len(trace.waits)} host wait(s) on the device")
+    runtime = (src.get("runtime") or {}).get("name")
+    return head + [f"  host: {len(trace.host_spans):,} spans on {len(threads)} thread(s); {waits}"
+                   + (f" (runtime: {runtime})" if runtime and not unknown_runtime(trace) else ""),
                    f"  steps: {found} '{settings['step_annotation']}' {what}(s)"
                    + ("" if found else " (none: the whole trace is one window)")]
 
@@ -51,7 +55,8 @@ def source_lines(trace) -> list[str]:
 def render_summary(trace, report, rules=()) -> str:
     """The console summary of an imported trace, its analysis (``report`` None: no device
     activity) and nsys's expert rules (``telemetry/analysis/gpu_rules.py:expert_rules``)."""
-    out = source_lines(trace)
+    from photon_trace.telemetry.analysis.source_notes import source_notes
+    out = source_lines(trace) + [f"  note: {n}" for n in source_notes(trace)]
     if report is None:
         why = NO_DEVICE.get(trace.header["source"].get("format"), NO_DEVICE["kineto"])
         out.append(f"  no device activity: {why}; nothing to analyse on a device")
@@ -72,22 +77,41 @@ def render_summary(trace, report, rules=()) -> str:
                 f"({len(report.bubbles)} bubbles, {_ms(report.bubble_ns)}; host late {_ms(report.host_idle_ns)}, "
                 f"launch latency {_ms(report.launch_idle_ns)})"]
     if report.steps:
-        out.append(f"  steps in the window: {len(report.steps)}, median period {report.period_ms:.3f} ms, "
-                   f"median idle {sorted(s.idle_ns for s in report.steps)[len(report.steps) // 2] / 1e6:.3f} ms")
+        out.append(f"  steps in the window: {len(report.steps)} ({report.steps_per_s:,.2f}/s), median period "
+                   f"{report.period_ms:.3f} ms, median idle "
+                   f"{sorted(s.idle_ns for s in report.steps)[len(report.steps) // 2] / 1e6:.3f} ms; "
+                   f"{report.stream} busy {report.busy_fraction:.1%}")
+    if report.top_ops:
+        out += ["", "top ops by device time (all streams, in the window):"]
+        out += [f"  {o.total_ns / 1e6:>10.3f} ms {o.share:>6.1%} {o.count:>7,}x  {_short(o.name, 90)}"
+                for o in report.top_ops[:5]]
     if report.syncs:
         out += ["", "syncs by call site (host waited / device idle it cost):"]
         out += [f"  {s.count:>4} x {_short(s.site, 60)}: {_ms(s.wait_ns)} / {_ms(s.idle_ns)}  ({_short(s.reason, 80)})"
                 for s in report.syncs]
-    if report.diagnosis:
-        out += ["", "diagnosis (what to fix first):"]
-        for d in report.diagnosis[:8]:
-            out.append(f"  {d.cause:<16} {_short(d.site_or_phase, 60):<60} {_ms(d.idle_ns):>12} "
-                       f"{d.share:>6.1%}  -> {d.predicted_speedup:.3f}x")
+    out += diagnosis_lines(report.diagnosis)
     covered = sum(b.covered_ns for b in report.bubbles)
     if covered:
         out.append(f"\n  {_ms(covered)} of {report.stream}'s bubble time had another stream busy "
                    f"(the device as a whole was not idle then)")
     return "\n".join(out + rule_lines(rules, _origin(trace)))
+
+
+def diagnosis_lines(diagnosis, rows: int = 8) -> list[str]:
+    """The diagnosis in the order every report ranks it (``telemetry/analysis/diagnosis.py:ranked``):
+    what host code can fix, then, apart, the device's own."""
+    from photon_trace.telemetry.analysis.causes import fixable_by_host
+    from photon_trace.telemetry.analysis.diagnosis import ranked
+    order = ranked(diagnosis)
+    out = []
+    for title, host in (("diagnosis (what to fix first): what host code can fix", True),
+                        ("device-side: what host code cannot fix", False)):
+        part = [d for d in order if fixable_by_host(d.cause) == host][:rows]
+        if part:
+            out += ["", title]
+            out += [f"  {d.cause:<16} {_short(d.site_or_phase, 60):<60} {_ms(d.idle_ns):>12} "
+                    f"{d.share:>6.1%}  -> {d.predicted_speedup:.3f}x" for d in part]
+    return out
 
 
 def _origin(trace) -> int:

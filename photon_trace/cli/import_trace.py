@@ -38,8 +38,10 @@ def add_import_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
                "2 bad input (not a trace, a newer schema, truncated, invalid events, a corrupt or "
                "non-Nsight SQLite file, a .nsys-rep not yet exported)",
         formatter_class=HelpFormatter)
-    p.add_argument("trace", help="the profiler's Chrome-trace JSON (.json or .json.gz), or an Nsight Systems "
-                                 "export (nsys export --type sqlite: .sqlite or .sqlite.gz)")
+    p.add_argument("trace", nargs="+",
+                   help="the profiler's Chrome-trace JSON (.json or .json.gz), or an Nsight Systems export (nsys "
+                        "export --type sqlite: .sqlite or .sqlite.gz); a folder, or several files, holding one trace "
+                        "per rank of a distributed job")
     p.add_argument("-o", "--output", help="also write it as a photon_trace file (.trace.jsonl[.gz])")
     p.add_argument("--step-annotation", metavar="NAME",
                    help="take steps from this annotation or NVTX range (NAME or NAME#N, DOMAIN:NAME for an NVTX "
@@ -52,45 +54,100 @@ def add_import_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     return p
 
 
+def is_ranks_input(paths: list[str]) -> bool:
+    """A folder, or several files: one trace per rank."""
+    from pathlib import Path
+    return len(paths) > 1 or Path(paths[0]).is_dir()
+
+
 def run_import(args: argparse.Namespace) -> int:
-    from photon_trace.cli.import_summary import render_summary
-    from photon_trace.telemetry.analysis import analyze, expert_rules
-    from photon_trace.telemetry.trace.file import TraceFormatError, write_trace
-    from photon_trace.telemetry.trace.importers import is_kineto, is_nsys
-    from photon_trace.telemetry.trace.importers.kineto import import_kineto
+    """Import and print; with ``--json`` exactly one JSON object, a failure's included
+    (``{"error": ..., "exit": 2}``), so a script reading stdout always gets something to parse."""
+    from photon_trace.telemetry.trace.file import TraceFormatError
+
+    paths = args.trace if isinstance(args.trace, list) else [args.trace]
+    ranks = is_ranks_input(paths)
+    args.trace = paths if ranks else paths[0]
+
+    def bad(message: str) -> int:
+        print(f"photon-trace import: BAD INPUT: {message}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"error": message, "exit": EXIT_BAD_INPUT}))
+        return EXIT_BAD_INPUT
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            if is_nsys(args.trace):
-                from photon_trace.telemetry.trace.importers.nsys import import_nsys
-                trace = import_nsys(args.trace, step_annotation=args.step_annotation)
-            elif not is_kineto(args.trace):
-                from photon_trace.telemetry.trace.importers import load_any
-                load_any(args.trace)   # ours (then say so below), or the reason it is neither
-                print(f"photon-trace import: {args.trace} is already a photon_trace trace: check, dashboard and "
-                      f"the Perfetto export read it as it is", file=sys.stderr)
-                return EXIT_BAD_INPUT
-            else:
-                trace = import_kineto(args.trace, step_annotation=args.step_annotation, strict=not args.allow_partial)
+            trace = _read(args)
         except TraceFormatError as e:
-            print(f"photon-trace import: BAD INPUT: {e}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return bad(str(e))
+        except Exception as e:   # whatever a damaged file does to a reader, the answer is one line
+            return bad(f"{args.trace}: cannot read: {type(e).__name__}: {e}")
     for w in caught:
         print(f"photon-trace import: warning: {w.message}", file=sys.stderr)
-    streams = sorted({d.stream for d in trace.device_spans})
-    if args.stream is not None and args.stream not in streams:
-        print(f"photon-trace import: BAD INPUT: no stream {args.stream!r} (streams: {', '.join(streams) or 'none'})",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
+    if isinstance(trace, str):
+        return bad(trace)
+    if not ranks:
+        streams = sorted({d.stream for d in trace.device_spans})
+        if args.stream is not None and args.stream not in streams:
+            return bad(f"no stream {args.stream!r} (streams: {', '.join(streams) or 'none'})")
+    try:
+        return _report_ranks(args, trace) if ranks else _report(args, trace)
+    except OSError as e:     # -o to a folder that is not there, a full disk
+        return bad(f"cannot write {args.output}: {e.strerror or e}")
+    except Exception as e:   # a trace read whole that still cannot be analysed: said, never a traceback
+        return bad(f"{args.trace}: cannot analyse: {type(e).__name__}: {e}")
+
+
+def _read(args: argparse.Namespace):
+    """The trace, or a message saying why ``args.trace`` is not one to import."""
+    from photon_trace.telemetry.trace.importers import is_kineto, is_nsys
+    from photon_trace.telemetry.trace.importers.kineto import import_kineto
+
+    if isinstance(args.trace, list):
+        from photon_trace.telemetry.trace.importers.rank_files import load_ranks
+        return load_ranks(args.trace, strict=not args.allow_partial, step_annotation=args.step_annotation)
+    if is_nsys(args.trace):
+        from photon_trace.telemetry.trace.importers.nsys import import_nsys
+        return import_nsys(args.trace, step_annotation=args.step_annotation)
+    if not is_kineto(args.trace):
+        from photon_trace.telemetry.trace.importers import load_any
+        load_any(args.trace)   # ours (then say so), or the reason it is neither
+        return (f"{args.trace} is already a photon_trace trace: check, dashboard and the Perfetto export read "
+                f"it as it is")
+    return import_kineto(args.trace, step_annotation=args.step_annotation, strict=not args.allow_partial)
+
+
+def _report(args: argparse.Namespace, trace) -> int:
+    from photon_trace.cli.import_summary import render_summary
+    from photon_trace.telemetry.analysis import analyze, expert_rules
+    from photon_trace.telemetry.analysis.source_notes import source_notes
+    from photon_trace.telemetry.trace.file import write_trace
+
     report = analyze(trace, stream=args.stream) if trace.device_spans else None
     rules = expert_rules(trace)
     if args.output:
         out = write_trace(trace, args.output)
         print(f"photon-trace import: wrote {out}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"source": trace.header["source"], "analysis": report.to_dict() if report else None,
+        print(json.dumps({"source": trace.header["source"], "notes": source_notes(trace),
+                          "analysis": report.to_dict() if report else None,
                           "nsys_rules": {r.name: r._asdict() for r in rules}}, indent=1, default=str))
     else:
         print(render_summary(trace, report, rules))
+    return EXIT_OK
+
+
+def _report_ranks(args: argparse.Namespace, trace) -> int:
+    from photon_trace.cli.import_ranks import ranks_json, render_ranks
+    from photon_trace.telemetry.analysis.ranks import analyze_ranks
+    from photon_trace.telemetry.trace.file import write_trace
+
+    rr = analyze_ranks(trace)
+    if args.output:
+        print(f"photon-trace import: wrote {write_trace(trace, args.output)}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(ranks_json(rr), indent=1, default=str))
+    else:
+        print(render_ranks(trace, rr))
     return EXIT_OK

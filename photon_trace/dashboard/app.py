@@ -12,6 +12,7 @@ import dash
 
 from photon_trace.dashboard.host_guard import HostGuard
 from photon_trace.dashboard.layout import page
+from photon_trace.dashboard.sources.openable import RANKS_PREFIX
 from photon_trace.dashboard.sources.live import LiveFollower
 from photon_trace.dashboard.sources.store import Loaded, LoadError, PathRefused, TraceStore
 from photon_trace.hosts import LOOPBACK_HOSTS
@@ -98,7 +99,7 @@ def create_app(paths: list[str], allowed_dirs: list[str], live: str | None,
     follower = LiveFollower(live, store) if live else None
     if follower:
         follower.start()
-    initial = [str(Path(p).expanduser().resolve()) for p in paths]
+    initial = [p if str(p).startswith(RANKS_PREFIX) else str(Path(p).expanduser().resolve()) for p in paths]
     store.preload(initial[:2])
     state = AppState(store, follower, live, initial, guide)
     app = dash.Dash(__name__, title="photon_trace dashboard", update_title=None,
@@ -121,4 +122,3 @@ def create_app(paths: list[str], allowed_dirs: list[str], live: str | None,
     for module in (timeline_callbacks, select_callbacks, live_callbacks, panel_callbacks):
         module.register(app, state)
     return app
-

@@ -26,6 +26,14 @@ GLOSSARY: dict[str, str] = {
                        "bubbles, launch-latency part included, so it can be larger than this card.",
     "tokens/s": "Tokens appended per second of the analysis window (steady state). In live mode it greys "
                 "out when the data stops coming.",
+    # an imported trace's cards (any program: no tokens, no engine phases)
+    "steps/s": "Steps (iterations: ProfilerStep#N, or the annotation or NVTX range named) per second of "
+               "the analysis window.",
+    "step period": "Median time from one step's first op on the analysed stream to the next step's.",
+    "device busy": "Share of the analysis window the analysed stream ran an op (1 − device idle).",
+    "idle: top cause": "The cause with the most idle in the window, and its share of all the idle.",
+    "top kernel": "The op with the most device time in the window (all streams), and its share of all "
+                  "op time there.",
     "device clock error": "How far a device time may be off the host clock: the error of the anchor "
                           "taken at the start of the run plus the drift measured at its end (0 on the "
                           "host-process device, which stamps the host's own clock). Bubble edges get this "
@@ -49,7 +57,8 @@ GLOSSARY: dict[str, str] = {
                          "the device's own launch latency the trace measures where the host was on time.",
     "who can fix it": f"'{HOST_CODE}' when changing the engine's host code removes this idle; "
                       f"'{DEVICE_SIDE}' when it is the device starting queued work late (launch "
-                      "latency), which host code cannot shorten. Ranked apart.",
+                      "latency), or holding it for work on another of its streams (an NCCL kernel), which "
+                      "host code cannot shorten. Ranked apart.",
     "reason": "What the host was waiting for, as the engine recorded it.",
     "call site": "The file:line in the engine where the host waited (the first frame outside the device layer).",
     "count": "How many times.",
@@ -94,6 +103,23 @@ GLOSSARY: dict[str, str] = {
     "found": "How many rows the rule reports (nsys lists at most 50, longest first).",
     "Duration": "The row's duration, as nsys reports it (a call, a copy, a gap or a chunk).",
     "Start": "When it began, from the start of the trace's timeline.",
+    # a distributed job (a folder of one trace per rank)
+    "ranks": "How many ranks (processes, one trace each) the distributed job has.",
+    "device activity": "Whether the trace holds any device op; a CPU trace has none, so no device idle.",
+    "rank": "A process of the distributed job (its trace's distributedInfo rank, or the number in its file name).",
+    "file": "The rank's trace file.",
+    "device ops": "Kernels, copies and memsets in the rank's whole trace.",
+    "comm/comp overlap": "Holistic Trace Analysis' computation–communication overlap: the share of the time "
+                         "communication kernels (NCCL/RCCL) ran during which a computation kernel ran too, "
+                         "over the rank's analysis window.",
+    "first to fix": "The first row of the rank's own diagnosis, ranked as everywhere: host code's first.",
+    "slowest rank": "The rank with the most work in the step (its step time less its waits in collectives "
+                    "for the others): the one the others waited for.",
+    "by": "Its work less the least work of any rank in that step.",
+    "arrived last": "How often the rank was the last to reach a collective (the straggler the others waited for).",
+    "waited for the last rank": "Time its collective kernels spent waiting for the last rank to arrive.",
+    "transfer": "Time its collective kernels ran after every rank had arrived: the collective's own cost.",
+    "collective": "One collective (all-reduce, broadcast, send/receive…), matched across ranks by kind and order.",
     # the timeline
     "analysis window": "The steady state the cards and tables describe: warm-up (filling the batch) and "
                        "drain (the batch emptying) are cut. Outside it the timeline is shaded and still "

@@ -28,7 +28,10 @@ NOTE = {"background": "#fff8e1", "border": "1px solid #f3e0a0", "padding": "6px 
 CARD = {"border": "1px solid #e3e3e3", "borderRadius": "6px", "padding": "6px 10px", "flex": "1 1 0",
         "minWidth": "90px", "background": "#fafafa"}
 TABLE = {"borderCollapse": "collapse", "fontSize": "13px", "width": "100%"}
-CELL = {"borderBottom": "1px solid #eee", "padding": "3px 8px", "textAlign": "left", "verticalAlign": "top"}
+# A cell breaks anywhere rather than widen its table: a 300-character NCCL kernel name wraps inside its
+# column instead of pushing the table over the one beside it.
+CELL = {"borderBottom": "1px solid #eee", "padding": "3px 8px", "textAlign": "left", "verticalAlign": "top",
+        "overflowWrap": "anywhere", "wordBreak": "break-word"}
 HEAD = {**CELL, "borderBottom": "2px solid #ccc", "background": "#f6f6f6", "cursor": "help"}
 TERM = {"borderBottom": "1px dotted #999", "cursor": "help"}
 VERDICT = {"better": "#1b7f3b", "worse": "#b00020", "same": "#666", "within noise": "#666"}
@@ -63,7 +66,7 @@ def table(rows: list[dict[str, str]], table_id: str | None = None, empty: str = 
     return html.Table([html.Thead(html.Tr(head)), html.Tbody(body)], style=TABLE, **kw)
 
 
-def summary_cards(report, stale: bool = False) -> list:
+def summary_cards(report, stale: bool = False, ranks=None) -> list:
     if report is None:   # drawn before the analysis finished
         return [html.Div([html.Div("analysis", style={"fontSize": "12px", "color": "#666"}),
                           html.Div("analysing…", style={"fontSize": "18px", "fontWeight": 600}, id="summary-pending")],
@@ -74,7 +77,7 @@ def summary_cards(report, stale: bool = False) -> list:
                       html.Div(item["value"], style={"fontSize": "18px", "fontWeight": 600},
                                id=f"summary-{item['key']}")],
                      style=CARD, title=define(item["label"]), className="pt-card")
-            for item in figures.summary_items(report)]
+            for item in figures.summary_items(report, ranks)]
 
 
 def section(title: str, *children, help_text: str | None = None) -> html.Div:

@@ -8,6 +8,7 @@ from dash.exceptions import PreventUpdate
 from photon_trace.dashboard.callbacks.timeline import LIVE, ZOOM_FILTER
 from photon_trace.dashboard.layout import SMALL, error_box, section, table
 from photon_trace.dashboard.panels import figures
+from photon_trace.dashboard.panels import ranks as rank_tables
 from photon_trace.dashboard.panels.idle_views import idle_view_rows, rule_detail_rows, rule_rows
 from photon_trace.dashboard.panels.stats import idle_breakdown, idle_breakdown_figure
 from photon_trace.dashboard.sources.store import Loaded
@@ -43,7 +44,31 @@ def panel_children(loaded: Loaded) -> list:
                                "no bubbles", clickable=True),
                          style={"maxHeight": "420px", "overflowY": "auto"})),
     ])
-    return [html.Div([left, right], style={"display": "flex", "gap": "28px", "flexWrap": "wrap"})]
+    return rank_sections(loaded) + [html.Div([left, right], style={"display": "flex", "gap": "28px",
+                                                                    "flexWrap": "wrap"})]
+
+
+def rank_sections(loaded: Loaded) -> list:
+    """A distributed job's tables across ranks, above the analysed stream's (rank 0's unless chosen)."""
+    rr = loaded.ranks
+    if rr is None:
+        return []
+    return [html.Div(id="rank-panels", children=[
+        section(f"Ranks ({len(rr.ranks)}): each rank's own analysis",
+                table(rank_tables.rank_rows(rr), "rank-table"), html.Div(rr.alignment_text(), style=SMALL),
+                help_text="Each rank analysed as a single trace would be; the tables below are across ranks. The "
+                          "diagnosis and bubbles further down are the analysed stream's (the first rank's)."),
+        section("Per step, the slowest rank",
+                table(rank_tables.step_rows(rr), "rank-step-table", "no step that two ranks ran"),
+                help_text="Each rank's step time, and its work: that time less its waits in collectives for the "
+                          "others. Collectives make every rank's step as long as the slowest's; the rank with "
+                          "the most work is the one the others waited for."),
+        section("Collectives: waiting for the last rank against the transfer",
+                table(rank_tables.wait_rows(rr), "rank-wait-table", "no collective matched across ranks"),
+                table(rank_tables.collective_rows(rr), "collective-table", ""),
+                help_text="A collective cannot finish before every rank has reached it: each rank's kernel waits "
+                          "for the last to arrive, then moves the data (the transfer)."),
+    ])]
 
 
 def rule_sections(loaded: Loaded) -> list:

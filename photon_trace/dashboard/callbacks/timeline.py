@@ -150,15 +150,14 @@ def register(app: dash.Dash, state) -> None:
                     "guided": guided}
         overview = overview_figure(loaded.timeline, axis, rng)
         fixes = fix_first(loaded, highlight) if loaded.complete else []
+        cards = summary_cards(loaded.report, ranks=loaded.ranks)
         if trigger == "live-version":
             skip = dash.no_update
             gated = {"asked": (zoom or {}).get("nonce", 0), "epoch": (follow or {}).get("epoch", 0),
                      "fig": fig.to_plotly_json(), "view": view_out, "sel": sel,
                      "overview": overview.to_plotly_json()}
-            return (summary_cards(loaded.report), skip, error_box(err, notes), skip, skip, fixes, skip,
-                    loaded.complete, gated)
-        return (summary_cards(loaded.report), fig, error_box(err, notes), view_out, sel, fixes, overview,
-                loaded.complete, dash.no_update)
+            return (cards, skip, error_box(err, notes), skip, skip, fixes, skip, loaded.complete, gated)
+        return (cards, fig, error_box(err, notes), view_out, sel, fixes, overview, loaded.complete, dash.no_update)
 
     @app.callback(Output("load-state", "data"), Output("pending-tick", "disabled", allow_duplicate=True),
                   Input("pending-tick", "n_intervals"), State("trace-a", "value"), State("load-state", "data"),

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 
 from photon_trace.dashboard.timeline.text import plain
 from photon_trace.telemetry.analysis.causes import cause_label, fixable_by_host, who_fixes
+from photon_trace.telemetry.analysis.diagnosis import ranked
 
 
 def accidental_sync_count(report: Any) -> int:
@@ -44,6 +45,23 @@ METRICS: tuple[tuple[str, str, str, str], ...] = (
     # the bound on device times against the host clock: a bubble shorter than it is not sure
     ("clock_error_us", "device clock error", "us", "neither"),
 )
+IMPORTED_METRICS: tuple[tuple[str, str, str, str], ...] = (
+    # another program's trace: no tokens, no requests, no engine phases; steps of its own
+    ("steps_per_s", "steps/s", "", "higher"),
+    ("period_ms", "step period", "ms", "lower"),
+    ("busy_fraction", "device busy", "%", "higher"),
+    ("idle_fraction", "device idle", "%", "lower"),
+    ("host_idle_fraction", "idle: host late", "%", "lower"),
+    ("accidental_syncs", "accidental syncs", "", "lower"),
+    ("bubbles", "bubbles", "", "lower"),
+    ("clock_error_us", "device clock error", "us", "neither"),
+)
+"""The cards of an imported trace (``Report.imported``): what means something for any program."""
+
+
+def metrics_for(*reports: Any) -> tuple[tuple[str, str, str, str], ...]:
+    """The metrics that mean something for these reports: ours, or any program's when one is imported."""
+    return IMPORTED_METRICS if any(getattr(r, "imported", False) for r in reports) else METRICS
 
 
 NOISE_REL = 0.05    # times and rates: a single run on a shared machine moves this much (README: Measured)
@@ -54,12 +72,12 @@ NOISE_NOTE = (f"A difference is called better or worse only outside the noise ba
               "'within noise' (one run on a shared machine moves that much).")
 
 
-def metric_values(report: Any) -> dict[str, float]:
-    """The summary numbers of a report, by ``METRICS`` key."""
+def metric_values(report: Any, metrics: tuple = METRICS) -> dict[str, float]:
+    """The summary numbers of a report, by ``metrics`` key."""
     out = {}
-    for key, *_ in METRICS:
-        if key == "accidental_syncs":
-            out[key] = float(accidental_sync_count(report))
+    for key, *_ in metrics:
+        if key == "accidental_syncs":     # a runtime whose syncs cannot be read: unknown, never 0
+            out[key] = float("nan") if getattr(report, "syncs_unknown", None) else float(accidental_sync_count(report))
         elif key == "bubbles":
             out[key] = float(len(getattr(report, "bubbles", None) or []))
         else:
@@ -84,17 +102,61 @@ def fmt(value: float, unit: str) -> str:
     return f"{value:.3g}"
 
 
-def summary_items(report: Any) -> list[dict[str, str]]:
-    """One card per summary metric: label and formatted value."""
-    vals = metric_values(report)
-    return [{"key": k, "label": label, "value": fmt(vals[k], unit)} for k, label, unit, _ in METRICS]
+def summary_items(report: Any, ranks: Any = None) -> list[dict[str, str]]:
+    """One card per summary metric: label and formatted value; for an imported trace, its own
+    cards, with the cause of most idle and the op with most device time (a trace with no device
+    op says so, rather than 0 % idle); for a distributed job (``ranks``), its ranks first."""
+    metrics = metrics_for(report)
+    items = rank_items(ranks) if ranks is not None else []
+    if metrics is IMPORTED_METRICS and not getattr(report, "window_ns", 0):
+        return items + [{"key": "device", "label": "device activity", "value": "none in the trace"},
+                        {"key": "accidental_syncs", "label": "accidental syncs",
+                         "value": fmt(float(accidental_sync_count(report)), "")}]
+    vals = metric_values(report, metrics)
+    items += [{"key": k, "label": label, "value": "unknown" if k == "accidental_syncs" and np.isnan(vals[k])
+               else fmt(vals[k], unit)} for k, label, unit, _ in metrics]
+    if metrics is IMPORTED_METRICS:
+        items += _imported_items(report)
+    return items
+
+
+def rank_items(rr: Any) -> list[dict[str, str]]:
+    """A job's cards: how many ranks, and which held the others most often (the most work per step)."""
+    out = [{"key": "ranks", "label": "ranks", "value": f"{len(rr.ranks)}"}]
+    if rr.steps:
+        counts: dict[int, int] = {}
+        for s in rr.steps:
+            counts[s.slowest] = counts.get(s.slowest, 0) + 1
+        top = max(counts, key=lambda r: (counts[r], -r))
+        out.append({"key": "slowest_rank", "label": "slowest rank",
+                    "value": f"rank {top} · {counts[top]} of {len(rr.steps)} steps"})
+    return out
+
+
+def _imported_items(report: Any) -> list[dict[str, str]]:
+    """The cause of most idle and the op with most device time, as cards."""
+    totals: dict[str, int] = {}
+    for b in getattr(report, "bubbles", None) or []:
+        totals[b.cause] = totals.get(b.cause, 0) + b.duration_ns
+    idle = getattr(report, "idle_ns", 0) or 0
+    top_cause = max(totals, key=totals.get) if totals else None
+    cause = (f"{cause_label(top_cause)} · {100 * totals[top_cause] / idle:.0f} %" if top_cause and idle else "–")
+    ops = getattr(report, "top_ops", None) or []
+    op = f"{_short(ops[0].name, 40)} · {100 * ops[0].share:.0f} %" if ops else "–"
+    return [{"key": "top_cause", "label": "idle: top cause", "value": cause},
+            {"key": "top_op", "label": "top kernel", "value": op}]
+
+
+def _short(name: str, n: int) -> str:
+    return name if len(name) <= n else name[:n - 1] + "…"
 
 
 def compare_rows(a: Any, b: Any) -> list[dict[str, str]]:
     """Metric, A, B, the difference B − A and whether B is better, worse or the same."""
-    va, vb = metric_values(a), metric_values(b)
+    metrics = metrics_for(a, b)
+    va, vb = metric_values(a, metrics), metric_values(b, metrics)
     rows = []
-    for key, label, unit, better in METRICS:
+    for key, label, unit, better in metrics:
         x, y = va[key], vb[key]
         if np.isnan(x) or np.isnan(y):
             delta, verdict, ratio = "–", "", "–"
@@ -239,9 +301,9 @@ def bubble_cause_totals(report: Any) -> list[dict[str, str]]:
 
 
 def ranked_diagnoses(report: Any) -> list:
-    """What host code can fix, most idle first, then the device's own latency (which it cannot)."""
-    d = _diagnoses(report)
-    return [x for x in d if fixable_by_host(x.cause)] + [x for x in d if not fixable_by_host(x.cause)]
+    """What host code can fix, most idle first, then the device's own latency (which it cannot): the
+    ranking the command line and ``check`` print too (``telemetry/analysis/diagnosis.py:ranked``)."""
+    return ranked(_diagnoses(report))
 
 
 def diagnosis_rows(report: Any) -> list[dict[str, str]]:

@@ -13,6 +13,8 @@ page's business.
 from __future__ import annotations
 
 import json
+import os
+import re
 import zlib
 from pathlib import Path
 
@@ -29,6 +31,30 @@ MAX_DECOMPRESSED_BYTES = 1024 * 1024 * 1024  # a .gz trace, expanded
 _HEADER_BYTES = 64 * 1024                   # the header line must fit in this
 _CHUNK = 1024 * 1024
 _FORMAT_FIELD = b'"format":"photon_trace"'
+
+
+RANKS_PREFIX = "ranks:"
+"""A job given as files rather than a folder: ``ranks:`` and the paths joined by ``os.pathsep``."""
+_RANK_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
+
+
+def job_files(folder: Path) -> list[Path] | None:
+    """The trace files of ``folder`` if they are one distributed job's ranks (two or more, every
+    name carrying its own rank number: ``rank0.…pt.trace.json.gz``, ``sampled_rank-1.json.gz``),
+    else None: a folder of unrelated traces is a folder to pick from, not a job."""
+    try:
+        files = sorted(f for f in folder.iterdir() if f.is_file() and f.name.endswith(OPENABLE_SUFFIXES))
+    except OSError:
+        return None
+    ranks = [_RANK_NAME.search(f.name) for f in files]
+    if len(files) < 2 or not all(ranks) or len({int(m.group(1)) for m in ranks}) != len(files):
+        return None
+    return files
+
+
+def job_spec(paths: list[str | os.PathLike]) -> str:
+    """Several files as one job, as the page's dropdown carries it."""
+    return RANKS_PREFIX + os.pathsep.join(str(Path(p).expanduser().resolve()) for p in paths)
 
 
 class NotOpenable(Exception):

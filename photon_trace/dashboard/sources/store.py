@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from photon_trace.dashboard.sources.openable import TRACE_SUFFIXES, NotOpenable, check_openable
+from photon_trace.dashboard.sources.openable import (
+    RANKS_PREFIX, TRACE_SUFFIXES, NotOpenable, check_openable, job_files)
 from photon_trace.dashboard.timeline.data import TimelineData, prepare_spans, with_analysis
 from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.trace.rows import gc_paused
@@ -44,6 +45,7 @@ class Loaded:
     timeline: TimelineData
     notes: list[str]
     complete: bool = True
+    ranks: Any = None       # a distributed job's analysis across ranks (``analysis/ranks.py``), else None
 
 
 def _analysis():
@@ -77,8 +79,17 @@ def folder_shown(folder: Path) -> str:
 def shown(path: str | os.PathLike, allowed_dirs: list[Path]) -> str:
     """A file as the page may name it: ``folder/relative/path`` inside an allowed folder, else
     its name alone. No message the page can read carries an absolute path: the page may be
-    read by whoever reaches it, and the layout of this machine is not theirs."""
+    read by whoever reaches it, and the layout of this machine is not theirs. A job's ranks
+    (``ranks:`` files, or a folder of them) are named as such."""
+    text = str(path)
+    if text.startswith(RANKS_PREFIX):
+        names = [Path(x).name for x in text[len(RANKS_PREFIX):].split(os.pathsep) if x]
+        return f"ranks: {', '.join(names)}"
     p = Path(path)
+    if p.is_dir():      # a folder the store opens as one distributed job
+        d = next((d for d in allowed_dirs if p.is_relative_to(d)), None)
+        rel = "" if d is None or p == d else f"/{p.relative_to(d).as_posix()}"
+        return f"{d.name if d is not None else p.name}{rel}/ · a job's ranks"
     for d in allowed_dirs:
         if p.is_relative_to(d):
             return f"{d.name}/{p.relative_to(d).as_posix()}"
@@ -114,7 +125,8 @@ def is_inside(path: str | os.PathLike, allowed_dirs: list[Path]) -> Path:
 
 
 def list_traces(allowed_dirs: list[Path], limit: int = 200) -> list[Path]:
-    """Trace files in the allowed folders (and one level below), newest first."""
+    """Trace files in the allowed folders (and one level below), newest first; and the folders
+    among them (and themselves) that hold one job's ranks (``job_files``), each as one entry."""
     found: dict[Path, float] = {}
     for d in allowed_dirs:
         if not d.is_dir():
@@ -126,6 +138,10 @@ def list_traces(allowed_dirs: list[Path], limit: int = 200) -> list[Path]:
                         found[p.resolve()] = p.stat().st_mtime
                     except OSError:
                         pass
+        for folder in [d, *(x for x in d.iterdir() if x.is_dir())]:
+            files = job_files(folder)
+            if files:
+                found[folder.resolve()] = max(f.stat().st_mtime for f in files)
     return sorted(found, key=lambda p: -found[p])[:limit]
 
 
@@ -171,6 +187,25 @@ def outside_bubbles(trace: Trace, window: tuple[int, int] | None) -> list:
     return out
 
 
+def _source_notes(trace: Trace) -> list[str]:
+    """What the page must say about where the trace came from (a job: each rank's, and its clocks)
+    beyond the loader's warnings (``analysis/source_notes.py``)."""
+    from photon_trace.telemetry.analysis.source_notes import source_notes
+    from photon_trace.telemetry.trace.ranks import is_ranks, split_ranks
+    if not is_ranks(trace):
+        return source_notes(trace, problems=False)
+    return [f"rank {r}: {n}" for r, t in split_ranks(trace) for n in source_notes(t, problems=False)]
+
+
+def _ranks(trace: Trace):
+    """A job's analysis across ranks; None for one trace."""
+    from photon_trace.telemetry.trace.ranks import is_ranks
+    if not is_ranks(trace):
+        return None
+    from photon_trace.telemetry.analysis.ranks import analyze_ranks
+    return analyze_ranks(trace)
+
+
 class TraceStore:
     """Load-and-analyse with a small cache; every failure becomes a ``LoadError`` message."""
 
@@ -198,6 +233,20 @@ class TraceStore:
     def listing(self) -> list[Path]:
         return list_traces(self.allowed)
 
+    def job(self, path: str | os.PathLike) -> list[Path] | None:
+        """The rank files of a job (a folder of ranks, or ``ranks:`` files), each checked; None for one file."""
+        text = str(path)
+        if text.startswith(RANKS_PREFIX):
+            return [self.check(x) for x in text[len(RANKS_PREFIX):].split(os.pathsep) if x]
+        p = self.check(path)
+        if not p.is_dir():
+            return None
+        files = job_files(p)
+        if files is None:
+            raise LoadError(f"{p.name}: a folder, but not one job's ranks (every trace in it named with its own "
+                            f"rank number: rank0…, rank1…); open one of its traces")
+        return files
+
     def shown(self, path: str | os.PathLike) -> str:
         """``path`` as the page may name it (``shown``)."""
         return shown(path, self.allowed)
@@ -207,6 +256,12 @@ class TraceStore:
         return public(message, None if path is None or "://" in str(path) else path, self.allowed)
 
     def _key(self, path: str | os.PathLike) -> tuple[Path, tuple]:
+        files = self.job(path)
+        if files is not None:
+            try:
+                return Path(str(path)), (str(path), *((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files))
+            except OSError as e:
+                raise LoadError(f"cannot read a rank's file: {e.strerror or e}") from None
         p = self.check(path)
         try:
             st = p.stat()
@@ -220,11 +275,13 @@ class TraceStore:
         """The trace, loaded and analysed (waits for a load already under way). ``draw_first``
         (background loads for a page) lets the page draw the spans before the analysis starts."""
         p, key = self._key(path)
+        files = self.job(path)
         with self._lock:
             cached = key in self._cache
         if not cached:
             try:
-                check_openable(p, **self.limits)
+                for f in files or [p]:
+                    check_openable(f, **self.limits)
             except NotOpenable as e:
                 with self._changed:   # a page waiting on a background load is told too
                     self._failed[key] = str(e)
@@ -255,7 +312,12 @@ class TraceStore:
                 if draw_first:
                     go.wait(PARTIAL_GRACE_S)
             try:
-                loaded = self.build(str(p), p.name, lambda: self.load(p), publish=publish)
+                if files is not None:
+                    from photon_trace.telemetry.trace.importers.rank_files import load_ranks
+                    label = f"{p.name} ({len(files)} ranks)" if p.is_dir() else f"{len(files)} ranks"
+                    loaded = self.build(str(path), label, lambda: load_ranks(files, load=self.load), publish=publish)
+                else:
+                    loaded = self.build(str(p), p.name, lambda: self.load(p), publish=publish)
             except LoadError as e:
                 with self._changed:
                     self._failed[key] = str(e)
@@ -356,6 +418,8 @@ class TraceStore:
         try:
             report = self.analyze(trace, window)
             timeline = with_analysis(spans, trace, report, outside_bubbles(trace, report.window))
+            ranks = _ranks(trace)
+            notes += _source_notes(trace) + ([ranks.alignment_text()] if ranks is not None else [])
         except Exception as e:
             raise LoadError(self.public(f"could not analyse {label}: {type(e).__name__}: {e}", path)) from None
-        return Loaded(path, label, trace, report, timeline, notes)
+        return Loaded(path, label, trace, report, timeline, notes, ranks=ranks)

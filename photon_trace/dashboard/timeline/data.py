@@ -23,6 +23,7 @@ from photon_trace.dashboard.timeline.marks import RequestStates, SyncMarkers, re
 from photon_trace.telemetry.analysis.causes import Cause, cause_label
 from photon_trace.telemetry.analysis.window import COMPUTE
 from photon_trace.telemetry.trace.lanes import primary_stream
+from photon_trace.telemetry.trace.ranks import lane_rank
 from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.trace.time import trace_origin_ns
 from photon_trace.telemetry.tracer import SUB_PHASES, TOP_PHASES, Phase
@@ -79,7 +80,9 @@ class Lane:
 
     @property
     def label(self) -> str:
-        return {"host": f"host · {self.name}", "device": f"device · {self.name}"}.get(self.kind, self.name)
+        ranked = lane_rank(self.name)      # a distributed job's lane: its rank first, as a group heading
+        prefix, name = (f"rank {ranked[0]} · ", ranked[1]) if ranked else ("", self.name)
+        return prefix + {"host": f"host · {name}", "device": f"device · {name}"}.get(self.kind, name)
 
 
 @dataclass(slots=True)
@@ -227,12 +230,18 @@ def _by_category(col: tuple[np.ndarray, list[str]], categories: dict | None
 
 
 def _lanes(threads: list[str], streams: list[str], has_requests: bool, analysed: str = COMPUTE) -> list[Lane]:
-    """Host threads, then the analysed stream, this engine's streams, any other by name; requests."""
-    first = [analysed] if analysed in streams and analysed not in STREAM_ORDER else []
-    ordered = first + [x for x in STREAM_ORDER if x in streams] + sorted(
-        set(streams) - set(STREAM_ORDER) - set(first), key=_natural)
-    return ([Lane(t, "host") for t in threads] + [Lane(x, "device") for x in ordered]
-            + ([Lane("requests", "requests")] if has_requests else []))
+    """Host threads, then the analysed stream, this engine's streams, any other by name; requests.
+    A distributed job's lanes come in groups, one per rank in rank order, each laid out so."""
+    ranks = sorted({r[0] for r in map(lane_rank, [*threads, *streams]) if r is not None})
+    groups = [([t for t in threads if (lane_rank(t) or (None,))[0] == r],
+               [x for x in streams if (lane_rank(x) or (None,))[0] == r]) for r in ranks] or [(threads, streams)]
+    out: list[Lane] = []
+    for ts, xs in groups:
+        first = [analysed] if analysed in xs and analysed not in STREAM_ORDER else []
+        ordered = first + [x for x in STREAM_ORDER if x in xs] + sorted(set(xs) - set(STREAM_ORDER) - set(first),
+                                                                        key=_natural)
+        out += [Lane(t, "host") for t in ts] + [Lane(x, "device") for x in ordered]
+    return out + ([Lane("requests", "requests")] if has_requests else [])
 
 
 def prepare_timeline(trace: Trace, report: Any = None, outside_bubbles: list | None = None) -> TimelineData:

@@ -32,7 +32,9 @@ by what actually covers it, so a cause is charged only its own time:
   start, as below); for an op of its step on another stream (an imported trace's NCCL or
   side stream, joined by ``cudaStreamWaitEvent``), ``stream_wait`` naming that stream
   and op; otherwise the device started it late: ``dispatch``, its launch
-  latency. Only as much of it as the device takes where the host is on time
+  latency (between two ops of one graph launch, an imported trace's ``graph_replays``: the
+  graph's own scheduling, ``GRAPH_NODES``, all of it the device's). Only as much of it as the
+  device takes where the host is on time
   (``LaunchLatency``, measured in the same trace) is the device's own; a device that
   ran dry starts later than that (a host-process worker that went to sleep, a GPU
   queue that emptied), and the excess goes to the host-late part's largest cause,
@@ -79,6 +81,9 @@ OUTSIDE_PHASES = "outside phases"
 _OUTSIDE = (Cause.HOST_BOUND, OUTSIDE_PHASES)
 LAUNCH_LATENCY = "launch latency"
 """``dispatch``'s detail: the op was queued and the device started it late."""
+GRAPH_NODES = "between a graph launch's nodes"
+"""``dispatch``'s detail for a gap between two ops of one graph launch (one enqueue for all of
+them): the graph's own scheduling, not a launch the host made."""
 
 
 class Part(NamedTuple):
@@ -103,15 +108,15 @@ class GapSplit(NamedTuple):
                                   # (``Attribution.tail``; 0 on a device that runs streams concurrently)
 
 
-def _late_start(e: int, x: int, late: list[Part], launch: int | None) -> list[Part]:
+def _late_start(e: int, x: int, late: list[Part], launch: int | None, detail: str = LAUNCH_LATENCY) -> list[Part]:
     """[e, x): queued work not started. The device's own launch latency ``launch`` is
-    ``dispatch``; any excess (a device that ran dry starts later) goes to the host-late part's
-    largest cause, whose lateness let it run dry (all ``dispatch`` without a measured latency)."""
+    ``dispatch`` (``detail``); any excess (a device that ran dry starts later) goes to the host-late
+    part's largest cause, whose lateness let it run dry (all ``dispatch`` without a measured latency)."""
     if x <= e:
         return []
     late = [p for p in late if p.cause != Cause.DEVICE_BUSY]   # the host's lateness let the device run dry
     if not late or launch is None:
-        return [Part(e, x, Cause.DISPATCH, LAUNCH_LATENCY)]
+        return [Part(e, x, Cause.DISPATCH, detail)]
     own = min(x - e, launch)
     share: dict[tuple[Cause, str], int] = defaultdict(int)
     for p in late:
@@ -162,6 +167,8 @@ class Attribution:
         self.copies: dict[int, list[DeviceSpan]] = defaultdict(list)   # the step's ops on other streams
         device = trace.header.get("device")
         self.serial = isinstance(device, dict) and device.get("concurrent_streams") is False
+        # an imported trace whose graphs ran: ops sharing an enqueue came from one graph launch
+        self.graphs = bool(trace.header.get("graph_replays"))
         primary = primary_stream(trace)
         for d in trace.device_spans:
             if d.stream != primary:
@@ -203,13 +210,19 @@ class Attribution:
             if tail_op:     # before the syncs are charged: a sync costs only host time the device could use
                 parts = _relabel(parts, g0, min(tail_end, late_end), Cause.DEVICE_BUSY, tail_op[1])
             parts = self._host_late(g0, late_end, parts)
-        launch = self.launch.of(prev, nxt)
+        one_launch = self.one_launch(prev, nxt)
+        launch = None if one_launch else self.launch.of(prev, nxt)
         if late_end < g1:
-            parts = _merged(parts + self._queued_parts(late_end, g1, nxt, parts, launch))
+            parts = _merged(parts + self._queued_parts(late_end, g1, nxt, parts, launch,
+                                                       GRAPH_NODES if one_launch else LAUNCH_LATENCY))
             if tail_op and tail_end > late_end:
                 parts = _relabel(parts, late_end, tail_end, Cause.DEVICE_BUSY, tail_op[1])
         self._last = (g1, min(nxt.enqueued, late_end))
         return GapSplit(prev, nxt, parts, late_end - g0, dict(chain), regained, launch, tail_end - g0)
+
+    def one_launch(self, prev: DeviceSpan, nxt: DeviceSpan) -> bool:
+        """Whether ``prev`` and ``nxt`` came from one graph launch (one enqueue for both)."""
+        return self.graphs and prev.enqueued == nxt.enqueued != 0
 
     def _tail(self, prev: DeviceSpan, nxt: DeviceSpan) -> tuple[int, str] | None:
         """(where the device's own tail work ends, its op) for the gap after ``prev``; None without one."""
@@ -241,9 +254,10 @@ class Attribution:
             return True, self.ahead[hi - 1][1]
         return False, last_enqueue
 
-    def _queued_parts(self, e: int, g1: int, nxt: DeviceSpan, late: list[Part], launch: int | None) -> list[Part]:
+    def _queued_parts(self, e: int, g1: int, nxt: DeviceSpan, late: list[Part], launch: int | None,
+                      detail: str = LAUNCH_LATENCY) -> list[Part]:
         if not self._copy_waited(e, g1, nxt):
-            return _late_start(e, g1, late, launch)
+            return _late_start(e, g1, late, launch, detail)
         copies = [c for c in self.copies.get(nxt.step, ()) if e < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued]
         c = max(copies, key=lambda c: c.t1)
         wait = (Part(0, g1, Cause.COPY_WAIT, c.op) if c.stream == COPY
@@ -251,7 +265,7 @@ class Attribution:
         # the wait is the copy's own time; before the copy began, the device had started
         # nothing queued: a late start like any other (a worker that ran dry and slept)
         begun = min(max(e, c.t0), g1)
-        return _late_start(e, begun, late, launch) + [wait._replace(t0=begun)]
+        return _late_start(e, begun, late, launch, detail) + [wait._replace(t0=begun)]
 
     def _copy_waited(self, e: int, g1: int, nxt: DeviceSpan) -> bool:
         """Whether a copy of ``nxt``'s step ended inside its queued time [e, g1]."""
@@ -263,6 +277,8 @@ class Attribution:
         queued: dict[bool, list[int]] = {True: [], False: []}
         started: list[int] = []    # a late step start: from its enqueue to its start
         for g in gaps:
+            if self.one_launch(g.prev, g.next):
+                continue        # a graph's own scheduling between its nodes: no launch to measure
             first = g.next.step != g.prev.step
             if g.next.enqueued <= g.prev.t1:
                 if not self._copy_waited(g.prev.t1, g.next.t0, g.next):

@@ -9,18 +9,19 @@ Prometheus labels and Perfetto args carry it as it always was. Adding a cause is
 member here and its colour in the dashboard (``dashboard/timeline/data.py``); a test
 fails while a consumer lacks it.
 
-Host code can remove the idle of every cause but two: a host-bound launch (the
+Host code can remove the idle of every cause but three: a host-bound launch (the
 host was late), a commit wait (the loop waits on the device by design: pipeline
 it), an accidental sync (remove the wait) and a copy wait (issue the copy
-earlier, from pinned memory) all end with the host enqueueing work sooner; a
-wait on another stream (an imported trace's NCCL or side stream) is the
-program's own ordering, which its code can overlap or reorder.
+earlier, from pinned memory) all end with the host enqueueing work sooner.
 *Device dispatch* is the device starting work it already had late: a GPU's
 launch latency, the host-process device's command pickup. No change in host
 code shortens it; it belongs to the device and its driver, so a diagnosis ranks
 it apart from what host code can fix. So is *device busy on another stream*: a
 device that runs one op at a time (the host-process worker) still finishing the
-previous step's copy-back while its compute stream idles.
+previous step's copy-back while its compute stream idles. And so is a *wait on
+another stream*: the op was queued, and the device held it for an op on another
+of its streams (an imported trace's NCCL kernel, itself waiting for the other ranks,
+or a side stream): what shortens it is that op, on the device, not the host's code.
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ class Cause(str, Enum):
     COMMIT_WAIT     = "commit_wait",     "expected commit wait",           HOST_CODE,      HOST_LATE
     ACCIDENTAL_SYNC = "accidental_sync", "accidental sync",                HOST_CODE,      HOST_LATE
     COPY_WAIT       = "copy_wait",       "copy wait",                      HOST_CODE,      QUEUED
-    STREAM_WAIT     = "stream_wait",     "wait on another stream",         HOST_CODE,      QUEUED
+    STREAM_WAIT     = "stream_wait",     "wait on another stream",         DEVICE_SIDE,    QUEUED
     DEVICE_BUSY     = "device_busy",     "device busy on another stream",  DEVICE_SIDE,    QUEUED
     DISPATCH        = "dispatch",        "device dispatch",                DEVICE_SIDE,    QUEUED
 

@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 from photon_trace.telemetry.analysis.attribution import GapSplit
 from photon_trace.telemetry.analysis.bubbles import Bubble, Gap, bubbles_of
-from photon_trace.telemetry.analysis.causes import Cause
+from photon_trace.telemetry.analysis.causes import Cause, fixable_by_host
 
 
 class Diagnosis(NamedTuple):
@@ -125,3 +125,11 @@ def diagnose(splits: list[tuple[Gap, GapSplit]], window_ns: int, launch_ns: int 
     rows = [Diagnosis(*key, ns, ns / total if total else 0.0, removal[key].speedup, removal[key].low,
                       removal[key].high) for key, ns in idle.items()]
     return sorted(rows, key=lambda d: (-d.idle_ns, d.cause, d.site_or_phase))
+
+
+def ranked(diagnosis: list[Diagnosis]) -> list[Diagnosis]:
+    """The order every report shows the rows in: what host code can fix, most idle first, then the
+    device's own (launch latency, a wait on another stream: ``Cause.who_fixes``), most idle first.
+    The command line, ``check``'s summary and the dashboard all rank with this."""
+    return ([d for d in diagnosis if fixable_by_host(d.cause)]
+            + [d for d in diagnosis if not fixable_by_host(d.cause)])

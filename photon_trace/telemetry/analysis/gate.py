@@ -30,8 +30,10 @@ from typing import NamedTuple, Union
 
 from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
 from photon_trace.telemetry.analysis.causes import Cause
+from photon_trace.telemetry.analysis.diagnosis import ranked
 from photon_trace.telemetry.analysis.gate_report import (  # noqa: F401 (the renderers, as gate's API)
     _diagnosis_markdown, device_markdown, md_code, render_junit, render_markdown, steady_state_line)
+from photon_trace.telemetry.analysis.source_notes import capture_only, source_notes, stopped_early, unknown_runtime
 from photon_trace.telemetry.analysis.window import compute_extent
 from photon_trace.telemetry.trace.lanes import primary_stream
 from photon_trace.telemetry.trace.plausible import check_trace
@@ -80,6 +82,7 @@ class CheckResult:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0            # the whole check: loading, analysing, the gates
     started: float = field(default_factory=time.time)   # wall clock, for the JUnit timestamp
+    sections: list[str] = field(default_factory=list)   # more Markdown for the summary (a job's ranks)
 
     @property
     def passed(self) -> bool:
@@ -106,11 +109,10 @@ class CheckResult:
     def details(self) -> list[str]:
         """The figures behind the verdict, one line each: every gate the summary line did not
         already say (all of them on a pass), then the steady state's."""
-        if self.report is None:
-            return []
         said = set() if self.passed else {g.name for g in self.failures}
         lines = [f"{g.name}: {'pass' if g.passed else 'FAIL'}: {g.message}" for g in self.gates if g.name not in said]
-        return [one_line(line) for line in lines + [steady_state_line(self.report)]]
+        steady = [steady_state_line(self.report)] if self.report is not None else []   # None: a capture only
+        return [one_line(line) for line in lines + steady]
 
 
 def one_line(text: str) -> str:
@@ -149,18 +151,6 @@ def _load(x: TraceLike, what: str, load: dict) -> tuple[Trace, str, list[str]]:
     return trace, str(x), [one_line(str(w.message)) for w in caught if not issubclass(w.category, said)]
 
 
-def stopped_early(trace: Trace) -> str | None:
-    """Why the trace's writer stopped before its end (its file's stopped line), in words; None
-    when it did not."""
-    stopped = trace.header.get("stopped")
-    if not isinstance(stopped, dict):
-        return None
-    why, error = stopped.get("why", "a write failed"), stopped.get("error")
-    records = sum(n for n in (stopped.get("records") or {}).values() if isinstance(n, int))
-    return (f"the trace stopped early: {why}{f' ({error})' if error else ''}, after {records} records; "
-            f"what was written before is whole")
-
-
 def _validate(trace: Trace, name: str) -> None:
     for kind in ("host_spans", "device_spans", "waits"):
         bad = next((r for r in getattr(trace, kind) if r.t1 < r.t0), None)
@@ -171,6 +161,12 @@ def _validate(trace: Trace, name: str) -> None:
     except TraceFormatError as e:
         raise BadInput(str(e)) from None
     source = trace.header.get("source", {}).get("format")
+    why = unknown_runtime(trace)
+    if why:
+        raise BadInput(f"{name}: host waits on the device cannot be read: {why}; the accidental-sync gate "
+                       f"cannot decide")
+    if capture_only(trace):
+        return      # idle is not gated (``_gates``); the syncs are, on the host's calls alone
     if not trace.device_spans and source in NO_DEVICE_ACTIVITY:
         raise BadInput(f"{name}: no device activity: {NO_DEVICE_ACTIVITY[source]}; nothing to gate on")
     ops = sum(1 for d in trace.device_spans if d.stream == primary_stream(trace))
@@ -184,11 +180,13 @@ def _validate(trace: Trace, name: str) -> None:
 
 
 def _analyse(x: TraceLike | Report, what: str, load: dict | None = None
-             ) -> tuple[Report, Trace | None, str, list[str]]:
+             ) -> tuple[Report | None, Trace | None, str, list[str]]:
     if isinstance(x, Report):
         return x, None, f"<{what} report>", []
     trace, name, warned = _load(x, what, load or {})
     _validate(trace, name)
+    if capture_only(trace):
+        return None, trace, name, warned
     try:
         report = analyze(trace)
     except Exception as e:  # a structurally valid trace that still cannot be analysed
@@ -202,11 +200,22 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
-def _gates(report: Report, trace: Trace | None, baseline: Report | None,
+def _capture_gate(trace: Trace) -> Gate:
+    g = (trace.header.get("source") or {}).get("graphs") or {}
+    return Gate("idle_fraction", True,
+                f"not gated: a CUDA-graph capture only ({g.get('captures', 0)} capture(s) recorded "
+                f"{g.get('captured_launches', 0)} launches, no graph ran; the device ran {len(trace.device_spans)} "
+                f"op(s)): the device was not meant to be busy, so its idle is no verdict", 0.0, 0.0)
+
+
+def _gates(report: Report | None, trace: Trace | None, baseline: Report | None,
            max_idle_fraction: float, tolerance: float, allow_syncs: tuple[str, ...] = ()) -> list[Gate]:
     """Each gate in order, timed (its JUnit test case's time)."""
-    checks = [lambda: _idle_gate(report, max_idle_fraction), lambda: _sync_gate(report, trace, allow_syncs)]
-    if baseline is not None:
+    if report is None:      # a capture-only trace: its syncs alone
+        checks = [lambda: _capture_gate(trace), lambda: _sync_gate(None, trace, allow_syncs)]
+    else:
+        checks = [lambda: _idle_gate(report, max_idle_fraction), lambda: _sync_gate(report, trace, allow_syncs)]
+    if report is not None and baseline is not None:
         checks += [lambda: _idle_regression(report, baseline, tolerance),
                    lambda: _period_regression(report, baseline, tolerance)]
     gates = []
@@ -218,7 +227,8 @@ def _gates(report: Report, trace: Trace | None, baseline: Report | None,
 
 
 def _idle_gate(report: Report, max_idle_fraction: float) -> Gate:
-    top = report.diagnosis[0] if report.diagnosis else None
+    # the first row of the ranking every report shows (host code's first, the device's after)
+    top = ranked(report.diagnosis)[0] if report.diagnosis else None
     why = f" (largest: {top.cause} at {top.site_or_phase}, {_ms(top.idle_ns)})" if top else ""
     ok = report.idle_fraction <= max_idle_fraction
     # The gate is on the analysed stream; the device view (all streams together) is said beside it.
@@ -232,22 +242,32 @@ def _idle_gate(report: Report, max_idle_fraction: float) -> Gate:
                 report.idle_fraction, max_idle_fraction)
 
 
-def _sync_gate(report: Report, trace: Trace | None, allow_syncs: tuple[str, ...]) -> Gate:
+def _sync_gate(report: Report | None, trace: Trace | None, allow_syncs: tuple[str, ...]) -> Gate:
     """Syncs anywhere in the run, each with the idle it cost over the whole run; the count in the
-    steady-state window (where the idle gate and the dashboard count) is said beside it."""
+    steady-state window (where the idle gate and the dashboard count) is said beside it. A
+    capture-only trace (``report`` None) has no analysis: its syncs are listed without idle."""
     def mine(rows: list) -> tuple[list, list]:
         allowed = [s for s in rows if any(fnmatchcase(s.site, p) for p in allow_syncs)]
         return [s for s in rows if s not in allowed], allowed
 
     whole = trace is not None
-    sites, allowed = mine(sync_sites(trace, find_bubbles(trace, compute_extent(trace))) if whole else report.syncs)
+    if whole:
+        bubbles = find_bubbles(trace, compute_extent(trace)) if report is not None else []
+        sites, allowed = mine(sync_sites(trace, bubbles))
+    else:
+        sites, allowed = mine(report.syncs)
     count = sum(s.count for s in sites)
-    in_window = sum(s.count for s in mine(report.syncs)[0])
     label = Cause.ACCIDENTAL_SYNC.label
     if count:
         listed = ", ".join(f"{s.site} ({s.reason}) x{s.count}, {_ms(s.idle_ns)} idle" for s in sites)
-        where = (f" in the whole trace ({in_window} in the steady-state window of {len(report.steps)} steps, "
-                 f"where idle is measured)" if whole else " in the steady-state window")
+        if not whole:
+            where = " in the steady-state window"
+        elif report is None:
+            where = " in the whole trace"
+        else:
+            in_window = sum(s.count for s in mine(report.syncs)[0])
+            where = (f" in the whole trace ({in_window} in the steady-state window of {len(report.steps)} steps, "
+                     f"where idle is measured)")
         msg = f"{count} {label}{'s' if count > 1 else ''}{where}: {listed}"
     else:
         msg = f"no {label}s" + (" in the whole trace" if whole else " in the steady-state window")
@@ -278,28 +298,7 @@ def _period_regression(report: Report, baseline: Report, tolerance: float) -> Ga
 
 
 def _notes(trace: Trace | None) -> list[str]:
-    if trace is None:
-        return []
-    h = trace.header
-    notes = []
-    dropped = {k: v for k, v in (h.get("dropped") or {}).items() if v}
-    if dropped:
-        notes.append(f"the recorder dropped records ({dropped}): idle may be overstated")
-    source = h.get("source") or {}
-    if source.get("format") == "nsys" and source.get("duplicate_runtime_rows"):
-        notes.append(f"Nsight export: {source['duplicate_runtime_rows']} runtime calls recorded twice under one "
-                     f"correlation id, counted once")
-    if source.get("format") == "kineto":
-        if h.get("truncated"):
-            notes.append("the profiler trace is truncated: checked up to its last complete event")
-        for kind, p in (source.get("problems") or {}).items():
-            notes.append(f"profiler trace: {p['count']} x {kind} (first: {p['first']})")
-    elif stopped_early(trace):
-        notes.append(f"{stopped_early(trace)}: checked what is there")
-    elif h.get("truncated") or h.get("incomplete"):
-        notes.append("the trace file is truncated (the run crashed or was still writing): "
-                     "checked what is there")
-    return notes
+    return source_notes(trace) if trace is not None else []
 
 
 def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = None, *,
@@ -322,6 +321,9 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     try:
         report, trace, source, warned = _analyse(trace_or_path, "trace", load)
         base = _analyse(baseline, "baseline", load)[0] if baseline is not None else None
+        if baseline is not None and base is None:     # no steady state: the regression gates would vanish
+            raise BadInput("baseline: a CUDA-graph capture only (captured, no graph ran): no steady state to "
+                           "compare against")
     except BadInput as e:
         result = CheckResult(EXIT_BAD_INPUT, source=str(trace_or_path) if not isinstance(trace_or_path, Trace)
                              else "<trace>", error=str(e))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from photon_trace.telemetry.analysis.causes import cause_label, fixable_by_host
 from photon_trace.telemetry.analysis.report import Report
+from photon_trace.telemetry.analysis.views import steady_state_lines
 
 
 def _ms(ns: float) -> str:
@@ -46,18 +47,12 @@ def render_markdown(result) -> str:
     out += ["| gate | result | detail |", "|---|---|---|"]
     out += [f"| {g.name} | {'pass' if g.passed else '**FAIL**'} | {md_code(g.message)} |" for g in result.gates]
     r = result.report
-    assert r is not None
-    out += ["", "## Steady state", "",
-            f"- window: {len(r.steps)} steps, {_ms(r.window_ns)}; idle {r.idle_fraction:.2%} "
-            f"(bubbles {_ms(r.bubble_ns)}, dispatch gaps {_ms(r.dispatch_ns)}; "
-            f"host late {_ms(r.host_idle_ns)}, launch latency {_ms(r.launch_idle_ns)})",
-            f"- median per step: period {r.period_ms:.3f} ms, forward {r.forward_ms:.3f} ms, "
-            f"sample {r.sample_ms:.3f} ms, bookkeeping {r.bookkeeping_ms:.3f} ms",
-            f"- tokens/s: {r.tokens_per_s:,.1f} steady, {r.e2e_tokens_per_s:,.1f} end to end; "
-            f"L {r.L:.1f}, z {r.z:.4f}"]
-    out += device_markdown(r)
-    if r.diagnosis:
-        out += _diagnosis_markdown(r.diagnosis)
+    if r is not None:       # None: a capture-only trace, gated on its syncs alone
+        out += ["", "## Steady state", ""] + steady_state_lines(r, lambda text: md_code(text, in_table=False))
+        out += device_markdown(r)
+        if r.diagnosis:
+            out += _diagnosis_markdown(r.diagnosis)
+    out += result.sections    # a job's ranks, each in its own section
     if result.notes:
         out += ["", "## Notes", ""] + [f"- {md_code(n, in_table=False)}" for n in result.notes]
     return "\n".join(out) + "\n"
@@ -98,11 +93,15 @@ def _diagnosis_markdown(diagnosis: list) -> list[str]:
 
 def steady_state_line(r: Report) -> str:
     """The steady state's figures in one console line: the window the idle gate measured, its
-    idle and what it was made of, the median step and the throughput."""
-    return (f"steady state: {len(r.steps)} steps over {_ms(r.window_ns)}, idle {r.idle_fraction:.2%} "
+    idle and what it was made of, the median step and the throughput (tokens for our engine's
+    traces, steps for an imported program's, which has no tokens)."""
+    head = (f"steady state: {len(r.steps)} steps over {_ms(r.window_ns)}, idle {r.idle_fraction:.2%} "
             f"(bubbles {_ms(r.bubble_ns)}, dispatch gaps {_ms(r.dispatch_ns)}; host late {_ms(r.host_idle_ns)}, "
-            f"launch latency {_ms(r.launch_idle_ns)}); median period {r.period_ms:.3f} ms, forward "
-            f"{r.forward_ms:.3f} ms; {r.tokens_per_s:,.1f} tokens/s steady, {r.e2e_tokens_per_s:,.1f} end to end")
+            f"launch latency {_ms(r.launch_idle_ns)}); median period {r.period_ms:.3f} ms")
+    if r.imported:
+        return f"{head}; {r.steps_per_s:,.2f} steps/s, {r.stream} busy {r.busy_fraction:.1%}"
+    return (f"{head}, forward {r.forward_ms:.3f} ms; {r.tokens_per_s:,.1f} tokens/s steady, "
+            f"{r.e2e_tokens_per_s:,.1f} end to end")
 
 
 def junit_classname(source: str) -> str:

@@ -10,9 +10,11 @@ from photon_trace.telemetry.analysis.bubbles import (
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.device_idle import DeviceIdle, device_idle
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal
+from photon_trace.telemetry.analysis.source_notes import unknown_runtime
 from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
 from photon_trace.telemetry.analysis.streams import StreamStats, stream_stats, with_cover
 from photon_trace.telemetry.analysis.syncs import SyncSite, sync_sites
+from photon_trace.telemetry.analysis.top_ops import OpTime, top_ops
 from photon_trace.telemetry.analysis.window import steady_state_window, step_starts
 from photon_trace.telemetry.analysis.zombie_tax import (
     mean_generated_tokens, run_extent, wasted_step_share, zombie_rows, zombie_tax)
@@ -33,6 +35,10 @@ class Report:
     ``stream`` is the stream analysed (``bubbles``, ``steps``, busy and idle are its);
     ``streams`` has a row per stream of the trace (see ``streams``), ``devices`` one per device,
     all its streams together (Nsight's view of idle: ``device_idle``), over the same window.
+    ``source`` is the format an imported trace came in (``kineto``, ``nsys``; None for ours: then
+    tokens, L and z mean something), ``top_ops`` the op names with the most device time.
+    ``syncs_unknown`` says why ``syncs`` cannot be read (a runtime the importer does not know):
+    then they are unknown, not none.
     """
     window: tuple[int, int]
     window_ns: int
@@ -70,6 +76,24 @@ class Report:
     stream: str = "compute"
     streams: list[StreamStats] = field(default_factory=list)
     devices: list[DeviceIdle] = field(default_factory=list)
+    source: str | None = None
+    top_ops: list[OpTime] = field(default_factory=list)
+    syncs_unknown: str | None = None    # why the trace's host waits cannot be read (an unknown runtime)
+
+    @property
+    def imported(self) -> bool:
+        """An imported trace of another program: no tokens, no requests, steps of its own."""
+        return self.source is not None
+
+    @property
+    def steps_per_s(self) -> float:
+        """Steps (iterations) per second over the window."""
+        return len(self.steps) * 1e9 / self.window_ns if self.window_ns and self.steps else 0.0
+
+    @property
+    def busy_fraction(self) -> float:
+        """The part of the window the analysed stream ran an op."""
+        return self.busy_ns / self.window_ns if self.window_ns else 0.0
 
     @property
     def clock_error_us(self) -> float:
@@ -89,6 +113,7 @@ class Report:
         d["syncs"] = [s._asdict() for s in self.syncs]
         d["streams"] = [{**s._asdict(), "idle_fraction": s.idle_fraction} for s in self.streams]
         d["devices"] = [{**x._asdict(), "idle_fraction": x.idle_fraction} for x in self.devices]
+        d["top_ops"] = [x._asdict() for x in self.top_ops]
         d["diagnosis"] = [{k: _finite(v) for k, v in x._asdict().items()} for x in self.diagnosis]
         d["host_free_speedup"] = [_finite(v) for v in self.host_free_speedup]
         return d
@@ -155,4 +180,6 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
                                             causes=bool(trace.header.get("primary_stream"))
                                             if stream_causes is None else stream_causes),
         devices=device_idle(trace, (w0, w1)),
+        source=(trace.header.get("source") or {}).get("format"), top_ops=top_ops(trace, (w0, w1)),
+        syncs_unknown=unknown_runtime(trace),
     )

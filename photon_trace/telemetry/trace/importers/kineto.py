@@ -9,16 +9,23 @@ How events map (``kineto_read`` has checked them):
   events become ``DeviceSpan``s. Each is linked to the runtime call that launched it by its
   correlation id (or, lacking one, its ``ac2g`` flow); ``enqueued`` is that call's start,
   as HTA reads it. An op with no launch found counts as enqueued in time.
-* **Host waits** from the calls that block the host on the device (``SYNC_CALLS``:
-  stream, event and device synchronize, blocking memcpys, ``cudaFree``), and from every
+* **Host waits** from the calls that block the host on the device (``SYNC_CALLS``, CUDA's and
+  HIP's: stream, event and device synchronize, blocking memcpys, ``cudaFree``), and from every
   memcpy between the device and *pageable* host memory (the mask-upload class of bug: the
-  copy cannot be asynchronous, so the host waits for the stream to drain). All are
+  copy cannot be asynchronous, so the host waits for the stream to drain). ROCm's traces do
+  not say whether host memory was pinned (``Memcpy DtoH (Device -> Host)``): there an async
+  copy call that returned only after its copy ran, with earlier work still on the stream when
+  it was made, waited for the stream like a pageable one, and counts as such. All are
   unexpected: nothing says the program meant them. The call site is the innermost
   enclosing op or annotation and, with Python stacks, the program's own file:line.
   ``cuda_sync`` events add which stream or event was waited on; one with no runtime
   call in the trace becomes a wait of its own. ``cudaStreamWaitEvent`` (a device-side wait,
   the host does not block) is counted in the header; the analysis finds its bubbles as waits
-  on another stream.
+  on another stream. A runtime this importer does not know (``runtime_calls.runtime_of``) is
+  named in the header (``source.runtime``): its syncs are unknown, not zero.
+* **Order** (``kineto_order``): ops overlapping on one stream (programmatic dependent launch, a
+  graph's parallel nodes) are kept and counted; an op that starts before its own launch is bad
+  input. **Graphs** (``kineto_graphs``): replays and capture-only traces are said in the header.
 * **Steps**: ``ProfilerStep#N`` annotations, or those named ``step_annotation`` (``name`` or
   ``name#N``); a span's step is the last step begun at its start (a device op: at its
   launch), -1 before the first. Without any, the whole trace is step 0.
@@ -32,31 +39,23 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from bisect import bisect_right
 from collections import Counter, defaultdict
 from pathlib import Path
 
 from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, photon_trace_version
+from photon_trace.telemetry.trace.importers.kineto_graphs import graph_summary
+from photon_trace.telemetry.trace.importers.kineto_order import impossible_order, stream_overlaps
 from photon_trace.telemetry.trace.importers.kineto_read import (
-    DEVICE_CATS, SYNC_CAT, Event, KinetoDoc, KinetoFormatError, check_stream_order, read_kineto)
+    DEVICE_CATS, SYNC_CAT, Event, KinetoDoc, KinetoFormatError, KinetoPartialWarning, Problems, read_kineto)
 from photon_trace.telemetry.trace.importers.kineto_stack import call_site, sweep
+from photon_trace.telemetry.trace.importers.runtime_calls import DEVICE_WAIT_CALLS, SYNC_CALLS, runtime_of
 from photon_trace.telemetry.trace.lanes import IMPORTED_STEP
 from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, StepRecord, Trace
 
 DEFAULT_STEP_ANNOTATION = "ProfilerStep"
 
-SYNC_CALLS = {
-    # name: what the host waits for
-    "cudaDeviceSynchronize": "the whole device", "cuCtxSynchronize": "the whole device",
-    "cudaStreamSynchronize": "a stream", "cuStreamSynchronize": "a stream",
-    "cudaEventSynchronize": "an event", "cuEventSynchronize": "an event",
-    "cudaMemcpy": "a blocking copy", "cudaMemcpy2D": "a blocking copy", "cudaMemcpy3D": "a blocking copy",
-    "cudaMemcpyToSymbol": "a blocking copy", "cudaMemcpyFromSymbol": "a blocking copy",
-    "cuMemcpy": "a blocking copy", "cuMemcpyDtoH": "a blocking copy", "cuMemcpyHtoD": "a blocking copy",
-    "cuMemcpyDtoH_v2": "a blocking copy", "cuMemcpyHtoD_v2": "a blocking copy",
-    "cudaFree": "cudaFree (it synchronises the device)", "cudaFreeHost": "cudaFreeHost (it synchronises)",
-}
-DEVICE_WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
 HOST_CATEGORY = {"cpu_op": "cpu op", "user_annotation": "annotation", "python_function": "python",
                  "cuda_runtime": "cuda runtime", "cuda_driver": "cuda driver"}
 _STEP_NUMBER = re.compile(r"#(\d+)$")
@@ -77,23 +76,30 @@ def kineto_to_trace(doc: KinetoDoc, *, step_annotation: str | None = None, stric
     host = [e for e in doc.events if e.kind in HOST_CATEGORY]
     device = [e for e in doc.events if e.kind in DEVICE_CATS.values()]
     syncs = [e for e in doc.events if e.kind == SYNC_CAT]
+    calls = [e for e in host if e.kind in ("cuda_runtime", "cuda_driver")]
     lanes = _ThreadLanes(doc)
 
     steps = _Steps(host, step_annotation or DEFAULT_STEP_ANNOTATION, explicit=step_annotation is not None,
                    path=doc.path)
-    runtime = {e.args["correlation"]: e for e in host
-               if e.kind in ("cuda_runtime", "cuda_driver") and "correlation" in e.args}
-    launch_at = {(e.pid, e.tid, e.t0): e for e in host if e.kind in ("cuda_runtime", "cuda_driver")}
+    runtime = {e.args["correlation"]: e for e in calls if "correlation" in e.args}
+    launch_at = {(e.pid, e.tid, e.t0): e for e in calls}
 
-    # Device ops, per stream lane, with their launches.
+    # Device ops, per stream lane, with their launches; an impossible order is bad input.
+    problems = Problems(doc.path, strict)
     by_stream: dict[str, list[Event]] = defaultdict(list)
     device_spans: list[DeviceSpan] = []
     launched_by: dict[int, Event] = {}        # device event index -> runtime call
+    kept: list[Event] = []
     unlinked = 0
     for e in device:
+        call = _launch(e, runtime, launch_at, doc)
+        wrong = impossible_order(e, call, doc.resolution_ns)
+        if wrong is not None:
+            problems.report("impossible order", wrong)
+            continue
+        kept.append(e)
         lane = f"gpu{e.args.get('device', e.pid)} stream {e.args.get('stream', e.tid)}"
         by_stream[lane].append(e)
-        call = _launch(e, runtime, launch_at, doc)
         if call is None:
             unlinked += 1
             enqueued, step = 0, steps.of(e.t0)
@@ -101,20 +107,19 @@ def kineto_to_trace(doc: KinetoDoc, *, step_annotation: str | None = None, stric
             launched_by[e.index] = call
             enqueued, step = call.t0, steps.of(call.t0)
         device_spans.append(DeviceSpan(lane, e.name, step, 0, e.t0, e.t1, enqueued))
+    device = kept
+    for kind, (n, first) in problems.seen.items():
+        warnings.warn(f"{doc.path}: skipped {n} device op{'s' if n > 1 else ''} ({kind}); first: {first}",
+                      KinetoPartialWarning, stacklevel=3)
     for ops in by_stream.values():
         ops.sort(key=lambda x: (x.t0, x.t1))
-    overlaps = check_stream_order(by_stream, strict, doc.path)
     device_spans.sort(key=lambda d: (d.t0, d.t1))
+    overlaps = stream_overlaps(by_stream, launched_by, doc.resolution_ns)
 
     # Host waits, each with the chain of spans open at its start (for its call site).
-    pageable: dict[int, Event] = {}           # id(runtime call) -> the pageable memcpy it made
-    for dev in device:
-        call = launched_by.get(dev.index)
-        if call is not None and dev.kind == "gpu_memcpy" and "Pageable" in dev.name:
-            pageable[id(call)] = dev
+    pageable = _pageable_copies(device, launched_by, by_stream)
     sync_info = {e.args.get("correlation"): e for e in syncs}
-    wait_calls = [e for e in host if e.kind in ("cuda_runtime", "cuda_driver")
-                  and (e.name in SYNC_CALLS or id(e) in pageable)]
+    wait_calls = [e for e in calls if e.name in SYNC_CALLS or id(e) in pageable]
     orphans = [e for e in syncs if e.args.get("correlation") not in runtime
                and e.args.get("cuda_sync_kind") != "Wait Event"]
     chains, top_ops = sweep(host, [(id(e), lanes.key(e), e.t0) for e in wait_calls], lanes.key)
@@ -138,9 +143,49 @@ def kineto_to_trace(doc: KinetoDoc, *, step_annotation: str | None = None, stric
         busy[d.stream] += d.t1 - d.t0
     primary = min(count, key=lambda s: (-count[s], -busy[s], s)) if count else None
     header = _header(doc, steps, primary, sorted(top_ops), host, device, syncs,
-                     unlinked=unlinked, overlaps=overlaps,
-                     device_waits=sum(1 for e in host if e.name in DEVICE_WAIT_CALLS))
+                     unlinked=unlinked, problems=problems.seen,
+                     stream_overlaps={lane: o._asdict() for lane, o in sorted(overlaps.items())},
+                     graphs=graph_summary(calls, launched_by),
+                     runtime=runtime_of([e.name for e in calls], doc.ignored, len(device)),
+                     device_waits=sum(1 for e in calls if e.name in DEVICE_WAIT_CALLS))
     return Trace(header, host_spans, device_spans, waits, step_records, [])
+
+
+def _pageable_copies(device: list[Event], launched_by: dict[int, Event],
+                     by_stream: dict[str, list[Event]]) -> dict[int, Event]:
+    """id(runtime call) -> the copy it made between the device and pageable host memory.
+
+    CUDA's traces name the memory (``Memcpy DtoH (Device -> Pageable)``). ROCm's say ``Host``
+    whatever it was: there a copy counts as pageable when its call returned only after the copy
+    ran and the stream still had earlier work when the call was made (the host waited for the
+    stream to drain, which a copy from pinned memory does not do)."""
+    out: dict[int, Event] = {}
+    ends: dict[str, list[tuple[int, int]]] = {}    # lane -> (start, running max end) of its ops
+    for dev in device:
+        call = launched_by.get(dev.index)
+        if call is None or dev.kind != "gpu_memcpy":
+            continue
+        if "Pageable" in dev.name:
+            out[id(call)] = dev
+        elif "Host" in dev.name and "Async" in call.name and call.t1 >= dev.t1:
+            lane = f"gpu{dev.args.get('device', dev.pid)} stream {dev.args.get('stream', dev.tid)}"
+            if _busy_at(ends.setdefault(lane, _reach(by_stream[lane])), call.t0, dev):
+                out[id(call)] = dev
+    return out
+
+
+def _reach(ops: list[Event]) -> list[tuple[int, int]]:
+    out, reach = [], None
+    for op in ops:
+        reach = op.t1 if reach is None else max(reach, op.t1)
+        out.append((op.t0, reach))
+    return out
+
+
+def _busy_at(reach: list[tuple[int, int]], t: int, copy: Event) -> bool:
+    """Whether work queued before ``copy`` on its stream was still running at ``t``."""
+    i = bisect_right(reach, (copy.t0, -1)) - 1       # the last op starting before the copy
+    return i >= 0 and reach[i][1] > t
 
 
 def _launch(e: Event, runtime: dict, launch_at: dict, doc: KinetoDoc) -> Event | None:
@@ -222,8 +267,7 @@ def _header(doc: KinetoDoc, steps: _Steps, primary: str | None, host_phases: lis
     props = doc.meta.get("deviceProperties") or []
     names = sorted({p.get("name") for p in props if isinstance(p, dict) and p.get("name")})
     base = doc.meta.get("baseTimeNanoseconds")
-    problems = {k: {"count": c, "first": m} for k, (c, m) in doc.problems.items()}
-    problems.update({k: {"count": c, "first": m} for k, (c, m) in counts.pop("overlaps").items()})
+    problems = {k: {"count": c, "first": m} for k, (c, m) in {**doc.problems, **counts.pop("problems")}.items()}
     categories = {"host": {e.name: HOST_CATEGORY[e.kind] for e in host},
                   "device": {e.name: e.kind.replace("gpu_", "") for e in device}}
     return {
@@ -243,6 +287,8 @@ def _header(doc: KinetoDoc, steps: _Steps, primary: str | None, host_phases: lis
                    "distributed": doc.meta.get("distributedInfo"), "problems": problems,
                    "truncated": doc.truncated, **counts},
         "primary_stream": primary,
+        # ops sharing an enqueue came from one graph launch (``analysis/attribution.py``)
+        "graph_replays": counts["graphs"]["replayed"],
         "host_phases": host_phases,
         "categories": categories,
         **({"truncated": True} if doc.truncated else {}),

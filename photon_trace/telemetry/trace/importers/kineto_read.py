@@ -39,11 +39,6 @@ DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "gpu_memcpy", "memcpy": "gpu_me
                "gpu_memset": "gpu_memset", "memset": "gpu_memset"}
 SYNC_CAT = "cuda_sync"
 
-OVERLAP_TOLERANCE_NS = 1000
-"""Ops on one stream run one after another; an op may start this much before the previous
-one ends (timestamp rounding) before the trace is called corrupt."""
-
-
 class KinetoFormatError(TraceFormatError):
     """Not a Kineto trace, or one with an invalid event (the message names it)."""
 
@@ -80,7 +75,9 @@ class KinetoDoc:
     truncated: bool = False
 
 
-class _Problems:
+class Problems:
+    """What is wrong with a trace: raised at once (``strict``), else counted per kind with the first message."""
+
     def __init__(self, path: str, strict: bool):
         self.path, self.strict, self.seen = path, strict, {}
 
@@ -146,7 +143,7 @@ def read_kineto(path: str | Path, data: bytes | None = None, *, strict: bool = T
             raise KinetoFormatError(f"{path}: cannot read: {e.strerror or e}") from None
     data, cut = _decompress(path, data)
     text = data.decode("utf-8", errors="replace")
-    problems = _Problems(str(path), strict)
+    problems = Problems(str(path), strict)
     truncated = False
     try:
         doc = json.loads(text)
@@ -208,7 +205,7 @@ def _finite(v: object) -> bool:
     return t is int or (t is float and math.isfinite(v))
 
 
-def _read_events(raw: list, out: KinetoDoc, problems: _Problems) -> None:
+def _read_events(raw: list, out: KinetoDoc, problems: Problems) -> None:
     """Check every event; keep the span events of the categories we use (the hot loop of an import)."""
     fine = False
     ignored: dict[str, int] = {}
@@ -260,7 +257,7 @@ def _read_events(raw: list, out: KinetoDoc, problems: _Problems) -> None:
     out.ignored = ignored
 
 
-def _check_times(out: KinetoDoc, problems: _Problems) -> None:
+def _check_times(out: KinetoDoc, problems: Problems) -> None:
     """Impossible times (``plausible.py``: past 2**63 ns, or days from the rest) are bad input
     naming the event; with ``strict=False`` those events are skipped."""
     events = out.events
@@ -273,7 +270,7 @@ def _check_times(out: KinetoDoc, problems: _Problems) -> None:
         out.events = [e for i, e in enumerate(events) if i not in drop]
 
 
-def _bad_span(i: int, e: dict, cat: str, problems: _Problems) -> None:
+def _bad_span(i: int, e: dict, cat: str, problems: Problems) -> None:
     """Report what is wrong with span event ``e`` (the slow path: only for invalid events)."""
     label = f"event {i} ({cat} {str(e.get('name'))[:60]!r})"
     missing = [k for k in ("name", "ts", "dur", "pid", "tid") if e.get(k) is None]
@@ -286,26 +283,3 @@ def _bad_span(i: int, e: dict, cat: str, problems: _Problems) -> None:
         problems.report("bad field", f"{label}: {bad!r} is {e[bad]!r}, not a finite number")
     else:
         problems.report("negative duration", f"{label}: negative duration {e['dur']} µs")
-
-
-def check_stream_order(streams: dict[str, list], problems_strict: bool, path: str) -> dict:
-    """Ops on one stream must not overlap (beyond ``OVERLAP_TOLERANCE_NS``).
-
-    ``streams`` maps a stream's lane name to its ``Event`` list sorted by start.
-    Strict: raise naming both events; otherwise return {"overlapping ops": [count, first message]}
-    (the ops are kept: busy time is their union) and warn.
-    """
-    problems = _Problems(path, problems_strict)
-    for lane, ops in streams.items():
-        end, last = None, None
-        for op in ops:
-            if end is not None and op.t0 < end - OVERLAP_TOLERANCE_NS:
-                problems.report("overlapping ops", (
-                    f"overlapping kernels on {lane}: event {op.index} ({op.name[:60]!r}) starts "
-                    f"{(end - op.t0) / 1000:.3f} µs before event {last.index} ({last.name[:60]!r}) ends"))
-            if end is None or op.t1 > end:
-                end, last = op.t1, op
-    for kind, (count, first) in problems.seen.items():
-        warnings.warn(f"{path}: {count} {kind} (kept; busy time is their union); first: {first}",
-                      KinetoPartialWarning, stacklevel=3)
-    return problems.seen
