@@ -13,17 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from helpers.browser import READ_FIGURE, Server
+from helpers.browser import CHROMIUM, READ_FIGURE, Server
 from photon_trace.telemetry.analysis.ranks import analyze_ranks
 from photon_trace.telemetry.trace.importers.rank_files import load_ranks
 
-CHROMIUM = "/usr/bin/chromium"
 DATA = Path(__file__).parent / "data" / "kineto"
 RANKS = [DATA / "trace_filter_sampled_rank-0.json.gz", DATA / "trace_filter_sampled_rank-1.json.gz"]
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing")]
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +42,11 @@ def server(job):
 
 
 @pytest.fixture(scope="module")
-def page():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"], headless=True)
-        ctx = b.new_context(viewport={"width": 1500, "height": 900}, device_scale_factor=1)
-        yield ctx.new_page()
-        ctx.close()
-        b.close()
+def page(browser):
+    """A page in its own context on the session's Chromium (conftest)."""
+    ctx = browser.new_context(viewport={"width": 1500, "height": 900}, device_scale_factor=1)
+    yield ctx.new_page()
+    ctx.close()
 
 
 def drawn(page) -> dict:
