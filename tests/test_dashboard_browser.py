@@ -79,7 +79,7 @@ def test_overview_drawing_is_honest_short_spans_show_and_no_bubble_is_widened(se
     px = (hi - lo) / 1600
     copies = data.set_named("copy_back")
     assert (copies.t1 - copies.t0).max() / 1e9 < px                    # each copy is under a pixel wide ...
-    assert polygons(fig, "copy_back") > 0                              # ... and the copy lane is not empty
+    assert polygons(fig, "copy-back") > 0                              # ... and the copy lane is not empty
     assert fig["meta"]["in_columns"] > 0
     widths = page.evaluate("""() => {
       const gd = document.querySelector('#timeline .js-plotly-plot');

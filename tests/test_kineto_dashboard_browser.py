@@ -81,7 +81,7 @@ def test_an_imported_gpu_trace_draws_its_lanes_bubbles_and_syncs(server, page):
     assert (polys["bubble: host-bound launch"], polys["bubble: accidental sync"],
             polys["bubble: device dispatch"]) == (10, 1, 4)
     names = set(polys)
-    assert {"kernel", "memcpy", "cpu op", "cuda runtime", "bubble: accidental sync",
+    assert {"kernel", "memory copy", "CPU op", "CUDA runtime", "bubble: accidental sync",
             "bubble: host-bound launch"} <= names
     syncs = sum(t["n"] for t in fig["traces"] if t["name"] == "accidental sync")
     assert syncs == sum(s.count for s in report.syncs) == 3

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from photon_trace.dashboard.timeline.marks import RequestStates, SyncMarkers, request_states, sync_markers
+from photon_trace.dashboard.timeline.palette import (
+    BUBBLE_COLOURS, DEVICE_COLOURS, IMPORTED_COLOURS, OTHER_COLOUR, PHASE_COLOURS, WAIT_COLOURS)
 from photon_trace.telemetry.analysis.causes import Cause, cause_label
 from photon_trace.telemetry.analysis.window import COMPUTE
 from photon_trace.telemetry.trace.lanes import primary_stream
@@ -32,13 +34,6 @@ BUBBLE_CAUSES = tuple(Cause)
 STREAM_ORDER = (COMPUTE, "copy")   # this engine's streams first; any other stream after them, by name
 NS_PER_S = 1e9
 
-PHASE_COLOURS = {
-    Phase.PLAN: "#4C78A8", Phase.LAUNCH: "#F58518", Phase.COMMIT: "#54A24B", Phase.FINALIZE: "#B279A2",
-    Phase.STAGE: "#9ECAE9", Phase.MASK_BUILD: "#FFBF79", Phase.MASK_UPLOAD: "#FF9DA6",
-    Phase.STREAM_OUT: "#D6A5C9",
-}
-"""Every phase's colour (a test fails while a phase has none)."""
-
 
 def phase_set_name(phase: str, sub: bool) -> str:
     """The category of a phase's spans: a sub-phase's is "host <name>" (a device op may share its name)."""
@@ -47,24 +42,11 @@ def phase_set_name(phase: str, sub: bool) -> str:
 
 COLOURS = {
     **{phase_set_name(p.span_name, not p.top): c for p, c in PHASE_COLOURS.items()},
-    "wait: expected": "#6E6E6E", "wait: accidental": "#D62728",
-    "prefill": "#1F3B73", "forward": "#2F6DB5", "device stage": "#BAB0AC", "sample": "#3BA99C",
-    "masked_sample": "#E3B505", "copy_back": "#9D755D", "device mask_upload": "#E377C2",
-    # Imported (PyTorch profiler) traces: their hundreds of op names are drawn by category.
-    "cpu op": "#4C78A8", "annotation": "#C7C7C7", "python": "#BCBD22", "cuda runtime": "#F58518",
-    "cuda driver": "#FF9D45", "kernel": "#2F6DB5", "memcpy": "#9D755D", "memset": "#BAB0AC",
+    **WAIT_COLOURS, **DEVICE_COLOURS, **IMPORTED_COLOURS,
 }
 CATEGORY_GROUP = {"cpu op": "phase"}
 """An imported trace's host categories draw as sub-phases (the lane's lower half, on top),
 except its cpu ops, which take the full lane as our phases do."""
-BUBBLE_COLOURS = {
-    Cause.HOST_BOUND: "rgba(245,133,24,0.55)", Cause.COMMIT_WAIT: "rgba(148,103,189,0.60)",
-    Cause.ACCIDENTAL_SYNC: "rgba(214,39,40,0.55)", Cause.COPY_WAIT: "rgba(157,117,93,0.55)",
-    Cause.DISPATCH: "rgba(127,127,127,0.45)", Cause.STREAM_WAIT: "rgba(23,190,207,0.55)",
-    Cause.DEVICE_BUSY: "rgba(188,189,34,0.50)",
-}
-"""Every cause's colour: the one thing besides its ``Cause`` member that a new cause needs
-(a test fails while a cause has none)."""
 
 
 def bubble_name(cause: str) -> str:
@@ -277,7 +259,7 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
             sub, name = CATEGORY_GROUP.get(ph) != "phase", ph
         steps = h_step[m]
         sets.append(_span_set(
-            name, "subphase" if sub else "phase", COLOURS.get(name, "#888888"), thread_lane[m], h_t0[m], h_t1[m],
+            name, "subphase" if sub else "phase", COLOURS.get(name, OTHER_COLOUR), thread_lane[m], h_t0[m], h_t1[m],
             [steps, h_slot[m], rows_of(steps), h_t1[m] - h_t0[m], np.zeros(len(m))], "host_spans", m,
             [phase_text[i] for i in m] if phase_text is not None else None))
 
@@ -296,7 +278,7 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
             name = f"{name} ({x})"
         steps = d_step[m]
         sets.append(_span_set(
-            name, "device", COLOURS.get(name.split(" (")[0], "#888888"), stream_lane[m], d_t0[m], d_t1[m],
+            name, "device", COLOURS.get(name.split(" (")[0], OTHER_COLOUR), stream_lane[m], d_t0[m], d_t1[m],
             [steps, d_slot[m], rows_of(steps), d_t1[m] - d_t0[m], np.maximum(d_t0[m] - d_enq[m], 0)],
             "device_spans", m, [op_text[i] for i in m] if op_text is not None else None))
 
@@ -346,7 +328,7 @@ def with_analysis(data: TimelineData, trace: Trace, report: Any, outside_bubbles
         bs = [bubbles[i] for i in idx]
         steps = np.array([b.step if b.step is not None else -1 for b in bs], dtype=np.int64)
         sets.append(_span_set(
-            bubble_name(cause), "bubble", BUBBLE_COLOURS.get(cause, "rgba(128,128,128,0.4)"),
+            bubble_name(cause), "bubble", BUBBLE_COLOURS.get(cause, OTHER_COLOUR),
             [compute_lane] * len(bs), [b.t0 for b in bs], [b.t1 for b in bs],
             [steps, np.zeros(len(bs)), rows_of(steps), [b.t1 - b.t0 for b in bs], np.zeros(len(bs))],
             "bubbles", idx, [_bubble_text(b) for b in bs],

@@ -27,6 +27,7 @@ from photon_trace.dashboard.timeline.data import SpanSet, TimelineData
 from photon_trace.dashboard.timeline.draw_marks import REQUEST_END_NAMES, request_traces, sync_traces
 from photon_trace.dashboard.timeline.frame import BANDS, HALF, HEIGHT_STEPS, Frame, occupancy, rects, shown, uid, visible
 from photon_trace.dashboard.timeline.marks import SYNC_NAME, SYNC_OUTSIDE_NAME
+from photon_trace.dashboard.timeline.palette import legend_name
 from photon_trace.dashboard.timeline.text import plain
 from photon_trace.dashboard.timeline.view import View
 
@@ -92,7 +93,7 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
             dtype = np.float32 if aggregate else np.float64
             traces.append(go.Scattergl(
                 x=_join(xs).astype(dtype), y=_join(ys).astype(dtype), mode="lines", fill="toself", fillcolor=st.colour,
-                line=dict(width=0, color=st.colour), name=prefix + plain(st.name), uid=uid(prefix + st.name),
+                line=dict(width=0, color=st.colour), name=prefix + plain(legend_name(st.name)), uid=uid(prefix + st.name),
                 legendgroup=st.name, showlegend=shown(show_legend, st.name), hoverinfo="skip", **common))
         if not aggregate and len(i):
             traces.append(_span_hover(st, i, f, k, prefix, common))

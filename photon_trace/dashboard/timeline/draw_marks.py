@@ -9,12 +9,11 @@ import plotly.graph_objects as go
 from photon_trace.dashboard.timeline.data import TimelineData
 from photon_trace.dashboard.timeline.frame import BANDS, HALF, HEIGHT_STEPS, SYNC_DY, Frame, rects, shown, uid, visible
 from photon_trace.dashboard.timeline.marks import REQUEST_STATES, SYNC_NAME, SYNC_OUTSIDE_NAME, mean_counts
+from photon_trace.dashboard.timeline.palette import REQUEST_COLOURS
 from photon_trace.dashboard.timeline.text import plain
 
 SYNC_COLOUR = "#B00020"
 MAX_LINKS = 400                   # sync -> bubble links drawn when this few are visible
-REQUEST_COLOURS = {"decode": "rgba(47,109,181,0.45)", "prefill": "rgba(31,59,115,0.75)",
-                   "queued": "rgba(150,150,150,0.55)"}
 REQUEST_NAMES = {"decode": "requests: decoding", "prefill": "requests: prefill", "queued": "requests: queued"}
 REQUEST_END_NAMES = {"finished": "requests: finished", "aborted": "requests: aborted"}
 REQUEST_END_COLOURS = {"finished": "#2E7D32", "aborted": "#C62828"}

@@ -113,7 +113,7 @@ def compare_figure(a: TimelineData, b: TimelineData, view: View = View(),
     dom_b = [0.0, h * nb]
     dom_a = [h * nb + gap, 1.0]
     ta, meta_a = draw(a, v, "x", "y")
-    shown = {html.unescape(t.name) for t in ta if t.showlegend}   # as the sets name them (``plain`` undone)
+    shown = {t.legendgroup or html.unescape(t.name) for t in ta if t.showlegend}   # as the sets name them
     names_b = {st.name for st in b.sets} | {SYNC_NAME, SYNC_OUTSIDE_NAME,
                                             *REQUEST_NAMES.values(), *REQUEST_END_NAMES.values()}
     tb, meta_b = draw(b, v, "x", "y2", show_legend=names_b - shown)
