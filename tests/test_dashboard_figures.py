@@ -451,3 +451,15 @@ def test_the_docs_glossary_names_every_card():
     for label in ("period", "bookkeeping", "device idle", "idle: host late", "accidental sync", "who can fix it",
                   "predicted speedup", "analysis window", "pixel column", "within noise", "p99"):
         assert f"| {label}" in glossary or f", {label}" in glossary, label
+
+
+def test_a_short_traces_step_axes_tick_whole_steps_only():
+    """Issue 33 item 2: a 2-step trace got ticks at 1.5; steps are whole numbers."""
+    from types import SimpleNamespace
+    steps = [SimpleNamespace(step=s, period_ns=5e6 + s, idle_ns=1e5) for s in (7, 8)]
+    fig = figures.step_series_figure(SimpleNamespace(steps=steps, period_ms=5.0))
+    for ax in (fig.layout.xaxis, fig.layout.xaxis3):
+        assert list(ax.tickvals) == [7, 8] and ax.tickformat == "d"
+    many = [SimpleNamespace(step=s, period_ns=5e6, idle_ns=1e5) for s in range(200)]
+    fig = figures.step_series_figure(SimpleNamespace(steps=many, period_ms=5.0))
+    assert fig.layout.xaxis.tickvals is None and fig.layout.xaxis.tickformat == "d"
