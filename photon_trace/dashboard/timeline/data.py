@@ -22,6 +22,7 @@ import numpy as np
 from photon_trace.dashboard.timeline.marks import RequestStates, SyncMarkers, request_states, sync_markers
 from photon_trace.dashboard.timeline.palette import (
     BUBBLE_COLOURS, DEVICE_COLOURS, IMPORTED_COLOURS, OTHER_COLOUR, PHASE_COLOURS, WAIT_COLOURS)
+from photon_trace.dashboard.timeline.stack import rows_per_thread, stack_depths
 from photon_trace.telemetry.analysis.causes import Cause, cause_label
 from photon_trace.telemetry.analysis.window import COMPUTE
 from photon_trace.telemetry.trace.lanes import primary_stream
@@ -44,9 +45,6 @@ COLOURS = {
     **{phase_set_name(p.span_name, not p.top): c for p, c in PHASE_COLOURS.items()},
     **WAIT_COLOURS, **DEVICE_COLOURS, **IMPORTED_COLOURS,
 }
-CATEGORY_GROUP = {"cpu op": "phase"}
-"""An imported trace's host categories draw as sub-phases (the lane's lower half, on top),
-except its cpu ops, which take the full lane as our phases do."""
 
 
 def bubble_name(cause: str) -> str:
@@ -58,9 +56,12 @@ def bubble_name(cause: str) -> str:
 class Lane:
     name: str      # thread name or stream name
     kind: str      # host | device | requests
+    depth: int = 0  # an imported host thread's call-stack row (``stack.py``)
 
     @property
     def label(self) -> str:
+        if self.depth:
+            return f"host · {self.name} · depth {self.depth}"
         return {"host": f"host · {self.name}", "device": f"device · {self.name}"}.get(self.kind, self.name)
 
 
@@ -208,12 +209,15 @@ def _by_category(col: tuple[np.ndarray, list[str]], categories: dict | None
     return (lut[codes], cat_names), [short[c] for c in codes.tolist()]
 
 
-def _lanes(threads: list[str], streams: list[str], has_requests: bool, analysed: str = COMPUTE) -> list[Lane]:
-    """Host threads, then the analysed stream, this engine's streams, any other by name; requests."""
+def _lanes(threads: list[str], streams: list[str], has_requests: bool, analysed: str = COMPUTE,
+           rows: list[int] | None = None) -> list[Lane]:
+    """Host threads (``rows`` each: an imported trace's call stack), then the analysed stream,
+    this engine's streams, any other by name; requests."""
     first = [analysed] if analysed in streams and analysed not in STREAM_ORDER else []
     ordered = first + [x for x in STREAM_ORDER if x in streams] + sorted(
         set(streams) - set(STREAM_ORDER) - set(first), key=_natural)
-    return ([Lane(t, "host") for t in threads] + [Lane(x, "device") for x in ordered]
+    rows = rows or [1] * len(threads)
+    return ([Lane(t, "host", d) for t, r in zip(threads, rows) for d in range(r)] + [Lane(x, "device") for x in ordered]
             + ([Lane("requests", "requests")] if has_requests else []))
 
 
@@ -233,15 +237,17 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
     threads = thread[1] or ["main"]
     streams = stream[1] or [COMPUTE]
     analysed = primary_stream(trace)
-    lanes = _lanes(threads, streams, bool(trace.requests), analysed)
-    lane_of = {(ln.kind, ln.name): i for i, ln in enumerate(lanes)}
-    thread_lane = np.array([lane_of[("host", t)] for t in threads], dtype=np.int32)[thread[0]] \
+    categories = trace.header.get("categories") or {}
+    # an imported trace's host events nest: a row per call-stack depth; ours are the tick's phases
+    depth = stack_depths(thread[0], h_t0, h_t1) if categories.get("host") else np.zeros(len(h_t0), np.int32)
+    lanes = _lanes(threads, streams, bool(trace.requests), analysed, rows_per_thread(thread[0], depth, len(threads)))
+    lane_of = {(ln.kind, ln.name): i for i, ln in enumerate(lanes) if not ln.depth}
+    thread_lane = np.array([lane_of[("host", t)] for t in threads], dtype=np.int32)[thread[0]] + depth \
         if len(thread[0]) else np.zeros(0, np.int32)
     stream_lane = np.array([lane_of[("device", x)] for x in streams], dtype=np.int32)[stream[0]] \
         if len(stream[0]) else np.zeros(0, np.int32)
     compute_lane = lane_of.get(("device", analysed), len(threads))
     rows_of = _rows_lookup(trace)
-    categories = trace.header.get("categories") or {}
     named_phase, phase_text = _by_category(phase, categories.get("host"))
     named_op, op_text = _by_category(op, categories.get("device"))
 
@@ -255,8 +261,8 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
         if phase_text is None:
             sub = ph not in TOP_PHASES
             name = phase_set_name(ph, sub)
-        else:   # an imported trace's category
-            sub, name = CATEGORY_GROUP.get(ph) != "phase", ph
+        else:   # an imported trace's category: each span in its own call-stack row, a full one
+            sub, name = False, ph
         steps = h_step[m]
         sets.append(_span_set(
             name, "subphase" if sub else "phase", COLOURS.get(name, OTHER_COLOUR), thread_lane[m], h_t0[m], h_t1[m],

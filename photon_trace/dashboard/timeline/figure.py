@@ -29,6 +29,11 @@ from photon_trace.dashboard.timeline.view import View
 AXIS_TITLES = {"window": "time from the analysis window's start",
                "trace": "time from the trace's first record (the Perfetto export's ts)",
                "step": "step (ticks where a step's launch begins)"}
+LANE_PX = 70          # the height of one lane, up to FULL_LANES lanes; more share FULL_LANES' height
+FULL_LANES = 8
+MIN_LANE_PX = 24      # a call stack's rows: one line of label each
+AXIS_ABOVE_PX = 48    # the time axis' ticks and title, above the lanes
+LEGEND_PX = 56        # room for two rows of legend above the axis
 WINDOW_NOTE = ("shaded: outside the analysis window (warm-up or drain). Drawn and marked like the rest, "
                "but not counted in the cards, tables and diagnosis")
 
@@ -36,8 +41,15 @@ WINDOW_NOTE = ("shaded: outside the analysis window (warm-up or drain). Drawn an
 def lane_axis(data: TimelineData) -> dict:
     """y-axis settings: one labelled lane per host thread and device stream, top to bottom."""
     n = len(data.lanes)
-    return dict(tickvals=[-i for i in range(n)], ticktext=[plain(ln.label) for ln in data.lanes],
+    # a call stack's deeper rows say only their depth: their thread is named on the row above
+    return dict(tickvals=[-i for i in range(n)],
+                ticktext=[f"depth {ln.depth}" if ln.depth else plain(ln.label) for ln in data.lanes],
                 range=[-(n - 1) - 0.6, 0.72], fixedrange=True, showgrid=False, zeroline=False)
+
+
+def lane_px(n: int) -> int:
+    """The height of a lane when there are ``n``."""
+    return LANE_PX if n <= FULL_LANES else max(MIN_LANE_PX, LANE_PX * FULL_LANES // n)
 
 
 def x_axis(data: TimelineData, view: View, meta: dict) -> dict:
@@ -87,12 +99,17 @@ def timeline_figure(data: TimelineData, view: View = View(), title: str | None =
     n = len(data.lanes)
     shapes, notes = window_shapes(data, view)
     fig = go.Figure(data=traces)
+    # The time axis is on top, as in Perfetto and Nsight, so it is on screen however many lanes
+    # there are; the legend sits above it, a fixed number of pixels up (legend y is in paper units).
+    top = AXIS_ABOVE_PX + LEGEND_PX + (26 if title else 0)
+    height = top + lane_px(n) * n + 30
     fig.update_layout(
         template="plotly_white", title=dict(text=title, x=0.01) if title else None,
-        height=150 + 70 * n, margin=dict(l=120, r=20, t=70 if title else 44, b=50),
+        height=height, margin=dict(l=120, r=20, t=top, b=30),
         hovermode="closest", hoverdistance=30, dragmode="zoom", selectdirection="h", meta=meta,
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=11)),
-        xaxis=x_axis(data, view, meta), yaxis=lane_axis(data),
+        legend=dict(orientation="h", yanchor="bottom", y=1 + AXIS_ABOVE_PX / (height - top - 30), x=0,
+                    font=dict(size=11)),
+        xaxis={**x_axis(data, view, meta), "side": "top"}, yaxis=lane_axis(data),
         shapes=shapes + list((marks or {}).get("shapes", [])),
         annotations=notes + list((marks or {}).get("annotations", [])),
         uirevision="timeline",
