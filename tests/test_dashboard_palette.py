@@ -73,3 +73,13 @@ def test_the_demo_timelines_legend_is_words_in_distinct_colours():
     for vision in VISIONS:
         d, a, b = closest_pair(areas, vision)
         assert d >= MIN_DE2000, f"{a!r} and {b!r} are {d:.2f} apart ({vision})"
+
+
+def test_the_help_overlay_says_what_every_legend_entry_means():
+    from photon_trace.dashboard.help import MEANINGS
+    from photon_trace.dashboard.timeline.draw_marks import REQUEST_END_NAMES, REQUEST_NAMES
+    from photon_trace.dashboard.timeline.marks import SYNC_NAME, SYNC_OUTSIDE_NAME
+    from photon_trace.dashboard.timeline.palette import legend_name
+    entries = {legend_name(n) for n in {**ENGINE, **IMPORTED} if not n.startswith("requests: ") and n != "other"}
+    entries |= {*REQUEST_NAMES.values(), *REQUEST_END_NAMES.values(), SYNC_NAME, SYNC_OUTSIDE_NAME}
+    assert entries - set(MEANINGS) == set()

@@ -62,9 +62,13 @@ def x_axis(data: TimelineData, view: View, meta: dict) -> dict:
     origin = data.origin_for(view.axis)
     a, b = lo * 1e9 + origin, hi * 1e9 + origin
     k0, k1 = np.searchsorted(data.step_t0, [a, b])
+    in_view = k1 - k0
+    # ticks over all that was drawn (the page pans across it on its own), as dense as fits the view
+    d0, d1 = meta.get("data_range") or (lo, hi)
+    k0, k1 = np.searchsorted(data.step_t0, [d0 * 1e9 + origin, d1 * 1e9 + origin])
     idx = np.arange(k0, k1)
-    if len(idx) > 12:
-        every = int(np.ceil(len(idx) / 12))
+    if in_view > 12:
+        every = int(np.ceil(in_view / 12))
         idx = idx[data.step_ids[idx] % every == 0] if every > 1 else idx
     return {**ax, "tickmode": "array", "tickvals": list(data.to_x(data.step_t0[idx], view.axis)),
             "ticktext": [f"{int(s)}" for s in data.step_ids[idx]]}
