@@ -82,7 +82,7 @@
       for (let k = 0; k < t.customdata.length; k++) {
         const cd = t.customdata[k], x0 = cd[5], x1 = cd[5] + cd[3];
         if (x1 <= lo || x0 >= hi) continue;
-        const s = {t, k, p0: xa.l2p(Math.max(x0, lo)), p1: xa.l2p(Math.min(x1, hi)), band: b1 - b0,
+        const s = {t, k, set: c[1], p0: xa.l2p(Math.max(x0, lo)), p1: xa.l2p(Math.min(x1, hi)), band: b1 - b0,
                    lane: Math.round(-t.y[k] + (b0 + b1) / 2), inner};
         spans.push(s);
         if (inner) (nested[s.lane] = nested[s.lane] || []).push([s.p0, s.p1]);
@@ -102,7 +102,8 @@
         const lines = bandPx >= TWO_LINES_PX ? 2 : 1;
         Object.assign(el.style, {left: (p0 + 2) + 'px', width: (p1 - p0 - 4) + 'px', top: (yc - 7 * lines) + 'px',
                                  color: ink(fills[t.legendgroup])});
-        const what = t.text ? shown(t.text[k]) : shown(t.meta);
+        const own = (meta.label_names || [])[s.set];
+        const what = own == null && t.text ? shown(t.text[k]) : shown(own == null ? t.meta : own);
         if (lines === 2) {
           const a = document.createElement('div'), b = document.createElement('div');
           a.textContent = what; b.textContent = duration(cd[3]);

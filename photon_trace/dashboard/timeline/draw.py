@@ -67,7 +67,11 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
                             "spans_total": data.n_spans, "x_range": [f.lo, f.hi], "axis": view.axis,
                             "data_range": [float(f.x(f.a)), float(f.x(f.b))], "px_s": f.px_ns / 1e9,
                             "full_range": list(data.full_range(view.axis)), "width_px": view.width_px,
-                            "bands": [list(BANDS[st.group]) for st in data.sets],   # per set: for its labels
+                            # per set, for its spans' labels: its band, and the words a label starts
+                            # with (a bubble's cause; a span with its own name, an imported op, uses it)
+                            "bands": [list(BANDS[st.group]) for st in data.sets],
+                            "label_names": [plain(legend_name(st.name).removeprefix("bubble: "))
+                                            if st.text is None or st.group == "bubble" else None for st in data.sets],
                             "bubbles": sum(len(v) for st, v in zip(data.sets, vis) if st.group == "bubble"),
                             "in_columns": 0, "syncs": 0, "lanes": [ln.label for ln in data.lanes],
                             "analysed": data.analysed}
