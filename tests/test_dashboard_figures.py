@@ -300,6 +300,7 @@ def test_compare_puts_both_traces_on_one_x_axis_each_from_its_own_window_start()
     legend = [t.name for t in fig.data if t.showlegend]
     assert len(legend) == len(set(legend))
     assert fig.layout.legend.y < 0      # under the axis: the A and B labels above the lanes are clear of it
+    assert fig.layout.xaxis.side == "top"   # over A's lanes: on screen however many lanes (issue 33)
 
 
 # --------------------------------------------------------------------- panels

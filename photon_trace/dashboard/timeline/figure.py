@@ -142,18 +142,20 @@ def compare_figure(a: TimelineData, b: TimelineData, view: View = View(),
     shapes_b, notes_b = window_shapes(b, view, "x", "y2 domain")
     fig = go.Figure(data=ta + tb)
     ax = x_axis(a, v.with_range(view.x_range), meta_a)
-    ax.update(title="time from each trace's analysis window start", anchor="y2")
+    # on top, over A's lanes, as on the timeline: on screen however many lanes the two have
+    ax.update(title="time from each trace's analysis window start", anchor="y", side="top")
     fig.update_layout(
-        template="plotly_white", height=260 + 70 * (na + nb), margin=dict(l=120, r=20, t=34, b=110),
+        template="plotly_white", height=220 + AXIS_ABOVE_PX + lane_px(na + nb) * (na + nb),
+        margin=dict(l=120, r=20, t=34 + AXIS_ABOVE_PX, b=90),
         hovermode="closest", hoverdistance=30, dragmode="zoom", uirevision="compare",
         meta={"a": meta_a, "b": meta_b, "labels": list(labels)},
-        # the legend goes under the axis, so each trace's label has the space above its lanes
-        legend=dict(orientation="h", yanchor="top", y=-0.09, x=0, font=dict(size=11)),
+        # the legend goes under the lanes, so each trace's label has the space above its lanes
+        legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=11)),
         xaxis=ax, yaxis={**lane_axis(a), "domain": dom_a}, yaxis2={**lane_axis(b), "domain": dom_b},
         shapes=shapes_a + shapes_b, annotations=notes_a + notes_b + [
             # each trace's name sits in the gap just above its own lanes, clear of the legend
             dict(text=f"<b>{plain(labels[0])}</b>", xref="paper", yref="paper", x=0, y=dom_a[1], xanchor="left",
-                 yanchor="bottom", showarrow=False, yshift=2, font=dict(size=12), name="label-a"),
+                 yanchor="bottom", showarrow=False, yshift=AXIS_ABOVE_PX + 2, font=dict(size=12), name="label-a"),
             dict(text=f"<b>{plain(labels[1])}</b>", xref="paper", yref="paper", x=0, y=dom_b[1], xanchor="left",
                  yanchor="bottom", showarrow=False, yshift=4, font=dict(size=12), name="label-b")],
     )
