@@ -464,24 +464,3 @@ def test_a_short_traces_step_axes_tick_whole_steps_only():
     many = [SimpleNamespace(step=s, period_ns=5e6, idle_ns=1e5) for s in range(200)]
     fig = figures.step_series_figure(SimpleNamespace(steps=many, period_ms=5.0))
     assert fig.layout.xaxis.tickvals is None and fig.layout.xaxis.tickformat == "d"
-
-
-def test_a_padded_view_draws_beyond_its_edges_for_the_page_to_pan_over(mask_sync):
-    """Issue 33: the page pans and zooms on its own over what was drawn; the figure says what
-    that is (the range drawn, the pixel it was drawn for) and counts only the view as visible."""
-    _, _, data = mask_sync
-    lo, hi = data.full_range()
-    w = (hi - lo) / 10
-    a, b = lo + 4 * w, lo + 5 * w
-    plain_fig = timeline_figure(data, View(x_range=(a, b)))
-    padded = timeline_figure(data, View(x_range=(a, b), pad=1.0))
-    m0, m1 = plain_fig.layout.meta, padded.layout.meta
-    assert m1["x_range"] == [a, b] and list(padded.layout.xaxis.range) == [a, b]
-    assert m1["data_range"][0] == pytest.approx(a - w, abs=1e-9) and m1["data_range"][1] == pytest.approx(b + w, abs=1e-9)
-    assert m0["data_range"] == pytest.approx([a, b], abs=1e-9)
-    assert m1["px_s"] == pytest.approx(m0["px_s"]) == pytest.approx(w / 1600, rel=1e-6)
-    assert m1["spans_visible"] == m0["spans_visible"]
-    assert hover_points(padded, "forward") > 2 * hover_points(plain_fig, "forward")
-    # at the trace's ends there is nothing to pad
-    edge = timeline_figure(data, View(x_range=(lo, lo + w), pad=1.0)).layout.meta
-    assert edge["data_range"][0] == pytest.approx(lo, abs=1e-9) == edge["full_range"][0]
