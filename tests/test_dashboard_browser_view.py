@@ -192,6 +192,10 @@ def test_question_mark_shows_the_keys_and_what_each_drawn_colour_means(demo):
         assert swatch == f"rgb({int(c[0:2], 16)}, {int(c[2:4], 16)}, {int(c[4:6], 16)})"
     demo.keyboard.press("Escape")
     demo.wait_for_selector("#help-overlay", state="hidden")
+    demo.click("#help-button")                                     # and for the mouse
+    demo.wait_for_selector("#help-overlay", state="visible")
+    demo.click("#help-close")
+    demo.wait_for_selector("#help-overlay", state="hidden")
 
 
 def test_a_call_stack_of_24_rows_keeps_its_time_axis_and_legend_words_on_screen(browser, tmp_path):

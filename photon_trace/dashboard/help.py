@@ -77,6 +77,7 @@ def help_overlay() -> html.Div:
                                   className="pt-help-colour", **{"data-name": name}, style={"display": "none"})
                           for name, words in MEANINGS.items()], id="help-colours")
     return html.Div(id="help-overlay", role="dialog", style=OVERLAY, children=[
-        html.Div([html.B("Keys and colours"), html.Span("  (? or Esc to close)", style={"color": "#777"})]),
+        html.Div([html.B("Keys and colours"), html.Span("  (? or Esc to close)", style={"color": "#777"}),
+                  html.Button("close", id="help-close", n_clicks=0, style={"float": "right"})]),
         keys, html.Div("What each colour on this timeline means", style={"fontWeight": 600, "margin": "10px 0 4px"}),
         colours])

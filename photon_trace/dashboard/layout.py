@@ -112,6 +112,7 @@ def timeline_tab(live: bool) -> dcc.Tab:
         html.Button("▶ follow", id="follow", n_clicks=0, style={"display": "inline-block" if live else "none"},
                     title="resume following the live trace (zooming or selecting pauses it)"),
         html.Span(id="search-summary", style=SMALL),
+        html.Button("? keys and colours", id="help-button", n_clicks=0, title="the keys, and what each colour means (?)"),
     ])
     return dcc.Tab(label="Timeline", value="timeline", children=[
         html.Div(id="fix-first", style={"margin": "6px 0"}),

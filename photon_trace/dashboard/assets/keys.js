@@ -15,6 +15,11 @@
     mouseFrac = (px >= 0 && px <= xa._length && py >= 0 && py <= box.height) ? px / xa._length : null;
   });
   document.addEventListener('click', (e) => {
+    if (e.target.closest && e.target.closest('#help-button, #help-close')) {
+      const box = document.getElementById('help-overlay');
+      toggleHelp(!(box && box.style.display === 'block'));
+      return;
+    }
     const tr = e.target.closest && e.target.closest('tr[data-row]');
     const table = tr && tr.closest('table');
     if (!table || !table.id || !window.dash_clientside || !window.dash_clientside.set_props) return;
