@@ -71,7 +71,7 @@ def test_overview_drawing_is_honest_short_spans_show_and_no_bubble_is_widened(se
     px = (hi - lo) / 1600
     copies = data.set_named("copy_back")
     assert (copies.t1 - copies.t0).max() / 1e9 < px                    # each copy is under a pixel wide ...
-    assert polygons(fig, "copy_back") > 0                              # ... and the copy lane is not empty
+    assert polygons(fig, "copy-back") > 0                              # ... and the copy lane is not empty
     assert fig["meta"]["in_columns"] > 0
     widths = page.evaluate("""() => {
       const gd = document.querySelector('#timeline .js-plotly-plot');
@@ -164,6 +164,16 @@ def test_panels_show_diagnosis_bubbles_idle_breakdown_and_labelled_histograms(se
     axis_titles = page.evaluate("""() => { const fl = document.querySelector('#steps-fig .js-plotly-plot')._fullLayout;
       return Object.keys(fl).filter(k => /^[xy]axis/.test(k)).map(k => fl[k].title && fl[k].title.text); }""")
     assert {"period (ms)", "idle per step (ms)", "steps"} <= set(axis_titles)
+    # no subplot title is drawn over an axis title or tick label (issue 33: "idle histogram" was)
+    overlaps = page.evaluate("""() => {
+      const gd = document.querySelector('#steps-fig .js-plotly-plot');
+      const boxes = (sel) => [...gd.querySelectorAll(sel)].map(e => [e.textContent, e.getBoundingClientRect()]);
+      const titles = boxes('.infolayer .annotation-text');
+      const labels = boxes('.infolayer g[class^="g-"][class$="title"] text, g[class$="tick"] > text');
+      const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+      return titles.flatMap(([t, a]) => labels.filter(([, b]) => hit(a, b)).map(([l]) => t + ' / ' + l));
+    }""")
+    assert len(axis_titles) and overlaps == []
     assert rep.syncs[0].site in page.inner_text("#diagnosis-table")
     assert page.locator("#bubble-table tbody tr").count() == min(len(rep.bubbles), 100)
     breakdown = figure(page, "#idle-breakdown")

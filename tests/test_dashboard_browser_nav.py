@@ -98,20 +98,22 @@ def test_a_box_selected_range_gets_statistics_per_name_and_lane_and_its_idle_by_
 
 
 def test_w_s_a_d_zoom_and_pan_like_perfetto(page):
+    # the keys move the plotted axis at once, in the page; the server re-draws only when the
+    # view needs data the page lacks (issue 33), so the axis range is what is read here
     full = figure(page, "#timeline")
     lo, hi = full["range"]
     page.mouse.move(5, 5)                                  # not over the plot: zoom about the centre
     page.keyboard.press("w")
-    z = figure(page, "#timeline", until=f"f.meta.x_range[1] - f.meta.x_range[0] < {0.8 * (hi - lo)}")
-    w = z["meta"]["x_range"][1] - z["meta"]["x_range"][0]
+    z = figure(page, "#timeline", until=f"f.range[1] - f.range[0] < {0.8 * (hi - lo)}")
+    w = z["range"][1] - z["range"][0]
     assert w == pytest.approx(0.7 * (hi - lo), rel=1e-3)
     page.keyboard.press("d")
-    panned = figure(page, "#timeline", until=f"f.meta.x_range[0] > {z['meta']['x_range'][0] + 0.1 * w}")
-    assert panned["meta"]["x_range"][0] == pytest.approx(z["meta"]["x_range"][0] + 0.2 * w, rel=1e-3)
+    panned = figure(page, "#timeline", until=f"f.range[0] > {z['range'][0] + 0.1 * w}")
+    assert panned["range"][0] == pytest.approx(z["range"][0] + 0.2 * w, rel=1e-3)
     page.keyboard.press("s")
-    figure(page, "#timeline", until=f"f.meta.x_range[1] - f.meta.x_range[0] > {0.95 * w / 0.7}")
+    figure(page, "#timeline", until=f"f.range[1] - f.range[0] > {0.95 * w / 0.7}")
     page.fill("#search", "ww")                             # keys typed into a box are not navigation
-    assert figure(page, "#timeline")["meta"]["x_range"][1] - figure(page, "#timeline")["meta"]["x_range"][0] > w
+    assert figure(page, "#timeline")["range"][1] - figure(page, "#timeline")["range"][0] > w
 
 
 def test_go_to_step_search_and_the_bubble_table_bring_things_into_view(page):

@@ -62,7 +62,7 @@ def test_one_webgl_trace_per_category_with_phases_and_ops_in_their_own_colours(m
     assert all(n == 1 for n in names.values()), names
     for phase in ("plan", "launch", "commit", "finalize"):
         assert phase in names
-    for op in ("forward", "sample", "copy_back"):
+    for op in ("forward", "sample", "copy-back"):   # the legend's words (issue 33)
         assert op in names
     colours = {t.fillcolor for t in fig.data if t.name in ("plan", "launch", "commit", "finalize")}
     assert len(colours) == 4
@@ -131,7 +131,7 @@ def test_bubbles_are_never_widened_and_narrow_spans_are_drawn_as_their_share_of_
     copy_lane = [ln.name for ln in data.lanes].index("copy")
     copies = [d for d in tr.device_spans if d.stream == "copy" and d.op == "copy_back"]
     assert max(d.t1 - d.t0 for d in copies) / 1e9 < col        # every copy-back is under a pixel here
-    for name, lane, spans in (("copy_back", copy_lane, [(d.t0, d.t1) for d in copies]),
+    for name, lane, spans in (("copy-back", copy_lane, [(d.t0, d.t1) for d in copies]),
                               (bubble_name("accidental_sync"), data.compute_lane,
                                [(b.t0, b.t1) for b in data.bubbles if b.cause == "accidental_sync"])):
         true = sum(t1 - t0 for t0, t1 in spans) / 1e9
@@ -249,7 +249,7 @@ def test_aggregated_compute_lane_shows_the_busy_and_idle_shares(long_data):
     w = (rep.window[1] - rep.window[0]) / 1e9
     fig = timeline_figure(data, View(x_range=(0.0, w)))
     lane = data.compute_lane
-    busy = sum(drawn_area(fig, n, lane) for n in ("forward", "prefill", "sample", "masked_sample", "device stage"))
+    busy = sum(drawn_area(fig, n, lane) for n in ("forward", "prefill", "sample", "masked sample", "stage copy (device)"))
     assert math.isclose(busy / w, 1 - rep.idle_fraction, abs_tol=0.02)
     idle = sum(drawn_area(fig, t.name, lane) for t in fig.data if t.name.startswith("bubble: ")
                and not t.name.endswith("(hover)"))
@@ -300,6 +300,7 @@ def test_compare_puts_both_traces_on_one_x_axis_each_from_its_own_window_start()
     legend = [t.name for t in fig.data if t.showlegend]
     assert len(legend) == len(set(legend))
     assert fig.layout.legend.y < 0      # under the axis: the A and B labels above the lanes are clear of it
+    assert fig.layout.xaxis.side == "top"   # over A's lanes: on screen however many lanes (issue 33)
 
 
 # --------------------------------------------------------------------- panels
@@ -451,3 +452,15 @@ def test_the_docs_glossary_names_every_card():
     for label in ("period", "bookkeeping", "device idle", "idle: host late", "accidental sync", "who can fix it",
                   "predicted speedup", "analysis window", "pixel column", "within noise", "p99"):
         assert f"| {label}" in glossary or f", {label}" in glossary, label
+
+
+def test_a_short_traces_step_axes_tick_whole_steps_only():
+    """Issue 33 item 2: a 2-step trace got ticks at 1.5; steps are whole numbers."""
+    from types import SimpleNamespace
+    steps = [SimpleNamespace(step=s, period_ns=5e6 + s, idle_ns=1e5) for s in (7, 8)]
+    fig = figures.step_series_figure(SimpleNamespace(steps=steps, period_ms=5.0))
+    for ax in (fig.layout.xaxis, fig.layout.xaxis3):
+        assert list(ax.tickvals) == [7, 8] and ax.tickformat == "d"
+    many = [SimpleNamespace(step=s, period_ns=5e6, idle_ns=1e5) for s in range(200)]
+    fig = figures.step_series_figure(SimpleNamespace(steps=many, period_ms=5.0))
+    assert fig.layout.xaxis.tickvals is None and fig.layout.xaxis.tickformat == "d"

@@ -104,6 +104,10 @@ def test_a_dead_server_is_unreachable_with_the_time_of_the_last_data(endpoint):
     f = LiveFollower(endpoint.url, TraceStore(["."]), seconds=10)
     f.poll()
     assert f.status().state == "live" and not f.status().stale
+    # paused on a zoom, the line says so and what the source does, not that it is following
+    # (issue 33 item 3: "paused (zoomed or selected): live: following…")
+    paused = f.status().paused()
+    assert paused.startswith("paused") and "following" not in paused and "is live" in paused
     endpoint.close()
     f.poll()
     st = f.status()

@@ -47,7 +47,7 @@ def test_screenshots_of_the_main_views(browser, tmp_path, monkeypatch):
             full = figure(pg, "#timeline")
             lo, hi = full["meta"]["x_range"]
             relayout(pg, "#timeline", lo + (hi - lo) * 0.2, lo + (hi - lo) * 0.8)
-            figure(pg, "#timeline", until=f"f.meta.x_range[0] > {lo + (hi - lo) * 0.1}")
+            figure(pg, "#timeline", until=f"f.range[0] > {lo + (hi - lo) * 0.1}")   # zoomed in the page
             click_point(pg, "#timeline", "forward (hover)", 2)
             pg.wait_for_function("() => document.querySelector('#details-title') && "
                                  "document.querySelector('#details-title').innerText.startsWith('forward')")

@@ -51,7 +51,11 @@ def test_idle_breakdown_per_stream_matches_the_report_on_the_compute_stream(mask
     assert math.isclose(c["idle: host late (nothing enqueued yet)"], rep.host_idle_fraction, abs_tol=1e-6)
     for r in rows.values():
         total = r["busy"] + r["idle: host late (nothing enqueued yet)"] + r["idle: launch latency (enqueued, not started)"]
+        total += r["idle: no work (nothing enqueued on this stream)"]   # another stream's (issue 33 item 2)
         assert math.isclose(total, 1.0, abs_tol=1e-6)
+    # the copy stream waiting for its next copy is not the host being late
+    assert rows["copy"]["idle: host late (nothing enqueued yet)"] == 0.0
+    assert rows["copy"]["idle: no work (nothing enqueued on this stream)"] > 0.5
 
 
 def test_a_device_op_shows_every_field_and_the_host_span_that_enqueued_it(mask_sync):

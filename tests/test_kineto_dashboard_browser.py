@@ -69,7 +69,9 @@ def test_an_imported_gpu_trace_draws_its_lanes_bubbles_and_syncs(server, page):
     report = analyze(load_any(SYNC))
     page.goto(server)
     fig = drawn(page)
-    assert fig["lanes"] == ["host · thread 948300 (python3.10)", "device · gpu0 stream 7"]
+    # the host thread as a call stack, one row per depth (issue 33), then the device
+    assert fig["lanes"] == ["host · thread 948300 (python3.10)", "depth 1", "depth 2", "depth 3", "depth 4",
+                            "device · gpu0 stream 7"]
     bubbles = sum(t["polys"] for t in fig["traces"] if t["name"].startswith("bubble:"))
     # 4 gaps split by what covered them (test_kineto_sync_trace): 10 host-bound stretches, the .item()
     # sync's 35 µs, and the 4 launches' latency to their ops
@@ -78,7 +80,7 @@ def test_an_imported_gpu_trace_draws_its_lanes_bubbles_and_syncs(server, page):
     assert (polys["bubble: host-bound launch"], polys["bubble: accidental sync"],
             polys["bubble: device dispatch"]) == (10, 1, 4)
     names = set(polys)
-    assert {"kernel", "memcpy", "cpu op", "cuda runtime", "bubble: accidental sync",
+    assert {"kernel", "memory copy", "CPU op", "CUDA runtime", "bubble: accidental sync",
             "bubble: host-bound launch"} <= names
     syncs = sum(t["n"] for t in fig["traces"] if t["name"] == "accidental sync")
     assert syncs == sum(s.count for s in report.syncs) == 3
@@ -102,7 +104,11 @@ def test_a_multi_stream_training_trace_opens_from_the_path_box(server, page):
     drawn(page)
     page.fill("#path-input", str(TRAINING))
     page.click("#open-a")
-    page.wait_for_function(f"() => {{ const f = ({FIGURE})(); return f && f.lanes.length === 7; }}", timeout=60_000)
+    page.wait_for_function(f"() => {{ const f = ({FIGURE})(); return f && f.lanes.includes('device · gpu0 stream 203'); }}",
+                           timeout=60_000)
     fig = page.evaluate(FIGURE)
-    assert fig["lanes"][2:] == [f"device · gpu0 stream {s}" for s in (7, 23, 25, 84, 203)]
-    assert fig["lanes"][:2] == ["host · thread 4037 (python3.8)", "host · thread 23695 (python3.8)"]
+    assert fig["lanes"][-5:] == [f"device · gpu0 stream {s}" for s in (7, 23, 25, 84, 203)]
+    # each host thread's call stack, a row per depth (issue 33)
+    assert [x for x in fig["lanes"] if x.startswith("host")] == ["host · thread 4037 (python3.8)",
+                                                                "host · thread 23695 (python3.8)"]
+    assert fig["lanes"].index("host · thread 23695 (python3.8)") == 11 and len(fig["lanes"]) == 24

@@ -61,9 +61,10 @@ def test_an_nsys_export_draws_its_lanes_bubbles_and_syncs(server, page):
     report = analyze(trace)
     page.goto(server)
     fig = drawn(page)
-    assert fig["lanes"] == ["host · thread 1230493 (MPI Rank 0)", "device · gpu0 stream 7"]
+    # the host thread as a call stack (issue 33): an NVTX range over the runtime calls in it
+    assert fig["lanes"] == ["host · thread 1230493 (MPI Rank 0)", "depth 1", "device · gpu0 stream 7"]
     assert hover_points(fig, "bubble: ") == len(report.bubbles) > 0    # one hover point per bubble
-    assert {"kernel", "memcpy", "cuda runtime", "nvtx"} <= {t["name"] for t in fig["traces"]}
+    assert {"kernel", "memory copy", "CUDA runtime", "NVTX range"} <= {t["name"] for t in fig["traces"]}
     assert markers(fig) == len(trace.waits) == 15
 
 

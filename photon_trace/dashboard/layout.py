@@ -10,6 +10,7 @@ from pathlib import Path
 from dash import dcc, html
 
 from photon_trace.dashboard.glossary import define
+from photon_trace.dashboard.help import help_overlay
 from photon_trace.dashboard.panels import figures
 from photon_trace.dashboard.timeline.figure import placeholder_figure
 
@@ -114,6 +115,7 @@ def timeline_tab(live: bool) -> dcc.Tab:
         html.Button("▶ follow", id="follow", n_clicks=0, style={"display": "inline-block" if live else "none"},
                     title="resume following the live trace (zooming or selecting pauses it)"),
         html.Span(id="search-summary", style=SMALL),
+        html.Button("? keys and colours", id="help-button", n_clicks=0, title="the keys, and what each colour means (?)"),
     ])
     return dcc.Tab(label="Timeline", value="timeline", children=[
         html.Div(id="fix-first", style={"margin": "6px 0"}),
@@ -123,7 +125,7 @@ def timeline_tab(live: bool) -> dcc.Tab:
                   style={"height": "70px"}),
         dcc.Graph(id="timeline", config=GRAPH_CONFIG, figure=placeholder_figure("loading…")),
         html.Div("Drag to zoom (x only), scroll to zoom, double-click to reset; keys W/S zoom and A/D pan as in "
-                 "Perfetto. Click a span, bubble or ▼ sync for its details; use the box-select tool to get "
+                 "Perfetto; ? shows the keys and what each colour means. Click a span, bubble or ▼ sync for its details; use the box-select tool to get "
                  "statistics of a time range. Zoomed out, spans under a pixel are summed per pixel column "
                  "(a block's height is the share of that column they occupy: nothing is widened). ▼ marks an "
                  "accidental sync, the dotted line the bubble it caused; the shaded edges are outside the "
@@ -189,5 +191,6 @@ def page(store, live: str | None, follower, opts: list[dict], a: str | None, b: 
         dcc.Store(id="selection-a"), dcc.Store(id="hidden-a", data=[]), dcc.Store(id="hits-a", data=[]),
         dcc.Store(id="load-state"), dcc.Store(id="row-click"),
         dcc.Store(id="follow-state", data={"on": follower is not None, "page": uuid.uuid4().hex}),
+        help_overlay(),
     ])
 

@@ -15,6 +15,29 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
       return out;
     },
 
+    // Trace A's zoom and pan (keys, drag, wheel), answered in the page: plotly has already moved
+    // the axis over what the server drew (View.pad of the width beyond each side, each span
+    // exact or summed per pixel column). The server is asked for a new drawing only when the
+    // view needs data this one lacks (needsData); either way the view store keeps the range,
+    // for the callbacks that start from it (go to step, search, the overview).
+    zoom_view: function (r, path, view) {
+      const skip = window.dash_clientside.no_update;
+      if (!r) return [skip, skip];
+      const out = {};
+      for (const k of Object.keys(r)) if (/^xaxis\.(range|autorange)/.test(k)) out[k] = r[k];
+      if (!Object.keys(out).length) return [skip, skip];
+      let rng = null;
+      if ('xaxis.range[0]' in out && 'xaxis.range[1]' in out) rng = [out['xaxis.range[0]'], out['xaxis.range[1]']];
+      else if (Array.isArray(out['xaxis.range'])) rng = out['xaxis.range'].slice();
+      const v = Object.assign({}, view || {}, {range: rng ? [Math.min(...rng.map(Number)), Math.max(...rng.map(Number))] : null});
+      const gd = document.querySelector('#timeline .js-plotly-plot');
+      const meta = gd && gd.layout && gd.layout.meta;
+      window.ptTimeline.overviewBox(v.range);
+      if (path !== 'live' && v.range && !window.ptTimeline.needsData(meta, v.range[0], v.range[1])) return [skip, v];
+      out.nonce = Date.now();
+      return [out, v];
+    },
+
     // A live re-draw reaches the timeline only if the user has not zoomed since it was asked for
     // and following is still on in the same epoch. The server drops the ones it can tell are
     // stale (AppState.live_redraw_is_stale), but a re-draw that passed that check before the

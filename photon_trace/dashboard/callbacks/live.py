@@ -28,7 +28,7 @@ def register(app: dash.Dash, state) -> None:
         st = follower.status()
         following = bool((follow or {}).get("on"))
         watching = path == LIVE
-        text = st.text if following or not watching else f"paused (zoomed or selected): {st.text}"
+        text = st.text if following or not watching else st.paused()
         style = {"color": st.colour, "fontSize": "13px", "fontWeight": 600 if st.stale else 400}
         fresh = watching and following and follower.version != (seen or {}).get("v")
         version = {"v": follower.version, "e": (follow or {}).get("epoch", 0)} if fresh else dash.no_update

@@ -29,7 +29,8 @@ def panel_children(loaded: Loaded) -> list:
                 dcc.Graph(id="idle-breakdown", figure=idle_breakdown_figure(idle_breakdown(loaded.timeline)),
                           config={"displayModeBar": False}),
                 help_text="Each stream's analysis window split into busy, idle before the next op was enqueued "
-                          "(the host was late) and idle after it was enqueued (the device's launch latency)."),
+                          "(on the analysed stream the host was late; on another stream, such as the copy "
+                          "stream, it had no work) and idle after it was enqueued (the device's launch latency)."),
         section("Idle per stream (ours) and per device (Nsight's: all its streams together)",
                 table(idle_view_rows(r), "idle-views-table", "no device ops in the window"),
                 help_text="A stream is idle between its own ops; a device only while none of its streams runs. "

@@ -7,6 +7,7 @@ so a zoom never brings back a category the user hid.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import dash
 from dash import ClientsideFunction, Input, Output, Patch, State, ctx
@@ -21,17 +22,22 @@ from photon_trace.dashboard.timeline.view import View, x_range_from_relayout
 from photon_trace.telemetry.analysis.causes import Cause
 
 LIVE = "live"
+PAD = 1.0            # drawn beyond each side of the view, as a share of its width (View.pad)
 SPANS_WAIT_S = 5.0   # how long the first draw waits for a loading trace's spans before the page polls
-# The browser's side of three callbacks (assets/clientside.js): the x-axis part of a zoom,
-# a live re-draw applied only if the user has not zoomed since it was asked for, and the
-# legend groups the user hid.
+# The browser's side of four callbacks (assets/clientside.js): the x-axis part of a compare
+# zoom; trace A's zoom and pan, answered in the page unless the view needs new data; a live
+# re-draw applied only if the user has not zoomed since it was asked for; the legend groups
+# the user hid.
 ZOOM_FILTER = ClientsideFunction("timeline", "zoom_filter")
+ZOOM_VIEW = ClientsideFunction("timeline", "zoom_view")
 APPLY_LIVE = ClientsideFunction("timeline", "apply_live")
 HIDDEN_FILTER = ClientsideFunction("timeline", "hidden_filter")
 
 
 def draw(loaded: Loaded, view: View, hidden: list | None, sel: dict | None, uirevision: str):
-    """Trace A's figure for ``view``, with the selection's marks and the hidden legend groups."""
+    """Trace A's figure for ``view``, with the selection's marks and the hidden legend groups;
+    drawn ``PAD`` of the view's width beyond each side, so the page pans that far by itself."""
+    view = replace(view, pad=PAD)
     fig = timeline_figure(loaded.timeline, view, marks=selection.marks(loaded.timeline, loaded.trace, sel, view.axis))
     hide = set(hidden or ())
     if hide:
@@ -178,7 +184,8 @@ def register(app: dash.Dash, state) -> None:
             raise PreventUpdate
         return now, now[1] in ("complete", "error")
 
-    app.clientside_callback(ZOOM_FILTER, Output("zoom-a", "data"), Input("timeline", "relayoutData"),
+    app.clientside_callback(ZOOM_VIEW, Output("zoom-a", "data"), Output("view-a", "data", allow_duplicate=True),
+                            Input("timeline", "relayoutData"), State("trace-a", "value"), State("view-a", "data"),
                             prevent_initial_call=True)
     app.clientside_callback(APPLY_LIVE, Output("timeline", "figure", allow_duplicate=True),
                             Output("view-a", "data", allow_duplicate=True),

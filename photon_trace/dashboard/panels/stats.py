@@ -13,8 +13,12 @@ from photon_trace.dashboard.panels.figures import fmt_duration
 from photon_trace.dashboard.timeline.data import TimelineData
 from photon_trace.dashboard.timeline.text import plain
 
-BREAKDOWN = (("busy", "#2F6DB5"), ("idle: host late (nothing enqueued yet)", "#F58518"),
-             ("idle: launch latency (enqueued, not started)", "#9E9E9E"))
+HOST_LATE = "idle: host late (nothing enqueued yet)"
+NO_WORK = "idle: no work (nothing enqueued on this stream)"
+LATENCY = "idle: launch latency (enqueued, not started)"
+BREAKDOWN = (("busy", "#2D69B4"), (HOST_LATE, "#F0871E"), (NO_WORK, "#E1E1C3"), (LATENCY, "#969696"))
+"""The analysed stream's idle before an op was enqueued is the host being late; another
+stream's (the copy stream waiting for a copy-back) is only that stream having nothing to do."""
 
 
 def range_stats(data: TimelineData, a: int, b: int) -> dict:
@@ -78,7 +82,8 @@ def _union_inside(data: TimelineData, lane: int, a: int, b: int) -> float:
 
 def idle_breakdown(data: TimelineData) -> list[dict]:
     """Per device stream over the analysis window: busy, idle before the next op was enqueued
-    (the host was late) and idle after (the device's launch latency), in ns and shares."""
+    (on the analysed stream the host was late; on any other the stream had no work) and idle
+    after (the device's launch latency), in ns and shares."""
     a, b = data.window or (data.t_min, data.t_max)
     span = max(b - a, 1)
     out = []
@@ -96,18 +101,22 @@ def idle_breakdown(data: TimelineData) -> list[dict]:
             gap = np.maximum(c1 - c0, 0)
             host_late = float(np.sum(np.minimum(np.maximum(np.clip(enq, a, b) - c0, 0), gap)))
         idle = span - busy
-        out.append({"stream": ln.name, "busy": busy / span, "idle: host late (nothing enqueued yet)": host_late / span,
-                    "idle: launch latency (enqueued, not started)": max(idle - host_late, 0) / span,
+        analysed = lane == data.compute_lane
+        out.append({"stream": ln.name, "busy": busy / span, HOST_LATE: host_late / span if analysed else 0.0,
+                    NO_WORK: 0.0 if analysed else host_late / span, LATENCY: max(idle - host_late, 0) / span,
                     "window_ns": span})
     return out
 
 
 def idle_breakdown_figure(rows: list[dict]) -> go.Figure:
-    """One stacked horizontal bar per device stream: busy, host-late idle, launch-latency idle."""
+    """One stacked horizontal bar per device stream: busy, host-late (or no-work) idle,
+    launch-latency idle; a part no stream has is left out of the legend."""
     fig = go.Figure()
     names = [r["stream"] for r in rows]
     for key, colour in BREAKDOWN:
         vals = [100 * r[key] for r in rows]
+        if rows and not any(vals) and key != "busy":
+            continue
         fig.add_trace(go.Bar(y=[plain(n) for n in names], x=vals, orientation="h", name=key, marker_color=colour,
                              text=[f"{v:.1f} %" for v in vals], textposition="inside", insidetextanchor="middle",
                              customdata=[fmt_duration(r[key] * r["window_ns"]) for r in rows],

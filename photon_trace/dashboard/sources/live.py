@@ -35,6 +35,7 @@ from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait,
 LIVE_SECONDS = 5.0
 POLL_S = 0.5          # how often the source is read
 STALE_S = 1.2         # no new records (or no answer) for this long: say so (+ a 0.5 s page tick: < 2 s)
+PAUSED = "paused on your zoom or selection (▶ follow resumes)"
 KEEP_VIEWS = 16       # recent analysed views kept for a paused page
 
 _ROWS = {"host_spans": HostSpan, "device_spans": DeviceSpan, "waits": HostWait, "steps": StepRecord,
@@ -180,6 +181,12 @@ class LiveStatus:
     state: str            # waiting | live | idle | unreachable
     text: str
     stale: bool           # the numbers on screen are not current
+    source_live: str = ""  # what ``paused`` says of a source that is live (``text`` says "following")
+
+    def paused(self) -> str:
+        """The line while the user holds a view (zoomed or selected): what the source is
+        doing, never "following", which the page then is not."""
+        return f"{PAUSED} · {self.source_live or self.text}"
 
     @property
     def colour(self) -> str:
@@ -325,4 +332,4 @@ class LiveFollower:
             return LiveStatus("idle", f"idle: {self.shown} is reachable but has no new records; {last}"
                                       f"{restarted}", True)
         return LiveStatus("live", f"live: following {self.shown} (last {self.seconds:.0f} s) · {last}"
-                                  f"{restarted}", False)
+                                  f"{restarted}", False, f"{self.shown} is live · {last}{restarted}")

@@ -20,6 +20,9 @@ from typing import Any
 import numpy as np
 
 from photon_trace.dashboard.timeline.marks import RequestStates, SyncMarkers, request_states, sync_markers
+from photon_trace.dashboard.timeline.palette import (
+    BUBBLE_COLOURS, DEVICE_COLOURS, IMPORTED_COLOURS, OTHER_COLOUR, PHASE_COLOURS, WAIT_COLOURS)
+from photon_trace.dashboard.timeline.stack import rows_per_thread, stack_depths
 from photon_trace.telemetry.analysis.causes import Cause, cause_label
 from photon_trace.telemetry.analysis.window import COMPUTE
 from photon_trace.telemetry.trace.lanes import primary_stream
@@ -33,13 +36,6 @@ BUBBLE_CAUSES = tuple(Cause)
 STREAM_ORDER = (COMPUTE, "copy")   # this engine's streams first; any other stream after them, by name
 NS_PER_S = 1e9
 
-PHASE_COLOURS = {
-    Phase.PLAN: "#4C78A8", Phase.LAUNCH: "#F58518", Phase.COMMIT: "#54A24B", Phase.FINALIZE: "#B279A2",
-    Phase.STAGE: "#9ECAE9", Phase.MASK_BUILD: "#FFBF79", Phase.MASK_UPLOAD: "#FF9DA6",
-    Phase.STREAM_OUT: "#D6A5C9",
-}
-"""Every phase's colour (a test fails while a phase has none)."""
-
 
 def phase_set_name(phase: str, sub: bool) -> str:
     """The category of a phase's spans: a sub-phase's is "host <name>" (a device op may share its name)."""
@@ -48,24 +44,8 @@ def phase_set_name(phase: str, sub: bool) -> str:
 
 COLOURS = {
     **{phase_set_name(p.span_name, not p.top): c for p, c in PHASE_COLOURS.items()},
-    "wait: expected": "#6E6E6E", "wait: accidental": "#D62728",
-    "prefill": "#1F3B73", "forward": "#2F6DB5", "device stage": "#BAB0AC", "sample": "#3BA99C",
-    "masked_sample": "#E3B505", "copy_back": "#9D755D", "device mask_upload": "#E377C2",
-    # Imported (PyTorch profiler) traces: their hundreds of op names are drawn by category.
-    "cpu op": "#4C78A8", "annotation": "#C7C7C7", "python": "#BCBD22", "cuda runtime": "#F58518",
-    "cuda driver": "#FF9D45", "kernel": "#2F6DB5", "memcpy": "#9D755D", "memset": "#BAB0AC",
+    **WAIT_COLOURS, **DEVICE_COLOURS, **IMPORTED_COLOURS,
 }
-CATEGORY_GROUP = {"cpu op": "phase"}
-"""An imported trace's host categories draw as sub-phases (the lane's lower half, on top),
-except its cpu ops, which take the full lane as our phases do."""
-BUBBLE_COLOURS = {
-    Cause.HOST_BOUND: "rgba(245,133,24,0.55)", Cause.COMMIT_WAIT: "rgba(148,103,189,0.60)",
-    Cause.ACCIDENTAL_SYNC: "rgba(214,39,40,0.55)", Cause.COPY_WAIT: "rgba(157,117,93,0.55)",
-    Cause.DISPATCH: "rgba(127,127,127,0.45)", Cause.STREAM_WAIT: "rgba(23,190,207,0.55)",
-    Cause.DEVICE_BUSY: "rgba(188,189,34,0.50)",
-}
-"""Every cause's colour: the one thing besides its ``Cause`` member that a new cause needs
-(a test fails while a cause has none)."""
 
 
 def bubble_name(cause: str) -> str:
@@ -77,11 +57,14 @@ def bubble_name(cause: str) -> str:
 class Lane:
     name: str      # thread name or stream name
     kind: str      # host | device | requests
+    depth: int = 0  # an imported host thread's call-stack row (``stack.py``)
 
     @property
     def label(self) -> str:
         ranked = lane_rank(self.name)      # a distributed job's lane: its rank first, as a group heading
         prefix, name = (f"rank {ranked[0]} · ", ranked[1]) if ranked else ("", self.name)
+        if self.depth:                     # an imported call stack's deeper rows
+            return f"{prefix}host · {name} · depth {self.depth}"
         return prefix + {"host": f"host · {name}", "device": f"device · {name}"}.get(self.kind, name)
 
 
@@ -229,9 +212,12 @@ def _by_category(col: tuple[np.ndarray, list[str]], categories: dict | None
     return (lut[codes], cat_names), [short[c] for c in codes.tolist()]
 
 
-def _lanes(threads: list[str], streams: list[str], has_requests: bool, analysed: str = COMPUTE) -> list[Lane]:
-    """Host threads, then the analysed stream, this engine's streams, any other by name; requests.
-    A distributed job's lanes come in groups, one per rank in rank order, each laid out so."""
+def _lanes(threads: list[str], streams: list[str], has_requests: bool, analysed: str = COMPUTE,
+           rows: list[int] | None = None) -> list[Lane]:
+    """Host threads (``rows`` each: an imported trace's call stack), then the analysed stream,
+    this engine's streams, any other by name; requests. A distributed job's lanes come in
+    groups, one per rank in rank order, each laid out so."""
+    depth = dict(zip(threads, rows or [1] * len(threads)))
     ranks = sorted({r[0] for r in map(lane_rank, [*threads, *streams]) if r is not None})
     groups = [([t for t in threads if (lane_rank(t) or (None,))[0] == r],
                [x for x in streams if (lane_rank(x) or (None,))[0] == r]) for r in ranks] or [(threads, streams)]
@@ -240,7 +226,7 @@ def _lanes(threads: list[str], streams: list[str], has_requests: bool, analysed:
         first = [analysed] if analysed in xs and analysed not in STREAM_ORDER else []
         ordered = first + [x for x in STREAM_ORDER if x in xs] + sorted(set(xs) - set(STREAM_ORDER) - set(first),
                                                                         key=_natural)
-        out += [Lane(t, "host") for t in ts] + [Lane(x, "device") for x in ordered]
+        out += [Lane(t, "host", d) for t in ts for d in range(depth[t])] + [Lane(x, "device") for x in ordered]
     return out + ([Lane("requests", "requests")] if has_requests else [])
 
 
@@ -260,15 +246,17 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
     threads = thread[1] or ["main"]
     streams = stream[1] or [COMPUTE]
     analysed = primary_stream(trace)
-    lanes = _lanes(threads, streams, bool(trace.requests), analysed)
-    lane_of = {(ln.kind, ln.name): i for i, ln in enumerate(lanes)}
-    thread_lane = np.array([lane_of[("host", t)] for t in threads], dtype=np.int32)[thread[0]] \
+    categories = trace.header.get("categories") or {}
+    # an imported trace's host events nest: a row per call-stack depth; ours are the tick's phases
+    depth = stack_depths(thread[0], h_t0, h_t1) if categories.get("host") else np.zeros(len(h_t0), np.int32)
+    lanes = _lanes(threads, streams, bool(trace.requests), analysed, rows_per_thread(thread[0], depth, len(threads)))
+    lane_of = {(ln.kind, ln.name): i for i, ln in enumerate(lanes) if not ln.depth}
+    thread_lane = np.array([lane_of[("host", t)] for t in threads], dtype=np.int32)[thread[0]] + depth \
         if len(thread[0]) else np.zeros(0, np.int32)
     stream_lane = np.array([lane_of[("device", x)] for x in streams], dtype=np.int32)[stream[0]] \
         if len(stream[0]) else np.zeros(0, np.int32)
     compute_lane = lane_of.get(("device", analysed), len(threads))
     rows_of = _rows_lookup(trace)
-    categories = trace.header.get("categories") or {}
     named_phase, phase_text = _by_category(phase, categories.get("host"))
     named_op, op_text = _by_category(op, categories.get("device"))
 
@@ -282,11 +270,11 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
         if phase_text is None:
             sub = ph not in TOP_PHASES
             name = phase_set_name(ph, sub)
-        else:   # an imported trace's category
-            sub, name = CATEGORY_GROUP.get(ph) != "phase", ph
+        else:   # an imported trace's category: each span in its own call-stack row, a full one
+            sub, name = False, ph
         steps = h_step[m]
         sets.append(_span_set(
-            name, "subphase" if sub else "phase", COLOURS.get(name, "#888888"), thread_lane[m], h_t0[m], h_t1[m],
+            name, "subphase" if sub else "phase", COLOURS.get(name, OTHER_COLOUR), thread_lane[m], h_t0[m], h_t1[m],
             [steps, h_slot[m], rows_of(steps), h_t1[m] - h_t0[m], np.zeros(len(m))], "host_spans", m,
             [phase_text[i] for i in m] if phase_text is not None else None))
 
@@ -305,7 +293,7 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
             name = f"{name} ({x})"
         steps = d_step[m]
         sets.append(_span_set(
-            name, "device", COLOURS.get(name.split(" (")[0], "#888888"), stream_lane[m], d_t0[m], d_t1[m],
+            name, "device", COLOURS.get(name.split(" (")[0], OTHER_COLOUR), stream_lane[m], d_t0[m], d_t1[m],
             [steps, d_slot[m], rows_of(steps), d_t1[m] - d_t0[m], np.maximum(d_t0[m] - d_enq[m], 0)],
             "device_spans", m, [op_text[i] for i in m] if op_text is not None else None))
 
@@ -355,7 +343,7 @@ def with_analysis(data: TimelineData, trace: Trace, report: Any, outside_bubbles
         bs = [bubbles[i] for i in idx]
         steps = np.array([b.step if b.step is not None else -1 for b in bs], dtype=np.int64)
         sets.append(_span_set(
-            bubble_name(cause), "bubble", BUBBLE_COLOURS.get(cause, "rgba(128,128,128,0.4)"),
+            bubble_name(cause), "bubble", BUBBLE_COLOURS.get(cause, OTHER_COLOUR),
             [compute_lane] * len(bs), [b.t0 for b in bs], [b.t1 for b in bs],
             [steps, np.zeros(len(bs)), rows_of(steps), [b.t1 - b.t0 for b in bs], np.zeros(len(bs))],
             "bubbles", idx, [_bubble_text(b) for b in bs],

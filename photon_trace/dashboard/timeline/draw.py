@@ -27,6 +27,7 @@ from photon_trace.dashboard.timeline.data import SpanSet, TimelineData
 from photon_trace.dashboard.timeline.draw_marks import REQUEST_END_NAMES, request_traces, sync_traces
 from photon_trace.dashboard.timeline.frame import BANDS, HALF, HEIGHT_STEPS, Frame, occupancy, rects, shown, uid, visible
 from photon_trace.dashboard.timeline.marks import SYNC_NAME, SYNC_OUTSIDE_NAME
+from photon_trace.dashboard.timeline.palette import legend_name
 from photon_trace.dashboard.timeline.text import plain
 from photon_trace.dashboard.timeline.view import View
 
@@ -57,10 +58,20 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
     """The traces for ``view`` and a ``meta`` dict (mode, counts drawn) for tests and the page."""
     f = Frame(data, view)
     vis = [visible(st.t0, st.t1, f.a, f.b) for st in data.sets]
-    n_visible = sum(len(v) for st, v in zip(data.sets, vis) if st.group != "bubble")
+    n_visible = sum(int(np.count_nonzero((st.t0[v] <= f.vb) & (st.t1[v] >= f.va)))
+                    for st, v in zip(data.sets, vis) if st.group != "bubble")
     aggregate = n_visible > view.max_spans
+    # What the page needs to zoom and pan on its own (assets/keys.js): the range drawn, the
+    # pixel it was drawn for, and the trace's extent (nothing to fetch beyond it).
     meta: dict[str, Any] = {"mode": "aggregate" if aggregate else "exact", "spans_visible": n_visible,
                             "spans_total": data.n_spans, "x_range": [f.lo, f.hi], "axis": view.axis,
+                            "data_range": [float(f.x(f.a)), float(f.x(f.b))], "px_s": f.px_ns / 1e9,
+                            "full_range": list(data.full_range(view.axis)), "width_px": view.width_px,
+                            # per set, for its spans' labels: its band, and the words a label starts
+                            # with (a bubble's cause; a span with its own name, an imported op, uses it)
+                            "bands": [list(BANDS[st.group]) for st in data.sets],
+                            "label_names": [plain(legend_name(st.name).removeprefix("bubble: "))
+                                            if st.text is None or st.group == "bubble" else None for st in data.sets],
                             "bubbles": sum(len(v) for st, v in zip(data.sets, vis) if st.group == "bubble"),
                             "in_columns": 0, "syncs": 0, "lanes": [ln.label for ln in data.lanes],
                             "analysed": data.analysed}
@@ -92,7 +103,7 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
             dtype = np.float32 if aggregate else np.float64
             traces.append(go.Scattergl(
                 x=_join(xs).astype(dtype), y=_join(ys).astype(dtype), mode="lines", fill="toself", fillcolor=st.colour,
-                line=dict(width=0, color=st.colour), name=prefix + plain(st.name), uid=uid(prefix + st.name),
+                line=dict(width=0, color=st.colour), name=prefix + plain(legend_name(st.name)), uid=uid(prefix + st.name),
                 legendgroup=st.name, showlegend=shown(show_legend, st.name), hoverinfo="skip", **common))
         if not aggregate and len(i):
             traces.append(_span_hover(st, i, f, k, prefix, common))
@@ -193,14 +204,14 @@ def _span_hover(st: SpanSet, i: np.ndarray, f: Frame, k: int, prefix: str, commo
     each span's visible middle. customdata: step, slot, rows, duration s, delay s, start s,
     set, span (the last two say what a click selected)."""
     x0, x1 = f.x(st.t0[i]), f.x(st.t1[i])
-    mid = (np.maximum(x0, f.lo) + np.minimum(x1, f.hi)) / 2
+    mid = (np.maximum(x0, f.x(f.a)) + np.minimum(x1, f.x(f.b))) / 2
     y0, y1 = _band(st.lane[i], st.group)
     info = st.info[i].copy()
     info[:, 3:5] /= 1e9
     cd = np.column_stack([info, x0])
     return go.Scattergl(
         x=mid, y=(y0 + y1) / 2, mode="markers", marker=dict(size=8, color="rgba(0,0,0,0)"), customdata=cd,
-        text=[plain(st.text[m]) for m in i] if st.text is not None else None, meta=plain(st.name),
+        text=[plain(st.text[m]) for m in i] if st.text is not None else None, meta=plain(legend_name(st.name)),
         hovertemplate=_hover(st), name=prefix + plain(st.name) + " (hover)", uid=uid(prefix + st.name + " (hover)"),
         legendgroup=st.name, showlegend=False, hoverlabel=dict(bgcolor="white"), **common)
 

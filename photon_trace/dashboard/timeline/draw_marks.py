@@ -9,12 +9,11 @@ import plotly.graph_objects as go
 from photon_trace.dashboard.timeline.data import TimelineData
 from photon_trace.dashboard.timeline.frame import BANDS, HALF, HEIGHT_STEPS, SYNC_DY, Frame, rects, shown, uid, visible
 from photon_trace.dashboard.timeline.marks import REQUEST_STATES, SYNC_NAME, SYNC_OUTSIDE_NAME, mean_counts
+from photon_trace.dashboard.timeline.palette import REQUEST_COLOURS
 from photon_trace.dashboard.timeline.text import plain
 
 SYNC_COLOUR = "#B00020"
 MAX_LINKS = 400                   # sync -> bubble links drawn when this few are visible
-REQUEST_COLOURS = {"decode": "rgba(47,109,181,0.45)", "prefill": "rgba(31,59,115,0.75)",
-                   "queued": "rgba(150,150,150,0.55)"}
 REQUEST_NAMES = {"decode": "requests: decoding", "prefill": "requests: prefill", "queued": "requests: queued"}
 REQUEST_END_NAMES = {"finished": "requests: finished", "aborted": "requests: aborted"}
 REQUEST_END_COLOURS = {"finished": "#2E7D32", "aborted": "#C62828"}
@@ -100,8 +99,8 @@ def finished_traces(data: TimelineData, f: Frame, prefix: str, show_legend, comm
         cd = np.column_stack([rs.req_id[j], rs.output_tokens[j],
                               np.where(times[:, 0] >= 0, (times[:, 3] - times[:, 0]) / 1e9, np.nan)])
         x, template = f.x(times[:, 3]), FINISHED_HOVER[state]
-        if len(j) > f.view.width_px / 4:
-            n_b = max(int(f.view.width_px / 4), 1)
+        if len(j) > f.span_px / 4:
+            n_b = max(int(f.span_px / 4), 1)
             edges = np.linspace(f.a, f.b, n_b + 1)
             kb = np.clip(np.searchsorted(edges, times[:, 3], side="right") - 1, 0, n_b - 1)
             bins, first, inv = np.unique(kb, return_index=True, return_inverse=True)
@@ -137,8 +136,8 @@ def sync_traces(data: TimelineData, f: Frame, aggregate: bool, prefix: str, show
         text = [f"{plain(sm.site[m])}<br>reason: {plain(sm.reason[m])}" + ("" if inside else
                 "<br>outside the analysis window: not counted") for m in j]
         template = _HOVER["sync"]
-        if aggregate and len(j) > f.view.width_px / 4:
-            n_b = max(int(f.view.width_px / 4), 1)
+        if aggregate and len(j) > f.span_px / 4:
+            n_b = max(int(f.span_px / 4), 1)
             edges = np.linspace(f.a, f.b, n_b + 1)
             kb = np.clip(np.searchsorted(edges, sm.t0[j], side="right") - 1, 0, n_b - 1)
             key = kb * 1000 + sm.lane[j]

@@ -29,6 +29,11 @@ from photon_trace.dashboard.timeline.view import View
 AXIS_TITLES = {"window": "time from the analysis window's start",
                "trace": "time from the trace's first record (the Perfetto export's ts)",
                "step": "step (ticks where a step's launch begins)"}
+LANE_PX = 70          # the height of one lane, up to FULL_LANES lanes; more share FULL_LANES' height
+FULL_LANES = 8
+MIN_LANE_PX = 24      # a call stack's rows: one line of label each
+AXIS_ABOVE_PX = 48    # the time axis' ticks and title, above the lanes
+LEGEND_PX = 56        # room for two rows of legend above the axis
 WINDOW_NOTE = ("shaded: outside the analysis window (warm-up or drain). Drawn and marked like the rest, "
                "but not counted in the cards, tables and diagnosis")
 
@@ -36,8 +41,15 @@ WINDOW_NOTE = ("shaded: outside the analysis window (warm-up or drain). Drawn an
 def lane_axis(data: TimelineData) -> dict:
     """y-axis settings: one labelled lane per host thread and device stream, top to bottom."""
     n = len(data.lanes)
-    return dict(tickvals=[-i for i in range(n)], ticktext=[plain(ln.label) for ln in data.lanes],
+    # a call stack's deeper rows say only their depth: their thread is named on the row above
+    return dict(tickvals=[-i for i in range(n)],
+                ticktext=[f"depth {ln.depth}" if ln.depth else plain(ln.label) for ln in data.lanes],
                 range=[-(n - 1) - 0.6, 0.72], fixedrange=True, showgrid=False, zeroline=False)
+
+
+def lane_px(n: int) -> int:
+    """The height of a lane when there are ``n``."""
+    return LANE_PX if n <= FULL_LANES else max(MIN_LANE_PX, LANE_PX * FULL_LANES // n)
 
 
 def x_axis(data: TimelineData, view: View, meta: dict) -> dict:
@@ -50,9 +62,13 @@ def x_axis(data: TimelineData, view: View, meta: dict) -> dict:
     origin = data.origin_for(view.axis)
     a, b = lo * 1e9 + origin, hi * 1e9 + origin
     k0, k1 = np.searchsorted(data.step_t0, [a, b])
+    in_view = k1 - k0
+    # ticks over all that was drawn (the page pans across it on its own), as dense as fits the view
+    d0, d1 = meta.get("data_range") or (lo, hi)
+    k0, k1 = np.searchsorted(data.step_t0, [d0 * 1e9 + origin, d1 * 1e9 + origin])
     idx = np.arange(k0, k1)
-    if len(idx) > 12:
-        every = int(np.ceil(len(idx) / 12))
+    if in_view > 12:
+        every = int(np.ceil(in_view / 12))
         idx = idx[data.step_ids[idx] % every == 0] if every > 1 else idx
     return {**ax, "tickmode": "array", "tickvals": list(data.to_x(data.step_t0[idx], view.axis)),
             "ticktext": [f"{int(s)}" for s in data.step_ids[idx]]}
@@ -87,12 +103,17 @@ def timeline_figure(data: TimelineData, view: View = View(), title: str | None =
     n = len(data.lanes)
     shapes, notes = window_shapes(data, view)
     fig = go.Figure(data=traces)
+    # The time axis is on top, as in Perfetto and Nsight, so it is on screen however many lanes
+    # there are; the legend sits above it, a fixed number of pixels up (legend y is in paper units).
+    top = AXIS_ABOVE_PX + LEGEND_PX + (26 if title else 0)
+    height = top + lane_px(n) * n + 30
     fig.update_layout(
         template="plotly_white", title=dict(text=title, x=0.01) if title else None,
-        height=150 + 70 * n, margin=dict(l=120, r=20, t=70 if title else 44, b=50),
+        height=height, margin=dict(l=120, r=20, t=top, b=30),
         hovermode="closest", hoverdistance=30, dragmode="zoom", selectdirection="h", meta=meta,
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=11)),
-        xaxis=x_axis(data, view, meta), yaxis=lane_axis(data),
+        legend=dict(orientation="h", yanchor="bottom", y=1 + AXIS_ABOVE_PX / (height - top - 30), x=0,
+                    font=dict(size=11)),
+        xaxis={**x_axis(data, view, meta), "side": "top"}, yaxis=lane_axis(data),
         shapes=shapes + list((marks or {}).get("shapes", [])),
         annotations=notes + list((marks or {}).get("annotations", [])),
         uirevision="timeline",
@@ -113,7 +134,7 @@ def compare_figure(a: TimelineData, b: TimelineData, view: View = View(),
     dom_b = [0.0, h * nb]
     dom_a = [h * nb + gap, 1.0]
     ta, meta_a = draw(a, v, "x", "y")
-    shown = {html.unescape(t.name) for t in ta if t.showlegend}   # as the sets name them (``plain`` undone)
+    shown = {t.legendgroup or html.unescape(t.name) for t in ta if t.showlegend}   # as the sets name them
     names_b = {st.name for st in b.sets} | {SYNC_NAME, SYNC_OUTSIDE_NAME,
                                             *REQUEST_NAMES.values(), *REQUEST_END_NAMES.values()}
     tb, meta_b = draw(b, v, "x", "y2", show_legend=names_b - shown)
@@ -121,18 +142,20 @@ def compare_figure(a: TimelineData, b: TimelineData, view: View = View(),
     shapes_b, notes_b = window_shapes(b, view, "x", "y2 domain")
     fig = go.Figure(data=ta + tb)
     ax = x_axis(a, v.with_range(view.x_range), meta_a)
-    ax.update(title="time from each trace's analysis window start", anchor="y2")
+    # on top, over A's lanes, as on the timeline: on screen however many lanes the two have
+    ax.update(title="time from each trace's analysis window start", anchor="y", side="top")
     fig.update_layout(
-        template="plotly_white", height=260 + 70 * (na + nb), margin=dict(l=120, r=20, t=34, b=110),
+        template="plotly_white", height=220 + AXIS_ABOVE_PX + lane_px(na + nb) * (na + nb),
+        margin=dict(l=120, r=20, t=34 + AXIS_ABOVE_PX, b=90),
         hovermode="closest", hoverdistance=30, dragmode="zoom", uirevision="compare",
         meta={"a": meta_a, "b": meta_b, "labels": list(labels)},
-        # the legend goes under the axis, so each trace's label has the space above its lanes
-        legend=dict(orientation="h", yanchor="top", y=-0.09, x=0, font=dict(size=11)),
+        # the legend goes under the lanes, so each trace's label has the space above its lanes
+        legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=11)),
         xaxis=ax, yaxis={**lane_axis(a), "domain": dom_a}, yaxis2={**lane_axis(b), "domain": dom_b},
         shapes=shapes_a + shapes_b, annotations=notes_a + notes_b + [
             # each trace's name sits in the gap just above its own lanes, clear of the legend
             dict(text=f"<b>{plain(labels[0])}</b>", xref="paper", yref="paper", x=0, y=dom_a[1], xanchor="left",
-                 yanchor="bottom", showarrow=False, yshift=2, font=dict(size=12), name="label-a"),
+                 yanchor="bottom", showarrow=False, yshift=AXIS_ABOVE_PX + 2, font=dict(size=12), name="label-a"),
             dict(text=f"<b>{plain(labels[1])}</b>", xref="paper", yref="paper", x=0, y=dom_b[1], xanchor="left",
                  yanchor="bottom", showarrow=False, yshift=4, font=dict(size=12), name="label-b")],
     )

@@ -25,7 +25,10 @@ SYNC_DY = HALF + 0.1              # markers sit just above the host lane they ha
 
 
 class Frame:
-    """One draw: the visible range in ns and seconds, and the pixel columns over it."""
+    """One draw: the visible range (``lo``, ``hi`` in seconds), the range drawn (``a``, ``b`` in
+    ns: the visible one and ``view.pad`` of its width either side, within the trace, so the
+    page can pan that far without asking the server), and the pixel columns over it, each a
+    pixel of the visible range."""
 
     def __init__(self, data: TimelineData, view: View):
         self.data, self.view = data, view
@@ -34,12 +37,16 @@ class Frame:
             hi = lo + 1e-9
         self.lo, self.hi = lo, hi
         self.origin = data.origin_for(view.axis)
-        self.a = int(np.floor(lo * 1e9 + self.origin))
-        self.b = int(np.ceil(hi * 1e9 + self.origin))
-        self.n_cols = max(int(view.width_px / view.column_px), 1)
+        self.va = int(np.floor(lo * 1e9 + self.origin))
+        self.vb = int(np.ceil(hi * 1e9 + self.origin))
+        pad = int((self.vb - self.va) * view.pad)
+        self.a = min(self.va, max(self.va - pad, data.t_min))
+        self.b = max(self.vb, min(self.vb + pad, data.t_max))
+        self.px_ns = (self.vb - self.va) / max(view.width_px, 1)
+        self.span_px = max(int(round((self.b - self.a) / self.px_ns)), 1) if self.px_ns > 0 else view.width_px
+        self.n_cols = max(int(self.span_px / view.column_px), 1)
         self.edges = np.linspace(self.a, self.b, self.n_cols + 1)
         self.col_ns = self.edges[1] - self.edges[0]
-        self.px_ns = (self.b - self.a) / max(view.width_px, 1)
 
     def x(self, t) -> np.ndarray:
         return (np.asarray(t, dtype=np.float64) - self.origin) / 1e9

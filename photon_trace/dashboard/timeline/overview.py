@@ -57,7 +57,9 @@ def overview_figure(data: TimelineData, axis: str = "window", view_range: tuple[
                       xaxis=dict(range=[lo, hi], fixedrange=True, tickformat="~s", ticksuffix="s",
                                  tickfont=dict(size=9)),
                       yaxis=dict(range=[0, 1.25], fixedrange=True, visible=False), hovermode="closest",
-                      shapes=view_box(view_range), meta={"overview": True, "range": [lo, hi]})
+                      shapes=view_box(view_range),
+                      # the box's look, for the page to move it on its own (assets/timeline_view.js)
+                      meta={"overview": True, "range": [lo, hi], "view_box": view_box((lo, hi))[0]})
     return fig
 
 

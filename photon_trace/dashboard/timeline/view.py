@@ -21,6 +21,8 @@ class View:
     max_step_lines: int = 400    # step boundaries drawn only when this few are visible
     min_exact_px: float = 1.0    # spans at least this wide are drawn as themselves; narrower ones
     #                              add their share to their pixel column (nothing is widened)
+    pad: float = 0.0             # also drawn: this share of the range's width either side, so
+    #                              the page pans that far on its own (assets/keys.js)
 
     def with_range(self, x_range: tuple[float, float] | None) -> View:
         return replace(self, x_range=x_range)

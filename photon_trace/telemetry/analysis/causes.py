@@ -6,7 +6,7 @@ export, the server's metrics, the dashboard's legend, tables and glossary) reads
 member's ``label`` and ``who_fixes`` from it, so a cause reads the same everywhere.
 A member is a ``str`` whose value is the serialised key (``"host_bound"``): JSON,
 Prometheus labels and Perfetto args carry it as it always was. Adding a cause is one
-member here and its colour in the dashboard (``dashboard/timeline/data.py``); a test
+member here and its colour in the dashboard (``dashboard/timeline/palette.py``); a test
 fails while a consumer lacks it.
 
 Host code can remove the idle of every cause but three: a host-bound launch (the
