@@ -1,7 +1,7 @@
 """Call sites: which line of code asked for a host wait.
 
 A site is written ``path:line`` with the path relative to the ``photon_trace``
-package (``engine/engine.py:168``), or the file's name for code outside it (a
+package (``engine/engine.py:194``), or the file's name for code outside it (a
 test, a user's script). The package is found from this file's location, never by
 searching the path for the package's name: a checkout folder can be called
 anything, ``photon_trace`` included.
