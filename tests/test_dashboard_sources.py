@@ -11,7 +11,8 @@ import time
 import pytest
 
 from photon_trace.dashboard.sources.live import FileSource, LiveFollower
-from photon_trace.dashboard.sources.store import LoadError, PathRefused, TraceStore, is_inside, list_traces
+from photon_trace.dashboard.sources.folders import PathRefused, is_inside, list_traces
+from photon_trace.dashboard.sources.store import LoadError, TraceStore
 from photon_trace.telemetry.recording.file_writer import TraceFileWriter
 from photon_trace.telemetry.trace.file import load_trace
 from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace

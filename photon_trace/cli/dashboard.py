@@ -53,7 +53,7 @@ def resolve_inputs(traces: list[str], traces_dir: str, live: str | None = None,
     two under ``traces_dir``. A ``live`` file is followed, not listed: its folder is not opened to
     the page (it may hold anything)."""
     from photon_trace.dashboard.sources.openable import job_files, job_spec
-    from photon_trace.dashboard.sources.store import newest_traces
+    from photon_trace.dashboard.sources.folders import newest_traces
 
     allowed = [Path(traces_dir)]
     files: list[Path | str] = []
