@@ -13,6 +13,7 @@ from helpers.loop_sim import SyntheticRun, synthetic_trace
 from photon_trace.telemetry.recording.file_writer import TraceFileWriter
 from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning, load_trace, write_trace
 from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, new_header
+from photon_trace.telemetry.trace.records import HostSpan, HostWait
 from photon_trace.telemetry.tracer import StepKind, TraceLevel
 
 
@@ -120,7 +121,7 @@ def test_a_row_of_the_wrong_shape_is_an_error_naming_the_fields(tmp_path):
     header = new_header()
     p = tmp_path / "shape.trace.jsonl"
     p.write_text(json.dumps(header) + "\n" + json.dumps({"chunk": 1, "host_spans": [["plan", 1, 0, 5, 6]]}) + "\n")
-    with pytest.raises(TraceFormatError, match=r"line 2: host_spans row 0: expected 6 fields \[phase, step, slot"):
+    with pytest.raises(TraceFormatError, match=r"line 2: host_spans row 0: expected 8 fields \[phase, step, slot"):
         load_trace(p)
     p.write_text(json.dumps(header) + "\n" + json.dumps({"chunk": 1, "steps": [[1, "decode", 0, "4", 0, 0, 1]]}) + "\n")
     with pytest.raises(TraceFormatError, match=r"steps row 0: field rows should be int, got '4'"):
@@ -128,6 +129,20 @@ def test_a_row_of_the_wrong_shape_is_an_error_naming_the_fields(tmp_path):
     p.write_text(json.dumps(header) + "\n" + json.dumps({"chunk": 1, "spans": []}) + "\n")
     with pytest.raises(TraceFormatError, match="unknown record kind 'spans'"):
         load_trace(p)
+
+
+def test_a_version_1_file_loads_with_its_counters_not_recorded(tmp_path):
+    """Version 1 had no ``cpu_ns``/``runq_ns``: its six-field host spans and waits load as -1."""
+    p = tmp_path / "v1.trace.jsonl"
+    chunk = {"chunk": 1, "host_spans": [["plan", 1, 0, 5, 6, "MainThread"]],
+             "waits": [["commit: copy-back", True, 7, 9, "engine/engine.py:1", 1]]}
+    p.write_text(json.dumps({**new_header(), "version": 1}) + "\n" + json.dumps(chunk) + "\n")
+    t = load_trace(p)
+    assert t.host_spans == [HostSpan("plan", 1, 0, 5, 6, "MainThread", -1, -1)]
+    assert t.waits == [HostWait("commit: copy-back", True, 7, 9, "engine/engine.py:1", 1, -1, -1)]
+    # written again, it is a version-2 file with the same records
+    back = load_trace(write_trace(t, tmp_path / "v2.trace.jsonl"))
+    assert back.header["version"] == FORMAT_VERSION == 2 and back.host_spans == t.host_spans
 
 
 def test_a_newer_version_asks_for_an_upgrade(tmp_path):

@@ -102,8 +102,15 @@ class Tracer:
     def end(self, phase: Phase, step: int, slot: int, t0: int) -> None:
         """Close the span opened by ``begin`` (same phase, step, slot, t0)."""
 
+    def begin_wait(self) -> int:
+        """A host wait on the device starts now (call it just before blocking); returns its start
+        time (ns), the ``t0`` to pass to ``host_wait``. A recorder notes the waiting thread's
+        counters here, to tell later whether the thread ran during the wait."""
+        return now_ns()
+
     def host_wait(self, reason: str, expected: bool, t0: int, t1: int, site: str, step: int) -> None:
-        """A host wait on the device: why, whether the design expects it, and its call site (file:line)."""
+        """A host wait on the device: why, whether the design expects it, and its call site (file:line);
+        ``t0`` from ``begin_wait`` where the caller could call it (a wait found after the fact has none)."""
 
     def device_op(self, stream: Stream, op: DeviceOp, step: int, slot: int,
                   t0: int, t1: int, enqueued: int) -> None:

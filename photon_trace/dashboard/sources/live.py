@@ -118,7 +118,7 @@ class FileSource:
             obj = json.loads(raw)
             if "chunk" in obj:
                 for kind, cls in _ROWS.items():
-                    getattr(self._trace, kind).extend(cls._make(r) for r in obj.get(kind, ()))
+                    getattr(self._trace, kind).extend(cls(*r) for r in obj.get(kind, ()))
             elif "meta" in obj and isinstance(obj["meta"], dict):
                 merge_header(self._trace.header, obj["meta"])
         self._offset += end
@@ -166,7 +166,7 @@ class HttpSource:
         n = 0
         for kind, cls in _ROWS.items():
             rows = body.get(kind) or []
-            getattr(self._trace, kind).extend(cls._make(x) for x in rows)
+            getattr(self._trace, kind).extend(cls(*x) for x in rows)   # version-1 rows: -1 counters
             n += len(rows)
         self.cursor = cursor
         return self._trace if n or not self._trace.device_spans else None

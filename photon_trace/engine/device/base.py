@@ -196,6 +196,6 @@ class Device:
                 return
 
     def _traced_wait(self, wait_fn, reason: str, step: int, *, expected: bool) -> None:
-        t0 = now_ns()
+        t0 = self.tracer.begin_wait()   # where the wait starts: the tracer notes whether the host runs
         wait_fn()
         self.tracer.host_wait(reason, expected, t0, now_ns(), call_site(), step)

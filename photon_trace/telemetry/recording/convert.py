@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 
+from photon_trace.telemetry.recording.thread_clock import counters
 from photon_trace.telemetry.trace.pieces import PIECE
 from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, RequestRecord, StepRecord
 from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream
@@ -20,8 +21,10 @@ _EVENT = [e.name.lower() for e in sorted(RequestEvent)]
 
 
 def _host_spans(raw: list) -> list[HostSpan]:
-    # the recording thread is kept as the Thread object; its name is read now
-    return [HostSpan(_PHASE[p], int(s), int(sl), int(t0), int(t1), th.name) for p, s, sl, t0, t1, th in raw]
+    # the recording thread is kept as the Thread object; its name is read now; its counters
+    # at begin and end (thread_clock.py) become their differences now
+    return [HostSpan(_PHASE[p], int(s), int(sl), int(t0), int(t1), th.name, *counters(c0, c1))
+            for p, s, sl, t0, t1, th, c0, c1 in raw]
 
 
 def _device_spans(raw: list) -> list[DeviceSpan]:
@@ -30,7 +33,8 @@ def _device_spans(raw: list) -> list[DeviceSpan]:
 
 
 def _waits(raw: list) -> list[HostWait]:
-    return [HostWait(str(r), bool(x), int(t0), int(t1), str(site), int(s)) for r, x, t0, t1, site, s in raw]
+    return [HostWait(str(r), bool(x), int(t0), int(t1), str(site), int(s), *counters(c0, c1))
+            for r, x, t0, t1, site, s, c0, c1 in raw]
 
 
 def _steps(raw: list) -> list[StepRecord]:

@@ -40,6 +40,9 @@ class ProfilerRanges(Tracer):
         if self._open:
             self._open.pop().__exit__(None, None, None)
 
+    def begin_wait(self) -> int:
+        return self.inner.begin_wait()
+
     def host_wait(self, *args) -> None:
         self.inner.host_wait(*args)
 

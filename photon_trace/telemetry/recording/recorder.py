@@ -43,6 +43,13 @@ Closing never hangs: ``close()`` finishes the cycle, then closes the sinks withi
 written into the trace's ``dropped``). It returns within ``close_timeout_s`` plus
 the CPU time of converting what was still in the rings.
 
+Whether the host ran: ``begin``/``end`` and ``begin_wait``/``host_wait`` also read the calling
+thread's on-CPU and run-queue counters (thread_clock.py: one ``pread`` of its schedstat file,
+kept open, each; the bytes are parsed at conversion) and the record gets their differences
+(``cpu_ns``, ``runq_ns``). A begin's reading waits in a dict keyed by its start time until its
+end (a wait's by the ``t0`` that ``begin_wait`` returned); a wait recorded without
+``begin_wait`` (a sync that CUDA's sync debug mode found) has none: -1.
+
 Levels: OFF makes every call the base class's no-op; ON records the four tick
 phases, device ops, waits, steps and request events; FULL adds the sub-phases.
 With ``nvtx=True`` and an NVTX tool attached, ``begin``/``end`` also push/pop NVTX
@@ -65,6 +72,7 @@ from photon_trace.telemetry.recording.convert import convert, drain
 from photon_trace.telemetry.recording.sink_port import SinkPort
 from photon_trace.telemetry.recording.sink_set import SinkSet
 from photon_trace.telemetry.recording.sinks import MemorySink, Sink
+from photon_trace.telemetry.recording.thread_clock import ThreadClock
 from photon_trace.telemetry.trace.header import merge_header, new_header
 from photon_trace.telemetry.trace.pieces import run_to_end
 from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
@@ -108,6 +116,11 @@ class RecordingTracer(Tracer):
         self._limit = len(Phase) if self.level >= TraceLevel.FULL else _FIRST_FULL_PHASE
 
         self.header = new_header(self.level.name.lower(), **(header or {}))
+        self._thread_clock = ThreadClock()
+        self._counters = self._thread_clock.read   # the calling thread's counters, unparsed
+        self.header["host"]["thread_clock"] = self._thread_clock.source
+        self._began: dict[int, object] = {}        # a span's start time -> its counters then
+        self._wait_began: dict[int, object] = {}   # the same for the waits begun
         self._header_lock = threading.Lock()
         self._pending_update: dict = {}
         self._opened = False
@@ -132,7 +145,7 @@ class RecordingTracer(Tracer):
         self.windows: deque[tuple[int, int]] = deque(maxlen=4096)  # (t0, t1) of each cycle, monotonic ns
 
         if self.level == TraceLevel.OFF:
-            for name in ("begin", "end", "host_wait", "device_op", "step", "request", "work"):
+            for name in ("begin", "end", "begin_wait", "host_wait", "device_op", "step", "request", "work"):
                 setattr(self, name, getattr(Tracer, name).__get__(self))
         else:
             from photon_trace.telemetry.recording.nvtx import NvtxRanges
@@ -153,30 +166,47 @@ class RecordingTracer(Tracer):
 
     # -- hot path ----------------------------------------------------------------------
     def begin(self, phase: Phase, step: int, slot: int) -> int:
-        return self._now()
+        t0 = self._now()
+        if phase < self._limit:
+            self._began[t0] = self._counters()
+        return t0
 
     def end(self, phase: Phase, step: int, slot: int, t0: int) -> None:
         if phase < self._limit:
+            c1 = self._counters()
             i = self._host_spans_n
-            self._host_spans[i & self._mask] = (phase, step, slot, t0, self._now(), current_thread())
+            self._host_spans[i & self._mask] = (phase, step, slot, t0, self._now(), current_thread(),
+                                                self._began.pop(t0, None), c1)
             self._host_spans_n = i + 1
 
     def _begin_nvtx(self, phase: Phase, step: int, slot: int) -> int:
         if phase < self._limit:
             self.nvtx.push(phase, step)
+            t0 = self._now()
+            self._began[t0] = self._counters()
+            return t0
         return self._now()
 
     def _end_nvtx(self, phase: Phase, step: int, slot: int, t0: int) -> None:
         if phase < self._limit:
+            c1 = self._counters()
             t1 = self._now()
             self.nvtx.pop()
             i = self._host_spans_n
-            self._host_spans[i & self._mask] = (phase, step, slot, t0, t1, current_thread())
+            self._host_spans[i & self._mask] = (phase, step, slot, t0, t1, current_thread(),
+                                                self._began.pop(t0, None), c1)
             self._host_spans_n = i + 1
 
+    def begin_wait(self) -> int:
+        t0 = self._now()
+        self._wait_began[t0] = self._counters()
+        return t0
+
     def host_wait(self, reason: str, expected: bool, t0: int, t1: int, site: str, step: int) -> None:
+        c0 = self._wait_began.pop(t0, None)
         i = self._waits_n
-        self._waits[i & self._mask] = (reason, expected, t0, t1, site, step)
+        self._waits[i & self._mask] = (reason, expected, t0, t1, site, step, c0,
+                                       None if c0 is None else self._counters())
         self._waits_n = i + 1
 
     def device_op(self, stream: Stream, op: DeviceOp, step: int, slot: int,
@@ -238,6 +268,9 @@ class RecordingTracer(Tracer):
     def _cycle(self) -> Generator[None, None, Chunk]:
         """One flush: drain the rings, convert, hand each sink its chunk (prepared in pieces)."""
         chunk = Chunk(seq=self._next_seq())
+        for began in (self._began, self._wait_began):
+            if len(began) > 256:    # begun and never ended (a phase that raised): keep the dict small
+                began.clear()
         taken = [(kind, *self._take(kind)) for kind in RECORD_KINDS]  # one cut, before converting
         yield
         for kind, raw, lost in taken:

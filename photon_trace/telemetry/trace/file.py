@@ -3,10 +3,10 @@
 
 Layout (one JSON object per line, UTF-8; gzip-compressed when the name ends in ``.gz``)::
 
-    {"format": "photon_trace", "version": 1, "settings": {...}, "model": ..., "backend": ...,
+    {"format": "photon_trace", "version": 2, "settings": {...}, "model": ..., "backend": ...,
      "device": {...}, "host": {...}, "clock": {"wall_ns", "mono_ns", "device_error_ns", ...},
      "photon_trace_version": "...", "trace_level": "on", "created_wall_ns": ...}   <- header
-    {"chunk": 1, "host_spans": [[phase, step, slot, t0, t1, thread], ...], "device_spans": [...],
+    {"chunk": 1, "host_spans": [[phase, step, slot, t0, t1, thread, cpu_ns, runq_ns], ...], "device_spans": [...],
      "waits": [...], "steps": [...], "requests": [...], "dropped": {"host_spans": 3}}
     {"meta": {...}}        <- header fields set after the header was written (merged on load)
     ...
@@ -14,7 +14,8 @@ Layout (one JSON object per line, UTF-8; gzip-compressed when the name ends in `
     {"stopped": {"why": "the disk is full", "error": ..., "records": {...}}}   <- or: a write failed
 
 The header's fields are ``header.py``'s; rows are the fields of the records.py
-NamedTuples, in order. The recorder's writer appends one chunk line per flush (every ~0.5 s) and flushes the file each time, so a
+NamedTuples, in order. A version-1 file's host spans and waits lack the last two fields
+(``cpu_ns``, ``runq_ns``): they load as -1, not recorded (``rows.py``). The recorder's writer appends one chunk line per flush (every ~0.5 s) and flushes the file each time, so a
 crash loses at most the last flush interval; gzip output is sync-flushed per
 chunk so a crashed run's file is readable up to its last chunk. A chunk's
 ``dropped`` counts records lost to ring wrap-around (by kind) and what other
@@ -108,7 +109,7 @@ def write_trace(trace: Trace, path: str | os.PathLike, chunk_rows: int = 4096) -
     """Write a complete ``Trace`` (header as is, records in chunks of ``chunk_rows``)."""
     header = dict(trace.header)
     header.setdefault("format", FORMAT_NAME)
-    header.setdefault("version", FORMAT_VERSION)
+    header["version"] = FORMAT_VERSION    # the rows are written in this version's shape
     out = LineFile(path)
     written = dict.fromkeys(RECORD_KINDS, 0)
     try:

@@ -16,7 +16,8 @@ import socket
 import time
 
 FORMAT_NAME = "photon_trace"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: host spans and waits end in ``cpu_ns`` and ``runq_ns``; version-1 rows load with -1 there."""
 
 
 def photon_trace_version() -> str:

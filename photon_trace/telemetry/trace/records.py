@@ -3,6 +3,9 @@
 
 Names (phase, op, stream, kind, event) are the lower-case enum names from
 ``tracer.py`` so a trace reads without the enums. Times are host monotonic ns.
+A host span's and a wait's ``cpu_ns``/``runq_ns`` are the recording thread's own
+counters over it (``recording/thread_clock.py``): whether the host ran, was runnable
+but not running, or neither; -1 where nothing measured them.
 """
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ class HostSpan(NamedTuple):
     t0: int
     t1: int
     thread: str    # host thread name, one timeline lane each
+    cpu_ns: int = -1   # the thread's on-CPU time inside the span (-1: not recorded: imports, version-1 files)
+    runq_ns: int = -1  # its run-queue wait inside it: runnable, not running (-1: not recorded)
 
 
 class DeviceSpan(NamedTuple):
@@ -40,6 +45,8 @@ class HostWait(NamedTuple):
     t1: int
     site: str      # file:line of the first frame outside the device layer
     step: int
+    cpu_ns: int = -1   # the waiting thread's on-CPU time inside the wait (-1: not recorded)
+    runq_ns: int = -1  # its run-queue wait inside it: runnable, not running (-1: not recorded)
 
 
 class StepRecord(NamedTuple):
