@@ -10,12 +10,13 @@ from photon_trace.dashboard.glossary import define
 from photon_trace.dashboard.timeline.data import BUBBLE_CAUSES, BUBBLE_COLOURS, bubble_name
 from photon_trace.server.metrics import ServerMetrics
 from photon_trace.telemetry.analysis.causes import (
-    DEVICE_SIDE, HOST_CODE, Cause, cause_label, fixable_by_host, who_fixes)
+    ANOTHER_THREAD, DEPLOYMENT, DEVICE_SIDE, HOST_CODE, HOST_LATE, Cause, cause_label, fixable_by_host, who_fixes)
 
 # The serialised form: JSON reports, check's Markdown and JUnit, Prometheus labels, Perfetto args.
-KEYS = ["host_bound", "commit_wait", "accidental_sync", "copy_wait", "stream_wait", "device_busy", "dispatch"]
+KEYS = ["host_bound", "commit_wait", "accidental_sync", "copy_wait", "stream_wait", "device_busy", "dispatch",
+        "host_descheduled", "host_blocked"]
 LABELS = ["host-bound launch", "expected commit wait", "accidental sync", "copy wait", "wait on another stream",
-          "device busy on another stream", "device dispatch"]
+          "device busy on another stream", "device dispatch", "host descheduled", "host blocked"]
 
 
 def test_each_cause_keeps_its_key_and_its_words_in_order():
@@ -37,8 +38,12 @@ def test_who_can_fix_each_cause():
     host = {c for c in Cause if c.fixable_by_host}
     # a wait on another stream is the device's (an NCCL kernel waiting on other ranks), not host code's (issue 30)
     assert host == {Cause.HOST_BOUND, Cause.COMMIT_WAIT, Cause.ACCIDENTAL_SYNC, Cause.COPY_WAIT}
-    assert all(c.who_fixes == (HOST_CODE if c in host else DEVICE_SIDE) for c in Cause)
+    # the host not running is no code's in the phase: the machine's (descheduled) or another thread's (blocked)
+    not_running = {Cause.HOST_DESCHEDULED: DEPLOYMENT, Cause.HOST_BLOCKED: ANOTHER_THREAD}
+    assert all(c.who_fixes == (HOST_CODE if c in host else not_running.get(c, DEVICE_SIDE)) for c in Cause)
     assert (HOST_CODE, DEVICE_SIDE) == ("host code", "device-side latency")
+    assert (DEPLOYMENT, ANOTHER_THREAD) == ("the deployment", "another thread")
+    assert {c.part for c in not_running} == {HOST_LATE}
     # the lookups take a key as read back from JSON too
     assert [fixable_by_host(k) for k in KEYS] == [c.fixable_by_host for c in Cause]
     assert [who_fixes(k) for k in KEYS] == [c.who_fixes for c in Cause]
@@ -49,8 +54,16 @@ def test_the_queued_causes_are_what_the_device_makes_of_a_gap():
 
 
 def test_a_cause_we_do_not_know_keeps_its_key():
-    assert cause_label("host_descheduled") == "host descheduled"
-    assert fixable_by_host("host_descheduled") and who_fixes("host_descheduled") == HOST_CODE
+    assert cause_label("cosmic_rays") == "cosmic rays"
+    assert fixable_by_host("cosmic_rays") and who_fixes("cosmic_rays") == HOST_CODE
+
+
+def test_reports_rank_host_code_first_then_the_host_not_running_then_the_device():
+    from photon_trace.telemetry.analysis.diagnosis import Diagnosis, ranked
+    rows = [Diagnosis(c, "x", 100 - i, 0.1, 1.1) for i, c in enumerate(
+        [Cause.DISPATCH, Cause.HOST_DESCHEDULED, Cause.COMMIT_WAIT, Cause.HOST_BLOCKED, Cause.HOST_BOUND])]
+    assert [d.cause for d in ranked(rows)] == [Cause.COMMIT_WAIT, Cause.HOST_BOUND, Cause.HOST_BLOCKED,
+                                               Cause.HOST_DESCHEDULED, Cause.DISPATCH]
 
 
 def test_the_dashboard_has_a_colour_and_a_legend_entry_for_every_cause():
@@ -62,7 +75,7 @@ def test_the_dashboard_has_a_colour_and_a_legend_entry_for_every_cause():
 def test_the_glossary_names_every_cause():
     definition = define("cause")
     assert all(c.label in definition for c in Cause), definition
-    assert all(f"'{who}'" in define("who can fix it") for who in (HOST_CODE, DEVICE_SIDE))
+    assert all(f"'{who}'" in define("who can fix it") for who in (HOST_CODE, DEVICE_SIDE, DEPLOYMENT, ANOTHER_THREAD))
 
 
 def test_the_metrics_export_every_cause_from_the_start():

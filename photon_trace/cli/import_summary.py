@@ -99,14 +99,16 @@ def render_summary(trace, report, rules=()) -> str:
 
 def diagnosis_lines(diagnosis, rows: int = 8) -> list[str]:
     """The diagnosis in the order every report ranks it (``telemetry/analysis/diagnosis.py:ranked``):
-    what host code can fix, then, apart, the device's own."""
-    from photon_trace.telemetry.analysis.causes import fixable_by_host
+    what host code can fix, then, apart, the host not running and the device's own."""
+    from photon_trace.telemetry.analysis.causes import ANOTHER_THREAD, DEPLOYMENT, DEVICE_SIDE, HOST_CODE, who_fixes
     from photon_trace.telemetry.analysis.diagnosis import ranked
     order = ranked(diagnosis)
     out = []
-    for title, host in (("diagnosis (what to fix first): what host code can fix", True),
-                        ("device-side: what host code cannot fix", False)):
-        part = [d for d in order if fixable_by_host(d.cause) == host][:rows]
+    for title, who in (("diagnosis (what to fix first): what host code can fix", HOST_CODE),
+                       ("host blocked: another thread, a lock or I/O, not the phase's code", ANOTHER_THREAD),
+                       ("host descheduled: the machine ran something else (the deployment's)", DEPLOYMENT),
+                       ("device-side: what host code cannot fix", DEVICE_SIDE)):
+        part = [d for d in order if who_fixes(d.cause) == who][:rows]
         if part:
             out += ["", title]
             out += [f"  {d.cause:<16} {_short(d.site_or_phase, 60):<60} {_ms(d.idle_ns):>12} "

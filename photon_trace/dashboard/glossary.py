@@ -7,7 +7,7 @@ as it exists.
 """
 from __future__ import annotations
 
-from photon_trace.telemetry.analysis.causes import DEVICE_SIDE, HOST_CODE, Cause
+from photon_trace.telemetry.analysis.causes import ANOTHER_THREAD, DEPLOYMENT, DEVICE_SIDE, HOST_CODE, Cause
 
 _LABELS = [c.label for c in Cause]
 
@@ -56,9 +56,17 @@ GLOSSARY: dict[str, str] = {
                          "a range. Removable is what the fix takes off the host's path to each gap, minus "
                          "the device's own launch latency the trace measures where the host was on time.",
     "who can fix it": f"'{HOST_CODE}' when changing the engine's host code removes this idle; "
+                      f"'{ANOTHER_THREAD}' when the host thread was blocked off the CPU (the GIL another "
+                      f"thread held, a lock, I/O, a sleep); '{DEPLOYMENT}' when it was runnable but the "
+                      "machine ran something else (pin it, fewer processes per core); "
                       f"'{DEVICE_SIDE}' when it is the device starting queued work late (launch "
                       "latency), or holding it for work on another of its streams (an NCCL kernel), which "
-                      "host code cannot shorten. Ranked apart.",
+                      "host code cannot shorten. Ranked apart, in that order.",
+    "host descheduled": "Host-late idle while the engine's thread was runnable but not running (its "
+                        "run-queue wait, from /proc/self/task/<tid>/schedstat): the machine ran something "
+                        "else. Only the deployment removes it.",
+    "host blocked": "Host-late idle while the engine's thread was neither running nor runnable, and not "
+                    "waiting on the device: the GIL another thread held, a lock, I/O, a sleep.",
     "reason": "What the host was waiting for, as the engine recorded it.",
     "call site": "The file:line in the engine where the host waited (the first frame outside the device layer).",
     "count": "How many times.",

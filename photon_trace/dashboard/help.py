@@ -29,6 +29,10 @@ _CAUSES = {
     Cause.STREAM_WAIT: "the op waited for another stream (NCCL, a side stream): the program's own ordering",
     Cause.DEVICE_BUSY: "a device running one op at a time was still on another stream's work",
     Cause.DISPATCH: "the op was queued but started late: the device's launch latency, not host code",
+    Cause.HOST_DESCHEDULED: "the host thread was runnable but the machine ran something else: pin it to a core, "
+                            "run fewer processes per core (no code change in the phase removes it)",
+    Cause.HOST_BLOCKED: "the host thread was off the CPU, not waiting on the device: the GIL another thread "
+                        "held, a lock, I/O or a sleep (that thread or call is what to change)",
 }
 MEANINGS: dict[str, str] = {
     "plan": "host: the scheduler picks the step's rows", "launch": "host: stages the step and enqueues its device work",

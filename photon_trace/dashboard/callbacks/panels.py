@@ -23,7 +23,7 @@ def panel_children(loaded: Loaded) -> list:
     n_bubbles = len(r.bubbles or [])
     shown = min(n_bubbles, BUBBLE_ROWS)
     left = html.Div(style={"flex": "1 1 640px", "minWidth": "0"}, children=[
-        section("Diagnosis: what host code can fix first, then device-side latency",
+        section("Diagnosis: what host code can fix first, then the host not running, then device-side latency",
                 table(figures.diagnosis_rows(r), "diagnosis-table", "no bubbles in the window")),
         section("Idle per device stream (HTA-style breakdown)",
                 dcc.Graph(id="idle-breakdown", figure=idle_breakdown_figure(idle_breakdown(loaded.timeline)),

@@ -71,8 +71,9 @@ def fix_first(loaded: Loaded, highlight: int | None = None) -> list:
         return []
     return [section("What to fix first (click a row to see it on the timeline)",
                     table(rows, "fix-first-table", clickable=True, highlight=highlight),
-                    help_text="The diagnosis, ranked: what host code can fix first, by the idle it costs; the "
-                              "device's own launch latency (not fixable from host code) after it.")]
+                    help_text="The diagnosis, ranked: what host code can fix first, by the idle it costs; then "
+                              "the host not running (blocked by another thread, descheduled by the machine) and "
+                              "the device's own launch latency, none of them fixable in the phase's code.")]
 
 
 def register(app: dash.Dash, state) -> None:

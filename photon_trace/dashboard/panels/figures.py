@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from photon_trace.dashboard.timeline.text import plain
-from photon_trace.telemetry.analysis.causes import cause_label, fixable_by_host, who_fixes
+from photon_trace.telemetry.analysis.causes import cause_label, who_fixes
 from photon_trace.telemetry.analysis.diagnosis import ranked
 
 

@@ -22,6 +22,14 @@ previous step's copy-back while its compute stream idles. And so is a *wait on
 another stream*: the op was queued, and the device held it for an op on another
 of its streams (an imported trace's NCCL kernel, itself waiting for the other ranks,
 or a side stream): what shortens it is that op, on the device, not the host's code.
+
+Two causes are the host *not running* while it was late (``host_running.py`` splits a
+phase's or an expected wait's late time by the thread's own counters): *host
+descheduled*, runnable but not running (the machine ran something else: the deployment
+fixes it, with CPU pinning or fewer processes per core), and *host blocked*, off the CPU
+and not waiting on the device (the GIL another thread held, a lock, I/O, a sleep: that
+other thread, or the call, fixes it). Neither is the phase's code, and neither is fixed
+by pipelining; a diagnosis ranks them apart from what host code can fix.
 """
 from __future__ import annotations
 
@@ -29,7 +37,11 @@ from enum import Enum
 
 HOST_CODE = "host code"
 DEVICE_SIDE = "device-side latency"
-"""Who can fix a cause: the words of every report's "who can fix it" column."""
+DEPLOYMENT = "the deployment"
+ANOTHER_THREAD = "another thread"
+"""Who can fix a cause: the words of every report's "who can fix it" column (``WHO_FIXES``, in
+the order reports rank them)."""
+WHO_FIXES = (HOST_CODE, ANOTHER_THREAD, DEPLOYMENT, DEVICE_SIDE)
 
 HOST_LATE = "host late"
 QUEUED = "queued"
@@ -40,8 +52,7 @@ on time, the device's own tail of work included)."""
 
 class Cause(str, Enum):
     """Why the device was idle. A member's value is its serialised key; ``label`` the words
-    every report uses; ``who_fixes`` ``HOST_CODE`` or ``DEVICE_SIDE``; ``part`` ``HOST_LATE``
-    or ``QUEUED``."""
+    every report uses; ``who_fixes`` one of ``WHO_FIXES``; ``part`` ``HOST_LATE`` or ``QUEUED``."""
 
     label: str
     who_fixes: str
@@ -63,6 +74,8 @@ class Cause(str, Enum):
     STREAM_WAIT     = "stream_wait",     "wait on another stream",         DEVICE_SIDE,    QUEUED
     DEVICE_BUSY     = "device_busy",     "device busy on another stream",  DEVICE_SIDE,    QUEUED
     DISPATCH        = "dispatch",        "device dispatch",                DEVICE_SIDE,    QUEUED
+    HOST_DESCHEDULED = "host_descheduled", "host descheduled",             DEPLOYMENT,     HOST_LATE
+    HOST_BLOCKED    = "host_blocked",    "host blocked",                   ANOTHER_THREAD, HOST_LATE
 
     # Written and formatted as the key it is ("host_bound"), never as "Cause.HOST_BOUND":
     # f-strings, str() and Prometheus' label values all go through these.
@@ -101,5 +114,11 @@ def fixable_by_host(cause: str) -> bool:
 
 
 def who_fixes(cause: str) -> str:
-    """``HOST_CODE`` or ``DEVICE_SIDE`` for a member or its key."""
-    return HOST_CODE if fixable_by_host(cause) else DEVICE_SIDE
+    """``Cause.who_fixes`` for a member or its key (an unknown cause: ``HOST_CODE``)."""
+    member = _member(cause)
+    return member.who_fixes if member else HOST_CODE
+
+
+def rank_of(cause: str) -> int:
+    """Where a cause's rows go in every report: by who can fix it, in ``WHO_FIXES`` order."""
+    return WHO_FIXES.index(who_fixes(cause))

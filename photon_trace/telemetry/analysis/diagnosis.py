@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 from photon_trace.telemetry.analysis.attribution import GapSplit
 from photon_trace.telemetry.analysis.bubbles import Bubble, Gap, bubbles_of
-from photon_trace.telemetry.analysis.causes import Cause, fixable_by_host
+from photon_trace.telemetry.analysis.causes import Cause, rank_of
 
 
 class Diagnosis(NamedTuple):
@@ -129,7 +129,8 @@ def diagnose(splits: list[tuple[Gap, GapSplit]], window_ns: int, launch_ns: int 
 
 def ranked(diagnosis: list[Diagnosis]) -> list[Diagnosis]:
     """The order every report shows the rows in: what host code can fix, most idle first, then the
-    device's own (launch latency, a wait on another stream: ``Cause.who_fixes``), most idle first.
-    The command line, ``check``'s summary and the dashboard all rank with this."""
-    return ([d for d in diagnosis if fixable_by_host(d.cause)]
-            + [d for d in diagnosis if not fixable_by_host(d.cause)])
+    host not running (blocked by another thread, then descheduled by the machine), then the
+    device's own (launch latency, a wait on another stream), each most idle first: by
+    ``Cause.who_fixes`` in ``causes.WHO_FIXES`` order. The command line, ``check``'s summary and
+    the dashboard all rank with this."""
+    return sorted(diagnosis, key=lambda d: rank_of(d.cause))   # stable: most idle first within each

@@ -9,7 +9,8 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
-from photon_trace.telemetry.analysis.causes import cause_label, fixable_by_host
+from photon_trace.telemetry.analysis.causes import (
+    ANOTHER_THREAD, DEPLOYMENT, DEVICE_SIDE, HOST_CODE, WHO_FIXES, cause_label, who_fixes)
 from photon_trace.telemetry.analysis.report import Report
 from photon_trace.telemetry.analysis.views import steady_state_lines
 
@@ -76,12 +77,22 @@ def _speedup(d) -> str:
     return f"{d.predicted_speedup:.3f}x ({d.speedup_low:.3f}–{d.speedup_high:.3f})"
 
 
+_SECTIONS = {
+    HOST_CODE: "Diagnosis: what host code can fix, first",
+    ANOTHER_THREAD: "The host blocked: another thread (the GIL), a lock, I/O or a sleep, not the phase's code",
+    DEPLOYMENT: "The host descheduled: the machine ran something else (pin the engine's threads, "
+                "fewer processes per core)",
+    DEVICE_SIDE: "Device-side latency (not fixable from host code)",
+}
+
+
 def _diagnosis_markdown(diagnosis: list) -> list[str]:
-    """What host code can fix first, then the device's own latency (which it cannot), apart."""
+    """What host code can fix first; then, apart, the host not running (another thread's, the
+    deployment's) and the device's own latency, none of which the phase's code removes."""
     out = []
-    for title, host in (("Diagnosis: what host code can fix, first", True),
-                        ("Device-side latency (not fixable from host code)", False)):
-        rows = [d for d in diagnosis if fixable_by_host(d.cause) == host][:10]
+    for who in WHO_FIXES:
+        title = _SECTIONS[who]
+        rows = [d for d in diagnosis if who_fixes(d.cause) == who][:10]
         if not rows:
             continue
         out += ["", f"## {title}", "",
