@@ -18,6 +18,12 @@ by what actually covers it, so a cause is charged only its own time:
   4. nothing the engine recorded: ``host_bound`` "outside phases" (naming the
      innermost other host span that encloses it, if any), never a neighbour's name.
 
+  Where the phase or the expected wait carries the thread's counters, the stretch is
+  split by whether the host ran (``host_running.py``): a phase keeps only its on-CPU
+  share as ``host_bound``, the rest is ``host_descheduled`` (runnable, not running) or
+  ``host_blocked`` (off the CPU); an expected wait's time after its copy landed is one of
+  those two, never ``commit_wait``. Records without counters are not split.
+
 * **The device's own tail**, ``[g0, g0 + tail)``, on a device that runs one op at a time
   (the trace header's ``device.concurrent_streams`` false: the host-process worker): the
   device was still busy with work queued before the gap on its other streams (the previous
@@ -70,6 +76,8 @@ from typing import NamedTuple
 
 from photon_trace.telemetry.analysis._index import IntervalIndex
 from photon_trace.telemetry.analysis.causes import Cause
+from photon_trace.telemetry.analysis.host_running import PhaseCounters, Running, landings, of_wait
+from photon_trace.telemetry.analysis.host_running import split as split_running
 from photon_trace.telemetry.analysis.launch_latency import LaunchLatency
 from photon_trace.telemetry.analysis.window import compute_ops
 from photon_trace.telemetry.trace.lanes import COPY, host_phases, primary_stream
@@ -78,7 +86,7 @@ from photon_trace.telemetry.tracer import SUB_PHASES
 
 OUTSIDE_PHASES = "outside phases"
 """``host_bound``'s detail for host time no top-level phase covers."""
-_OUTSIDE = (Cause.HOST_BOUND, OUTSIDE_PHASES)
+_OUTSIDE = (Cause.HOST_BOUND, OUTSIDE_PHASES, None)
 LAUNCH_LATENCY = "launch latency"
 """``dispatch``'s detail: the op was queued and the device started it late."""
 GRAPH_NODES = "between a graph launch's nodes"
@@ -132,6 +140,7 @@ class _Cover(NamedTuple):
     rank: tuple[int, int]
     cause: Cause
     detail: str
+    running: Running | None = None   # the thread's counters over it, to split it by (``host_running``)
 
 
 class _Carry(NamedTuple):
@@ -155,12 +164,15 @@ class Attribution:
         self.unexpected: IntervalIndex[HostWait] = IntervalIndex(w for w in waits if not w.expected)
         # What can cover host time, each with its precedence (a lower rank wins; among equals
         # the latest to start, the innermost). Sub-phases lie inside their phase: never needed.
+        landed = landings(trace)
         covers = [_Cover(w.t0, w.t1, (1 if w.expected else 0, -w.t0),
-                         Cause.COMMIT_WAIT if w.expected else Cause.ACCIDENTAL_SYNC, w.site) for w in waits]
+                         Cause.COMMIT_WAIT if w.expected else Cause.ACCIDENTAL_SYNC, w.site,
+                         of_wait(w, landed, slack_ns)) for w in waits]
         phases = host_phases(trace)
+        own = PhaseCounters(waits)
         for h in trace.host_spans:
             if h.phase in phases:
-                covers.append(_Cover(h.t0, h.t1, (2, -h.t0), Cause.HOST_BOUND, h.phase))
+                covers.append(_Cover(h.t0, h.t1, (2, -h.t0), Cause.HOST_BOUND, h.phase, own.of(h)))
             elif h.phase not in SUB_PHASES and h.t1 > h.t0:
                 covers.append(_Cover(h.t0, h.t1, (3, -h.t0), Cause.HOST_BOUND, outside_detail(h.phase)))
         self._cuts, self._labels = _timeline(covers)
@@ -325,10 +337,10 @@ class Attribution:
             else:
                 stretches.append([a, end, label])
             a, i = end, i + 1
-        return [Part(x, y, *label) for x, y, label in stretches]
+        return [Part(*s) for x, y, label in stretches for s in split_running(x, y, *label)]
 
 
-def _timeline(covers: list[_Cover]) -> tuple[list[int], list[tuple[Cause, str] | None]]:
+def _timeline(covers: list[_Cover]) -> tuple[list[int], list[tuple[Cause, str, Running | None] | None]]:
     """The host's whole timeline cut where what covers it changes: ``cuts`` in time order and
     the label of each stretch [cuts[i], cuts[i+1]) (None: nothing covers it), by precedence."""
     covers = sorted(covers, key=lambda c: c.t0)
@@ -343,7 +355,7 @@ def _timeline(covers: list[_Cover]) -> tuple[list[int], list[tuple[Cause, str] |
                 active.append(covers[j])
             j += 1
         best = min(active, key=lambda c: c.rank) if active else None
-        labels.append((best.cause, best.detail) if best else None)
+        labels.append((best.cause, best.detail, best.running) if best else None)
     return cuts, labels
 
 

@@ -116,9 +116,11 @@ class RecordingTracer(Tracer):
         self._limit = len(Phase) if self.level >= TraceLevel.FULL else _FIRST_FULL_PHASE
 
         self.header = new_header(self.level.name.lower(), **(header or {}))
-        self._thread_clock = ThreadClock()
-        self._counters = self._thread_clock.read   # the calling thread's counters, unparsed
-        self.header["host"]["thread_clock"] = self._thread_clock.source
+        # the calling thread's counters, unparsed; none on a stand-in clock (a synthetic run's
+        # virtual time has nothing to do with the thread's real CPU time)
+        thread_clock = ThreadClock() if clock is None else None
+        self._counters = thread_clock.read if thread_clock else _no_counters
+        self.header["host"]["thread_clock"] = thread_clock.source if thread_clock else "none (a stand-in clock)"
         self._began: dict[int, object] = {}        # a span's start time -> its counters then
         self._wait_began: dict[int, object] = {}   # the same for the waits begun
         self._header_lock = threading.Lock()
@@ -416,6 +418,10 @@ class RecordingTracer(Tracer):
         raw, lost, self._read[kind] = drain(getattr(self, buf_name), self._read[kind],
                                             lambda: getattr(self, n_name))
         return raw, lost
+
+
+def _no_counters() -> None:
+    return None
 
 
 def _copy_header(header: dict) -> dict:
