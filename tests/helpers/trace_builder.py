@@ -30,8 +30,9 @@ class TraceBuilder:
         self.requests: list[RequestRecord] = []
 
     def host(self, phase: str, step: int, t0: int, t1: int, *, slot: int | None = None,
-             thread: str = "scheduler") -> TraceBuilder:
-        self.host_spans.append(HostSpan(phase, step, step % 2 if slot is None else slot, t0, t1, thread))
+             thread: str = "scheduler", cpu_ns: int = -1, runq_ns: int = -1) -> TraceBuilder:
+        self.host_spans.append(HostSpan(phase, step, step % 2 if slot is None else slot, t0, t1, thread,
+                                        cpu_ns, runq_ns))
         return self
 
     def device(self, stream: str, op: str, step: int, t0: int, t1: int, *, enqueued: int | None = None,
@@ -46,8 +47,9 @@ class TraceBuilder:
     def copy(self, op: str, step: int, t0: int, t1: int, *, enqueued: int | None = None) -> TraceBuilder:
         return self.device("copy", op, step, t0, t1, enqueued=enqueued)
 
-    def wait(self, reason: str, t0: int, t1: int, *, expected: bool, site: str, step: int) -> TraceBuilder:
-        self.waits.append(HostWait(reason, expected, t0, t1, site, step))
+    def wait(self, reason: str, t0: int, t1: int, *, expected: bool, site: str, step: int,
+             cpu_ns: int = -1, runq_ns: int = -1) -> TraceBuilder:
+        self.waits.append(HostWait(reason, expected, t0, t1, site, step, cpu_ns, runq_ns))
         return self
 
     def step(self, step: int, *, kind: str = "decode", rows: int = 1, zombie_rows: int = 0,
