@@ -1,0 +1,126 @@
+"""Issue 28 item 1 through the REAL engine (tiny preset, host-process device): device idle while
+the host thread was not running reads ``host_descheduled`` or ``host_blocked``, never the
+expected commit wait or host code.
+
+* A CPU burner (``yes``) pinned to the core the engine's host thread runs on: the thread is
+  runnable but the machine runs something else, through its waits and its phases.
+* Another Python thread holding the GIL: at every 4th commit wait a thread starts a pure-Python
+  loop of 1.5 measured periods (P, from the clean run of the same engine), so the engine
+  thread, its copy landed, waits for the interpreter.
+
+Nothing here depends on the machine's speed: the hog is sized from P, the burner takes half
+the host's core whatever its speed, and the verdicts compare idle charged to one cause with
+idle charged to another in the same run.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+from helpers.fault_helpers import Runs, patched
+from photon_trace.telemetry.analysis import Cause
+from photon_trace.telemetry.tracer import now_ns
+from photon_trace.workload import Workload, engine_settings, prepare
+
+WORKLOAD = Workload(streams=8, tokens=48, seed=3)
+NOT_RUNNING = (Cause.HOST_DESCHEDULED, Cause.HOST_BLOCKED)
+
+
+class GilHog:
+    """At every ``n``-th call, start a thread that runs pure Python for ``seconds`` (it holds the
+    GIL but for the interpreter's switch interval); ``spans`` keeps when each ran."""
+
+    def __init__(self, n: int, seconds: float) -> None:
+        self.n, self.seconds, self.calls = n, seconds, 0
+        self.spans: list[tuple[int, int]] = []
+        self.threads: list[threading.Thread] = []
+
+    def _burn(self) -> None:
+        t0 = now_ns()
+        end = time.perf_counter() + self.seconds
+        x = 0
+        while time.perf_counter() < end:
+            x += 1
+        self.spans.append((t0, now_ns()))
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if self.calls % self.n == 0:
+            t = threading.Thread(target=self._burn, name="gil-hog", daemon=True)
+            self.threads.append(t)
+            t.start()
+
+
+def hog_at_commit_wait(eng, hog: GilHog):
+    def wrap(wait_copied):
+        def hogged(slot, step, **kw):
+            hog()
+            return wait_copied(slot, step, **kw)
+        return hogged
+    return patched(eng.device, "wait_copied", wrap)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    from photon_trace.engine.engine import Engine
+
+    res = Runs(tmp_path_factory.mktemp("host_running"))
+    eng = Engine(model="tiny", backend="cpu", depth=2, **engine_settings(WORKLOAD))
+    burner = None
+    try:
+        prepared = prepare(eng, WORKLOAD)
+        clean = res.run("clean", eng, prepared)
+        period_s = clean.mean_period_ms / 1e3
+        res.hog = GilHog(4, 1.5 * period_s)
+        res.run("gil_hog", eng, prepared, hog_at_commit_wait(eng, res.hog))
+        for t in res.hog.threads:
+            t.join()
+        host_cpus = os.sched_getaffinity(0)          # the engine left the device worker's core out
+        burner = subprocess.Popen(["yes"], stdout=subprocess.DEVNULL)
+        os.sched_setaffinity(burner.pid, {min(host_cpus)})
+        os.sched_setaffinity(0, {min(host_cpus)})    # this (the engine's) thread on the burner's core
+        try:
+            res.run("burner_on_host_core", eng, prepared)
+        finally:
+            os.sched_setaffinity(0, host_cpus)
+    finally:
+        if burner is not None:
+            burner.kill()
+            burner.wait()
+        eng.close()
+    return res
+
+
+def idle_by_cause(report, inside: list[tuple[int, int]] | None = None) -> dict[Cause, int]:
+    """Bubble idle per cause in the window (only the part inside ``inside``'s spans, if given)."""
+    out: dict[Cause, int] = defaultdict(int)
+    for b in report.bubbles:
+        if inside is None:
+            out[b.cause] += b.duration_ns
+        else:
+            out[b.cause] += sum(max(0, min(b.t1, t1) - max(b.t0, t0)) for t0, t1 in inside)
+    return out
+
+
+def test_a_host_sharing_its_core_with_a_burner_is_descheduled_not_waiting_by_design(runs):
+    (rep,) = runs.reports("burner_on_host_core")
+    idle = idle_by_cause(rep)
+    assert idle[Cause.HOST_DESCHEDULED] > idle[Cause.COMMIT_WAIT], dict(idle)
+    assert idle[Cause.HOST_DESCHEDULED] > idle[Cause.HOST_BOUND], dict(idle)
+    # what to fix first among the host-late rows is not the commit wait ("pipeline it")
+    late = [d for d in rep.diagnosis if not Cause(d.cause).queued]
+    assert late[0].cause == Cause.HOST_DESCHEDULED, late[:4]
+
+
+def test_another_thread_holding_the_gil_reads_host_blocked_or_descheduled(runs):
+    (rep,) = runs.reports("gil_hog")
+    assert runs.hog.spans, "the hog never ran"
+    idle = idle_by_cause(rep, runs.hog.spans)
+    not_running = sum(idle[c] for c in NOT_RUNNING)
+    assert not_running > idle[Cause.COMMIT_WAIT] + idle[Cause.HOST_BOUND], dict(idle)
+
