@@ -98,14 +98,17 @@ def make_tracer(mode: str, engine: Engine, out_dir: Path, run: int, otlp_every: 
     return tracer, otel
 
 
-def call_costs(level: TraceLevel) -> dict[str, float]:
-    """ns per call on the hot path, over the no-op tracer's cost for calls the engine always makes."""
+def call_costs(level: TraceLevel, counters: bool = True) -> dict[str, float]:
+    """ns per call on the hot path, over the no-op tracer's cost for calls the engine always makes;
+    ``counters=False``: without reading the thread's CPU and run-queue counters (what they cost)."""
     rec = RecordingTracer(level, flush_interval_s=None, nvtx=False)
+    if not counters:
+        rec._counters = lambda: None
     null = NULL_TRACER
     calls = {
         "span": lambda t: t.end(Phase.LAUNCH, 5, 1, t.begin(Phase.LAUNCH, 5, 1)),
         "device_op": lambda t: t.device_op(Stream.COMPUTE, DeviceOp.FORWARD, 5, 1, 10, 20, 5),
-        "wait": lambda t: t.host_wait("commit: copy-back", True, 10, 20, "engine/engine.py:1", 5),
+        "wait": lambda t: t.host_wait("commit: copy-back", True, t.begin_wait(), 20, "engine/engine.py:1", 5),
         "step": lambda t: t.step(5, kind=StepKind.DECODE, slot=1, rows=8, zombie_rows=0, constrained_rows=0,
                                  tokens=8),
         "request": lambda t: t.request(3, RequestEvent.FIRST_TOKEN, 10, 1),
@@ -115,8 +118,9 @@ def call_costs(level: TraceLevel) -> dict[str, float]:
         best = {}
         for key, tr in (("rec", rec), ("null", null)):
             best[key] = min(timeit.repeat(lambda: call(tr), number=20_000, repeat=5)) / 20_000 * 1e9
-        # With tracing off the engine still calls begin/end of the main phases; the rest it skips.
-        out[name] = best["rec"] - (best["null"] if name == "span" else 0.0)
+        # With tracing off the engine still calls begin/end of the main phases and begin_wait
+        # (the no-op's clock read); the rest it skips.
+        out[name] = best["rec"] - (best["null"] if name in ("span", "wait") else 0.0)
         rec.flush()
     rec.close()
     return out
@@ -258,6 +262,7 @@ def main() -> None:
             from photon_trace.telemetry.export.otlp.http import preload
             preload()
         costs = {lvl: call_costs(lvl) for lvl in (TraceLevel.ON, TraceLevel.FULL)}
+        bare = call_costs(TraceLevel.ON, counters=False)
         estimates, idles = [], []
         run = 0
         for s in args.streams:
@@ -305,6 +310,16 @@ def main() -> None:
                   f"{pct:>5.2f}% {flush:>13.2f} {100 * in_waits:>7.0f}% {deliver:>13.2f}")
         print("ns/call:", "  ".join(f"{lvl.name.lower()}: " + ", ".join(f"{k}={v:.0f}" for k, v in c.items())
                                      for lvl, c in costs.items()))
+        # the thread's CPU and run-queue counters (recording/thread_clock.py): two reads per span and wait
+        extra = {k: costs[TraceLevel.ON][k] - bare[k] for k in ("span", "wait")}
+        print(f"thread counters ({RecordingTracer(flush_interval_s=None, nvtx=False).header['host']['thread_clock']}):"
+              f" +{extra['span']:.0f} ns per span, +{extra['wait']:.0f} ns per wait")
+        for s, mode, st, *_ in estimates:
+            if mode == "on":
+                per_step = st["span"] * extra["span"] + st["wait"] * extra["wait"]
+                print(f"{s:>7} streams, on: {st['span']:.1f} spans + {st['wait']:.1f} waits a step -> "
+                      f"{per_step / 1e3:.2f} us/step, {100 * per_step / st['period_ns']:.2f}% of this run's "
+                      f"{st['period_ns'] / 1e6:.2f} ms step, {100 * per_step / 2.6e6:.2f}% of a 2.6 ms step")
         print()
         print("device idle inside vs outside the recorder's flush windows (cycles and sink deliveries), "
               "steady state, median over rounds [min..max];")

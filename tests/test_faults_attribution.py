@@ -8,6 +8,8 @@ Every delay is sized from the clean run's measured step period. The machine is s
 so a run now and then stalls for many periods at once (the device process or the host
 descheduled): costs are compared as medians over steps, which such a stall cannot move,
 and intermittent faults by the idle inside the pauses themselves, whose times are kept.
+A phase's row here is its host-late time whether or not the thread ran (``row_of``): a
+sleeping fault is host blocked, a busy one beside other jobs partly descheduled.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from statistics import median
 import pytest
 
 from helpers.fault_families import BASELINES, BY_NAME
-from helpers.fault_helpers import Runs, host_made, per_step, top_host_cause
+from helpers.fault_helpers import Runs, host_made, per_step, row_of, top_host_cause
 from photon_trace.telemetry.analysis import Cause
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, run_check
 
@@ -35,7 +37,7 @@ def baseline(runs, fam):
 
 
 def charged(report, fam) -> float:
-    return median(per_step(report, lambda b: (b.cause, b.detail) == (fam.cause, fam.detail)))
+    return median(per_step(report, lambda b: row_of(b.cause, b.detail) == (fam.cause, fam.detail)))
 
 
 def delay_ran_ns(fault) -> float:
@@ -104,17 +106,17 @@ def test_a_sync_in_a_slow_host_is_charged_its_wait_and_the_slow_phase_keeps_the_
     # a period (7.4-7.6 ms a step beside two CPU burners with a worker that never slept; 40-50 us
     # with one that sleeps after 2 ms); and there the other phases are late too (plan 8.1 of the
     # 11.1 ms left once, the rest in launch and commit)
-    plan = median(per_step(rep, lambda b: (b.cause, b.detail) == (Cause.HOST_BOUND, "plan")))
-    phases = median(per_step(rep, lambda b: b.cause == Cause.HOST_BOUND))
-    causes = {(b.cause, b.detail) for b in rep.bubbles if host_made(b)}
-    split = {c: median(per_step(rep, lambda b, c=c: (b.cause, b.detail) == c)) for c in causes}
+    plan = median(per_step(rep, lambda b: row_of(b.cause, b.detail) == (Cause.HOST_BOUND, "plan")))
+    phases = median(per_step(rep, lambda b: row_of(b.cause, b.detail)[0] == Cause.HOST_BOUND))
+    causes = {row_of(b.cause, b.detail) for b in rep.bubbles if host_made(b)}
+    split = {c: median(per_step(rep, lambda b, c=c: row_of(b.cause, b.detail) == c)) for c in causes}
     assert phases >= 0.8 * (gap - sync), (phases, sync, gap, split)
     assert plan >= 0.5 * (gap - sync), (plan, sync, gap, split)
 
 
 def test_a_slow_finalize_is_not_blamed_on_the_mask_copy(runs):
     (rep,) = runs.reports("slow_finalize")
-    finalize = sum(per_step(rep, lambda b: (b.cause, b.detail) == (Cause.HOST_BOUND, "finalize")))
+    finalize = sum(per_step(rep, lambda b: row_of(b.cause, b.detail) == (Cause.HOST_BOUND, "finalize")))
     copy = sum(per_step(rep, lambda b: b.cause == Cause.COPY_WAIT))
     assert copy < 0.25 * finalize, (copy, finalize)     # the rule before gave it all to the copy
 
@@ -130,8 +132,8 @@ def test_an_intermittent_stall_is_charged_where_it_happened(runs, name, wrong):
     def inside(b) -> int:
         return sum(max(0, min(b.t1, p1) - max(b.t0, p0)) for p0, p1 in pauses)
     idle = sum(inside(b) for b in rep.bubbles)
-    right = sum(inside(b) for b in rep.bubbles if (b.cause, b.detail) == (fam.cause, fam.detail))
-    blamed = sum(inside(b) for b in rep.bubbles if wrong in (b.cause, b.detail))
+    right = sum(inside(b) for b in rep.bubbles if row_of(b.cause, b.detail) == (fam.cause, fam.detail))
+    blamed = sum(inside(b) for b in rep.bubbles if wrong in row_of(b.cause, b.detail))
     paused = sum(p1 - p0 for p0, p1 in pauses)
     # the device runs out of queued work a period or so into a 10-period pause
     assert idle >= 0.7 * paused, (idle, paused)
