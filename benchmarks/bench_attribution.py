@@ -6,7 +6,10 @@ says with what was measured independently:
 * **said**: the costliest cause the host made (cause @ site or phase), and whether it is
   the family's;
 * **reported**: device idle per step the analysis charges to the family's cause and site
-  (less what it charges there in the run without the fault);
+  (less what it charges there in the run without the fault); a phase's row counts its
+  host-late time whether or not the host ran (``row_of``: a sleep is host blocked, a busy
+  loop beside other jobs partly host descheduled), and so does **said**, while **predicted**
+  is the diagnosis's host-code row alone;
 * **idle+**: the device idle per step the fault added, whatever its cause (faulty less
   clean: independent of how the analysis labels it); both per-step medians over the
   steady state, which a machine stalling a run now and then cannot move (means for an
@@ -50,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))   # the fault families live with the tests that use them
 
 from helpers.fault_families import BASELINES, BY_NAME, ENGINES, FAMILIES, Family  # noqa: E402
-from helpers.fault_helpers import GATE, Runs, device_made, median_ms  # noqa: E402
+from helpers.fault_helpers import GATE, Runs, device_made, median_ms, row_of, top_host_cause  # noqa: E402
 from interleave import compare, depth_switch, run_alternating  # noqa: E402
 from photon_trace.workload import Workload, engine_settings, prepare  # noqa: E402
 
@@ -58,7 +61,7 @@ MS = 1e6
 
 
 def charged(reports, cause: str, detail: str) -> float:
-    return median_ms(reports, lambda b: (b.cause, b.detail) == (cause, detail))
+    return median_ms(reports, lambda b: row_of(b.cause, b.detail) == (cause, detail))
 
 
 def mean_period(reports) -> float:
@@ -97,15 +100,6 @@ def host_free(report) -> tuple[float, float, float]:
     idle = sum(d.idle_ns for d in report.diagnosis if not device_made(d))   # before: window / (window - idle)
     s = report.window_ns / (report.window_ns - idle) if report.window_ns > idle else float("inf")
     return s, s, s
-
-
-def top_host(report) -> tuple[str, str, float]:
-    """(cause, detail, share) of the costliest row the host made."""
-    rows = [d for d in report.diagnosis if not device_made(d)]
-    if not rows:
-        return "-", "-", 0.0
-    d = rows[0]
-    return d.cause, d.site_or_phase, d.share
 
 
 def make_engines(args, names):
@@ -214,7 +208,6 @@ def table_rows(runs: Runs, fams, delays: dict, ab: dict) -> list[dict]:
     for fam in fams:
         faulty, base = runs.reports(fam.name), runs.reports(fam.baseline)
         top = faulty[0].diagnosis[0] if faulty[0].diagnosis else None
-        host = top_host(faulty[0])
         row = (fam.cause, fam.detail)
         # an intermittent fault hits some steps only: per-step means, not medians
         per = (lambda reps, keep: per_step_mean(reps, keep)) if fam.intermittent else median_ms
@@ -222,8 +215,10 @@ def table_rows(runs: Runs, fams, delays: dict, ab: dict) -> list[dict]:
                  for r in faulty]
         rows.append(dict(
             family=fam.name, said=f"{top.cause} @ {top.site_or_phase} ({top.share:.0%})" if top else "-",
-            right=host[:2] == (fam.top or row),
-            reported=per(faulty, lambda b: (b.cause, b.detail) == row) - per(base, lambda b: (b.cause, b.detail) == row),
+            # a phase's row whether or not the host ran in it (row_of): a sleep is host blocked
+            right=top_host_cause(faulty[0]) == (fam.top or row),
+            reported=(per(faulty, lambda b: row_of(b.cause, b.detail) == row)
+                      - per(base, lambda b: row_of(b.cause, b.detail) == row)),
             injected=per(faulty, every) - per(base, every),
             growth=mean_period(faulty) - mean_period(base),
             delay=sum(delays[fam.name]) / len(delays[fam.name]) if delays.get(fam.name) else None,
