@@ -153,3 +153,21 @@ def test_the_file_is_streamed_and_gzip_works(tmp_path, trace):
     plain = write_chrome_trace(trace, tmp_path / "a.json", buffer_events=7)
     packed = write_chrome_trace(trace, tmp_path / "a.json.gz")
     assert json.loads(plain.read_text()) == json.loads(gzip.decompress(packed.read_bytes()))
+
+
+def test_a_span_and_a_wait_say_whether_the_host_ran(tmp_path):
+    """Issue 28 item 1: the thread's on-CPU and run-queue time ride on the slices, where recorded."""
+    from helpers.trace_builder import COMMIT_SITE, US, TraceBuilder
+    b = TraceBuilder()
+    b.compute("forward", 1, 0, 100 * US).copy("copy_back", 1, 100 * US, 110 * US)
+    b.host("commit", 1, 50 * US, 400 * US, cpu_ns=120 * US, runq_ns=200 * US).host("plan", 2, 400 * US, 410 * US)
+    b.wait("commit: copy-back", 60 * US, 390 * US, expected=True, site=COMMIT_SITE, step=1, cpu_ns=100 * US,
+           runq_ns=200 * US)
+    out = write_chrome_trace(b.build(), tmp_path / "ran.json")
+    events = json.loads(out.read_text())["traceEvents"]
+    commit = next(e for e in events if e.get("name") == "commit")
+    wait = next(e for e in events if e.get("cat") == "host_wait")
+    plan = next(e for e in events if e.get("name") == "plan")
+    assert (commit["args"]["on_cpu_us"], commit["args"]["runq_us"]) == (120.0, 200.0)
+    assert (wait["args"]["on_cpu_us"], wait["args"]["runq_us"]) == (100.0, 200.0)
+    assert "on_cpu_us" not in plan["args"]        # not recorded: not said

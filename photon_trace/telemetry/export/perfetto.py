@@ -51,6 +51,11 @@ STREAM_ORDER = ("compute", "copy")
 BUBBLES_TRACK = "bubbles (device idle, by cause)"
 
 
+def _ran(r) -> dict:
+    """Whether the host ran: the thread's on-CPU and run-queue time over a span or wait (where recorded)."""
+    return {"on_cpu_us": _us(r.cpu_ns), **({"runq_us": _us(r.runq_ns)} if r.runq_ns >= 0 else {})} if r.cpu_ns >= 0 else {}
+
+
 def _us(ns: int) -> float:
     return round(ns / 1000, 3)
 
@@ -148,14 +153,14 @@ def trace_events(trace: Trace, bubbles: list | None = None,
             s = hs[i]
             yield {"ph": "X", "pid": HOST_PID, "tid": tids[s.thread], "name": s.phase,
                    "cat": "phase" if s.phase in TOP_PHASES else "subphase",
-                   "ts": ts(s.t0), "dur": dur(s.t0, s.t1), "args": step_args(s.step, s.slot)}
+                   "ts": ts(s.t0), "dur": dur(s.t0, s.t1), "args": {**step_args(s.step, s.slot), **_ran(s)}}
         else:
             w = ws[i - n]
             yield {"ph": "X", "pid": HOST_PID, "tid": waiters[i - n], "name": f"wait: {w.reason}",
                    "cat": "host_wait", "ts": ts(w.t0), "dur": dur(w.t0, w.t1),
                    "cname": "good" if w.expected else "terrible",
                    "args": {"reason": w.reason, "expected": w.expected, "site": w.site,
-                            "step": w.step, "wait_us": _us(w.t1 - w.t0)}}
+                            "step": w.step, "wait_us": _us(w.t1 - w.t0), **_ran(w)}}
     del order
 
     by_step: dict[int, list[HostSpan]] = defaultdict(list)
