@@ -9,7 +9,8 @@ from __future__ import annotations
 import random
 import secrets
 from dataclasses import replace
-from collections.abc import Iterator, Sequence as Seq
+from collections.abc import Callable, Iterator, Sequence as Seq
+from typing import TypeVar
 
 import numpy as np
 
@@ -26,6 +27,8 @@ from photon_trace.engine.request_book import RequestBook
 from photon_trace.engine.scheduler import Scheduler, StepPlan
 from photon_trace.engine.sequence import FinishReason
 from photon_trace.engine.stage import fill_masks, launch_shape, read_logprob, sampling_mode, stage_plan
+
+T = TypeVar("T")
 
 
 class Engine:
@@ -127,6 +130,21 @@ class Engine:
     @property
     def idle(self) -> bool:
         return self.scheduler.idle and self._inflight is None
+
+    def wait_for_work(self, wait: Callable[[], T]) -> T:
+        """Run ``wait``, the caller's wait for a request while the engine has none (idle: nothing
+        running, waiting or in flight), and record it as a ``no_work`` span: step = the next step
+        the engine will run, slot -1, on the caller's thread. The analysis reports the device's
+        idle inside it as no work, apart from bubbles: a server with no traffic is no host fault.
+        Only the wait itself is covered; whatever the caller does around it stays host time."""
+        if not self.idle:
+            raise RuntimeError("wait_for_work: the engine has work (a request running, waiting or in flight)")
+        tr, step = self.tracer, self.scheduler.next_step
+        t0 = tr.begin(Phase.NO_WORK, step, -1)
+        try:
+            return wait()
+        finally:
+            tr.end(Phase.NO_WORK, step, -1, t0)
 
     # -- the tick ----------------------------------------------------------------------------
     def step(self) -> list[RequestDelta]:

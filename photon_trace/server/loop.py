@@ -7,8 +7,9 @@ thread feeds, and read counters from ``Engine.stats()``, the snapshot the engine
 publishes at the end of each tick. (What they do call directly is thread-safe by
 design: ``compile_format``, and the config and tokenizer, fixed at start-up.) Per tick, the deltas bound for one asyncio loop go over in a single
 ``call_soon_threadsafe``. With no work and no commands the thread sleeps on a
-condition (no spin); it records each sleep, so device statistics can leave out
-the time the engine had nothing to do, and checks the engine's invariants each
+condition (no spin); it records each sleep (and the engine's trace has it as a
+``no_work`` span: ``Engine.wait_for_work``), so device statistics and the analysis
+leave out the time the engine had nothing to do, and checks the engine's invariants each
 time it goes idle (every page, row and slot free). Asleep, it checks every
 ``IDLE_WATCH_S`` that the device is alive: a worker dead while idle is healed then.
 
@@ -281,24 +282,30 @@ class EngineLoop:
         with self._cond:
             if not self._commands and not self._stopping and engine.idle:
                 self._check_idle(engine)
-                t0 = time.monotonic_ns()
-                self.sleeping_since = t0
-                try:
-                    while not self._commands and not self._stopping:
-                        if not self._cond.wait(IDLE_WATCH_S):
-                            self._cond.release()    # a check may take a while: submit() must not wait on it
-                            try:
-                                engine.check_alive()
-                            finally:
-                                self._cond.acquire()
-                finally:
-                    self.sleeping_since = None
-                    self.sleeps.append((t0, time.monotonic_ns()))
+                # the trace's no_work span covers the sleep alone, not the check before it
+                engine.wait_for_work(lambda: self._sleep(engine))
             if self._stopping:
                 return None
             commands = list(self._commands)
             self._commands.clear()
             return commands
+
+    def _sleep(self, engine) -> None:
+        """Wait, holding ``_cond``, until a command comes or the loop stops; check the device
+        every ``IDLE_WATCH_S`` meanwhile. Recorded in ``sleeps`` (device statistics)."""
+        t0 = time.monotonic_ns()
+        self.sleeping_since = t0
+        try:
+            while not self._commands and not self._stopping:
+                if not self._cond.wait(IDLE_WATCH_S):
+                    self._cond.release()    # a check may take a while: submit() must not wait on it
+                    try:
+                        engine.check_alive()
+                    finally:
+                        self._cond.acquire()
+        finally:
+            self.sleeping_since = None
+            self.sleeps.append((t0, time.monotonic_ns()))
 
     def _check_idle(self, engine) -> None:
         self.idle_checks += 1
