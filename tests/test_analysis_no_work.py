@@ -115,3 +115,14 @@ def test_the_markdown_and_junit_say_the_no_work_figure():
     md, junit = render_markdown(result), render_junit(result)
     assert "of the time with work; 12.0% of the window had no work" in md
     assert "had no work: not gated" in junit
+
+
+def test_the_stream_and_device_rows_leave_no_work_out_too():
+    b = idle_server()
+    b.copy("copy_back", 1, 1000 * US, 1020 * US).copy("copy_back", 2, 2500 * US, 2520 * US)
+    rep = analyze(b.build(), WINDOW)
+    (compute, copy) = rep.streams
+    assert compute.stream == "compute" and compute.span_ns == 2200 * US and compute.idle_ns == rep.idle_ns
+    assert sum(compute.causes.values()) == compute.idle_ns
+    (device,) = rep.devices
+    assert device.span_ns == 2200 * US and device.idle_ns == 180 * US   # the copy-back covered 20 µs

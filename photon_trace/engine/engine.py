@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from photon_trace.telemetry.tracer import NULL_TRACER, Phase, Tracer
+from photon_trace.telemetry.tracer import NULL_TRACER, Phase, Tracer, now_ns
 from photon_trace.engine.constraints.interface import bitmask_words
 from photon_trace.engine.device import make_device
 from photon_trace.engine.device.base import NUM_SLOTS, DeviceError, DeviceSpec
@@ -63,6 +63,7 @@ class Engine:
         self._closed = False
         self._scratch_row = config.max_seqs
         self._inflight: StepPlan | None = None
+        self._idle_since: int | None = None   # when the last tick left the engine with nothing to run
         self._slot_busy = [False] * NUM_SLOTS
         self._pageable_mask = np.zeros((config.max_rows, shape.mask_words), dtype=np.int32)
         self._rng = random.Random(config.seed)
@@ -76,6 +77,7 @@ class Engine:
         assert self.idle, "swap tracers only when no step is in flight"
         self._close_clock()
         self.tracer = self.device.tracer = self.requests.tracer = tracer
+        self._idle_since = None     # a no_work span starts inside the run of the tracer that records it
         self._describe()
 
     def _describe(self) -> None:
@@ -105,6 +107,7 @@ class Engine:
         seq = self.requests.create(prompt, params, seed, response_format)
         self.scheduler.add(seq)   # raises if it can never fit; nothing recorded yet
         self.requests.register(seq)
+        self._idle_since = None
         return seq.req_id
 
     def default_params(self, **given) -> SamplingParams:
@@ -133,17 +136,27 @@ class Engine:
 
     def wait_for_work(self, wait: Callable[[], T]) -> T:
         """Run ``wait``, the caller's wait for a request while the engine has none (idle: nothing
-        running, waiting or in flight), and record it as a ``no_work`` span: step = the next step
-        the engine will run, slot -1, on the caller's thread. The analysis reports the device's
-        idle inside it as no work, apart from bubbles: a server with no traffic is no host fault.
-        Only the wait itself is covered; whatever the caller does around it stays host time."""
+        running, waiting or in flight), and record the time the engine had nothing to run as a
+        ``no_work`` span: step = the next step the engine will run, slot -1, on the caller's
+        thread. The analysis reports the device's idle inside it as no work, apart from bubbles:
+        a server with no traffic is no host fault.
+
+        The span runs from the end of the tick that left the engine idle (the commit of its last
+        step stays out: that is work) to the end of ``wait``; what the caller did in between (a
+        server handing the finished request its result) happened with nothing to run, so no
+        host fix could have fed the device sooner. What follows the wait (the new request's
+        admission, plan, launch) is host time as always. Called without a tick since the engine
+        last had work (or after ``add_request``), it covers ``wait`` alone."""
         if not self.idle:
             raise RuntimeError("wait_for_work: the engine has work (a request running, waiting or in flight)")
         tr, step = self.tracer, self.scheduler.next_step
         t0 = tr.begin(Phase.NO_WORK, step, -1)
+        if self._idle_since is not None:
+            t0 = min(t0, self._idle_since)
         try:
             return wait()
         finally:
+            self._idle_since = None
             tr.end(Phase.NO_WORK, step, -1, t0)
 
     # -- the tick ----------------------------------------------------------------------------
@@ -168,6 +181,8 @@ class Engine:
                 self._finalize(new)             # constrained rows sample from the state commit(t) made
             self._inflight = new
         self._stats = self._snapshot()
+        if self._stats.idle and self._idle_since is None:   # nothing left to run from here on
+            self._idle_since = now_ns()
         return self.requests.take_deltas()
 
     def _launch(self) -> StepPlan | None:

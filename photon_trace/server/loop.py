@@ -282,7 +282,7 @@ class EngineLoop:
         with self._cond:
             if not self._commands and not self._stopping and engine.idle:
                 self._check_idle(engine)
-                # the trace's no_work span covers the sleep alone, not the check before it
+                # the trace's no_work span: from the tick that left the engine idle to the wake-up
                 engine.wait_for_work(lambda: self._sleep(engine))
             if self._stopping:
                 return None
