@@ -126,3 +126,14 @@ def test_the_stream_and_device_rows_leave_no_work_out_too():
     assert sum(compute.causes.values()) == compute.idle_ns
     (device,) = rep.devices
     assert device.span_ns == 2200 * US and device.idle_ns == 180 * US   # the copy-back covered 20 µs
+
+
+def test_the_perfetto_export_carries_no_work_as_a_grey_slice_and_no_bubble_there():
+    from photon_trace.telemetry.export.perfetto import analysed_bubbles, chrome_trace
+    trace = idle_server().build()
+    bubbles, window = analysed_bubbles(trace)
+    events = chrome_trace(trace, bubbles, window)["traceEvents"]
+    (slice_,) = [e for e in events if e.get("cat") == "no_work"]
+    assert slice_["name"] == "no work" and slice_["cname"] == "grey" and slice_["dur"] == pytest.approx(300)
+    start = slice_["ts"]
+    assert not [e for e in events if e.get("cat") == "bubble" and e["ts"] < start + 300 and e["ts"] + e["dur"] > start]
