@@ -42,10 +42,7 @@ def test_a_gap_partly_in_no_work_keeps_only_its_parts_outside_as_bubbles():
     assert parts(idle_server().build(), WINDOW) == [
         (1000, 1100, Cause.HOST_BOUND, "commit"), (1400, 1450, Cause.HOST_BOUND, "plan"),
         (1450, 1490, Cause.HOST_BOUND, "launch"), (1490, 1500, *LATENCY)]
-
-
-def test_without_the_span_the_same_sleep_is_host_bound_outside_phases():
-    """What the analysis said before no_work existed: the sleep read as host code's fault."""
+    # without the span, the same sleep reads as host code's fault (what the analysis said before)
     assert (1100, 1400, Cause.HOST_BOUND, OUTSIDE_PHASES) in parts(idle_server(None).build(), WINDOW)
 
 
