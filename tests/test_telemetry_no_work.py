@@ -76,3 +76,26 @@ def test_wait_for_work_refuses_an_engine_with_work(tiny_engines):
     with pytest.raises(RuntimeError, match="has work"):
         engine.wait_for_work(lambda: None)
     engine.run_until_idle()
+
+
+def test_no_work_is_no_part_of_any_steps_otlp_span():
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from helpers.loop_sim import START_NS, WALL_ANCHOR_NS, SyntheticRun, synthetic_trace
+    from photon_trace.telemetry.export.otlp.sink import export_trace
+    from photon_trace.telemetry.trace.records import HostSpan
+
+    trace = synthetic_trace(SyntheticRun(steps=12))
+    first = min(h.t0 for h in trace.host_spans)
+    # the engine slept before step 5 (its no_work names the step it will run next), and after the run
+    trace.host_spans.insert(0, HostSpan(NO_WORK, 5, -1, first - 900_000, first - 50_000, "scheduler"))
+    trace.host_spans.append(HostSpan(NO_WORK, 12, -1, first + 10**9, first + 2 * 10**9, "scheduler"))
+    ex = InMemorySpanExporter()
+    sink = export_trace(trace, exporter=ex, every_n_steps=1)
+    spans = ex.get_finished_spans()
+    step5 = next(s for s in spans if s.name == "step" and s.attributes["photon_trace.step"] == 5)
+    real = min(h.t0 for h in trace.host_spans if h.step == 5 and h.phase != NO_WORK)
+    assert step5.start_time == real - START_NS + WALL_ANCHOR_NS    # not stretched back over the sleep
+    assert not [s for s in spans if s.name == NO_WORK]
+    assert sink.steps_exported == len(trace.steps)
