@@ -58,10 +58,8 @@ Each split also records the *chain*: the host time per cause since the previous 
 enqueue (or since the host was last ahead), the serial work that led to this gap;
 ``diagnosis`` predicts what removing a cause gives from it.
 
-**No work is no cause.** Time inside a ``no_work`` span (the engine had nothing to run and
-waited for a request: ``no_work``) is cut out of every gap and of the chain before the rules
-above see it: a gap partly inside no work keeps its parts outside, attributed as any other;
-``GapSplit.no_work_ns`` says how much was cut, so that a fix never predicts removing it.
+**No work is no cause** (``no_work``): time the engine had nothing to run is cut out of every
+gap and chain; the parts outside are attributed as any other, ``GapSplit.no_work_ns`` is the cut.
 
 A wait counts if it has a positive length; ``slack_ns`` (the device-to-host clock
 error) lets a wait that ends just before the gap opens count as ending with it.
@@ -228,9 +226,9 @@ class Attribution:
             if tail_op and tail_end > late_end:
                 parts = _relabel(parts, late_end, tail_end, Cause.DEVICE_BUSY, tail_op[1])
         self._last = (g1, min(nxt.enqueued, late_end))
-        parts, none_ns = self.no_work.cut(parts), self.no_work.overlap_ns(g0, g1)
         late_ns = late_end - g0 - self.no_work.overlap_ns(g0, late_end)
-        return GapSplit(prev, nxt, parts, late_ns, dict(chain), regained, launch, tail_end - g0, none_ns)
+        return GapSplit(prev, nxt, self.no_work.cut(parts), late_ns, dict(chain), regained, launch, tail_end - g0,
+                        self.no_work.overlap_ns(g0, g1))
 
     def one_launch(self, prev: DeviceSpan, nxt: DeviceSpan) -> bool:
         """Whether ``prev`` and ``nxt`` came from one graph launch (one enqueue for both)."""
