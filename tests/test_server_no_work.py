@@ -3,11 +3,11 @@ server and the official ``openai`` client, waits 3 P between its requests (P: th
 its warm-up request measured). The engine sleeps between them; its trace has those sleeps as
 ``no_work`` spans, and ``check`` reads them as no work, not as host-bound bubbles.
 
-This machine's CPU is shared: under load the engine thread wakes late from its commit waits
-(the host descheduled, issue 28 item 1), which is idle *with* work, in clean runs alike. So, as
-in test_faults_engine.py, the pass is checked under one loose idle limit (``GATE_IDLE``), and
-the contrast with the same trace read without its no-work spans at a limit between the two
-figures, which no machine's speed moves."""
+This machine's CPU is shared: under load (load average 6 here) the engine thread wakes late
+from its commit waits, idle *with* work that the default 5% limit fails on in clean runs alike
+(51% measured once; 4.0-4.3% on a quieter machine). So the gate is run at a limit between the
+two readings of the same trace (with its no-work spans, and without them as before no_work
+existed), which only the reading with no work passes whatever the machine's load."""
 from __future__ import annotations
 
 import dataclasses
@@ -31,7 +31,6 @@ WARM_TOKENS = 32
 TOKENS = 16          # per paced request
 REQUESTS = 8
 PAUSE_PERIODS = 3    # the client's think time, in step periods
-GATE_IDLE = 0.5      # loose: see the module docstring
 
 
 def _until(deadline: float) -> None:
@@ -62,31 +61,34 @@ def paced_trace(tmp_path_factory):
     return path, period
 
 
-def test_a_paced_clients_trace_passes_the_gate_and_says_its_no_work(paced_trace, capsys):
-    path, period = paced_trace
+def _readings(path) -> tuple:
+    """The trace, its analysis, the same trace without its no-work spans, and that one's analysis."""
     trace = load_trace(path)
+    bare = dataclasses.replace(trace, host_spans=[h for h in trace.host_spans if h.phase != NO_WORK])
+    return trace, analyze(trace), bare, analyze(bare)
+
+
+def test_a_paced_clients_trace_passes_the_gate_and_says_its_no_work(paced_trace, capsys):
+    path, _ = paced_trace
+    trace, report, _, before = _readings(path)
     sleeps = [h for h in trace.host_spans if h.phase == NO_WORK]
     assert len(sleeps) >= REQUESTS                            # one sleep after each request at least
-    report = analyze(trace)
-    assert report.no_work_ns > 0
-    assert main(["check", str(path), "--max-idle", str(GATE_IDLE)]) == EXIT_PASS
+    assert report.no_work_ns > 0 and before.idle_fraction > report.idle_fraction
+    limit = (report.idle_fraction + before.idle_fraction) / 2
+    assert main(["check", str(path), "--max-idle", f"{limit:.6f}"]) == EXIT_PASS
     out = capsys.readouterr().out
     assert "window had no work: not gated" in out and f"{report.no_work_fraction:.1%} of the window had no work" in out
     # no host-bound "outside phases" row dominates what there is to fix
     outside = sum(d.idle_ns for d in report.diagnosis
                   if d.cause == Cause.HOST_BOUND and d.site_or_phase.startswith(OUTSIDE_PHASES))
     assert outside <= 0.5 * report.bubble_ns, report.diagnosis[:3]
-    assert all(d.predicted_speedup < 1.05 for d in report.diagnosis if d.site_or_phase.startswith(OUTSIDE_PHASES))
 
 
 def test_the_same_trace_read_without_its_no_work_fails_the_gate(paced_trace):
     """What the gate said before no_work existed: the sleeps were idle, host-bound "outside
     phases"; at a limit between the two readings, only the one with no work passes."""
     path, _ = paced_trace
-    trace = load_trace(path)
-    report = analyze(trace)
-    bare = dataclasses.replace(trace, host_spans=[h for h in trace.host_spans if h.phase != NO_WORK])
-    before = analyze(bare)
+    trace, report, bare, before = _readings(path)
     outside = sum(d.idle_ns for d in before.diagnosis
                   if d.cause == Cause.HOST_BOUND and d.site_or_phase.startswith(OUTSIDE_PHASES))
     assert outside >= report.no_work_ns                  # every sleep was charged to host code
