@@ -24,7 +24,7 @@ VISIONS = ("normal", "deuteranopia", "protanopia")
 DEMO = Path(__file__).resolve().parents[1] / "traces" / "tiny-point-s8-mask-sync-pipelined.trace.jsonl"
 
 SHARED = {**WAIT_COLOURS, **{bubble_name(c): v for c, v in BUBBLE_COLOURS.items()}}
-ENGINE = {**{phase_set_name(p.span_name, not p.top): c for p, c in PHASE_COLOURS.items()}, **DEVICE_COLOURS,
+ENGINE = {**{phase_set_name(p.span_name, p.sub): c for p, c in PHASE_COLOURS.items()}, **DEVICE_COLOURS,
           **{f"requests: {k}": v for k, v in REQUEST_COLOURS.items()}, **SHARED}
 IMPORTED = {**IMPORTED_COLOURS, "other": OTHER_COLOUR, **SHARED}
 

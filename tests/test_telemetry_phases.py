@@ -9,14 +9,15 @@ from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.tracer import SUB_PHASES, TOP_PHASES, Phase
 
 # The serialised form: the host span names in every trace file written so far.
-NAMES = ["plan", "launch", "commit", "finalize", "stage", "mask_build", "mask_upload", "stream_out"]
+NAMES = ["plan", "launch", "commit", "finalize", "stage", "mask_build", "mask_upload", "stream_out", "no_work"]
 
 
 def test_each_phase_keeps_its_span_name_and_the_top_phases_come_first():
     assert [p.span_name for p in Phase] == NAMES
     assert TOP_PHASES == ("plan", "launch", "commit", "finalize")
     assert SUB_PHASES == ("stage", "mask_build", "mask_upload", "stream_out")
-    assert [p.top for p in Phase] == [True] * 4 + [False] * 4
+    assert [p.top for p in Phase] == [True] * 4 + [False] * 5
+    assert [p.sub for p in Phase] == [False] * 4 + [True] * 4 + [False]   # no_work: neither
     assert STEP_ANNOTATION == "launch"
 
 
@@ -27,5 +28,5 @@ def test_our_traces_count_the_top_phases_and_an_imported_trace_its_own():
 
 def test_the_dashboard_has_a_colour_for_every_phase():
     assert set(PHASE_COLOURS) == set(Phase)
-    assert all(phase_set_name(p.span_name, not p.top) in COLOURS for p in Phase)
+    assert all(phase_set_name(p.span_name, p.sub) in COLOURS for p in Phase)
     assert phase_set_name("stage", True) == "host stage" and phase_set_name("plan", False) == "plan"

@@ -18,8 +18,11 @@ GLOSSARY: dict[str, str] = {
     "sample": "Median device time of one step's sampling (masked sampling for constrained rows).",
     "bookkeeping": "Median host time per step in plan, launch, commit and finalize: the work a blocking "
                    "loop makes the device wait for, and a pipelined loop hides under the forward.",
-    "device idle": "Share of the analysis window the compute stream ran nothing: bubbles (gaps of 20 µs "
-                   "or more, each with a cause) plus the shorter dispatch gaps between ops.",
+    "device idle": "Share of the analysis window's time with work the compute stream ran nothing: bubbles "
+                   "(gaps of 20 µs or more, each with a cause) plus the shorter dispatch gaps between ops.",
+    "no work": "Share of the analysis window the engine had nothing to run (no request running or "
+               "waiting: a server between requests). Its device idle is no bubble, has no cause to fix, "
+               "and is left out of device idle, the diagnosis and the gate; drawn grey on the host lane.",
     "idle: host late": "Share of the window the device was idle *before* the next op was even enqueued: "
                        "the host was late. The rest of the idle is launch latency (the op was queued, the "
                        "device had not started it). An accidental sync's 'device idle caused' counts whole "

@@ -9,11 +9,11 @@ from __future__ import annotations
 import random
 import secrets
 from dataclasses import replace
-from collections.abc import Iterator, Sequence as Seq
+from collections.abc import Callable, Iterator, Sequence as Seq
 
 import numpy as np
 
-from photon_trace.telemetry.tracer import NULL_TRACER, Phase, Tracer
+from photon_trace.telemetry.tracer import NULL_TRACER, Phase, Tracer, now_ns
 from photon_trace.engine.constraints.interface import bitmask_words
 from photon_trace.engine.device import make_device
 from photon_trace.engine.device.base import NUM_SLOTS, DeviceError, DeviceSpec
@@ -56,8 +56,8 @@ class Engine:
                                    max_rows=config.max_rows, max_step_tokens=config.max_step_tokens,
                                    max_seqs=config.max_seqs, max_context=config.max_context)
         self.requests = RequestBook(self.tokenizer, self.model_config, tracer)
-        self._failed = False
-        self._closed = False
+        self._failed = self._closed = False
+        self._idle_since: int | None = None   # when the last tick left the engine with nothing to run
         self._scratch_row = config.max_seqs
         self._inflight: StepPlan | None = None
         self._slot_busy = [False] * NUM_SLOTS
@@ -68,11 +68,11 @@ class Engine:
         self._describe()
 
     def set_tracer(self, tracer: Tracer) -> None:
-        """Swap the tracer between runs (benchmarks); call only when idle. The outgoing
-        tracer gets the device clock's drift over its run, the new one a fresh anchor."""
+        """Swap the tracer between runs (benchmarks), only when idle; the old one gets the clock's drift."""
         assert self.idle, "swap tracers only when no step is in flight"
         self._close_clock()
         self.tracer = self.device.tracer = self.requests.tracer = tracer
+        self._idle_since = None     # the new one: a fresh clock anchor, and no no-work from before its run
         self._describe()
 
     def _describe(self) -> None:
@@ -149,7 +149,7 @@ class Engine:
             if new is not None:
                 self._finalize(new)             # constrained rows sample from the state commit(t) made
             self._inflight = new
-        self._stats = self._snapshot()
+        self._stats = self._settled()
         return self.requests.take_deltas()
 
     def _launch(self) -> StepPlan | None:
@@ -255,10 +255,45 @@ class Engine:
                     if d.finished:
                         return
 
+    def wait_for_work(self, wait: Callable[[], object]) -> None:
+        """Run ``wait``, the caller's wait for a request while the engine has none (idle: nothing
+        running, waiting or in flight), and record the time the engine had nothing to run as a
+        ``no_work`` span: step = the next step the engine will run, slot -1, on the caller's
+        thread. The analysis reports the device's idle inside it as no work, apart from bubbles:
+        a server with no traffic is no host fault.
+
+        The span runs from the end of the tick that left the engine idle (the commit of its last
+        step stays out: that is work) to the end of ``wait``; what the caller did in between (a
+        server handing the finished request its result) happened with nothing to run, so no
+        host fix could have fed the device sooner. What follows the wait (the new request's
+        admission, plan, launch) is host time as always. Called without a tick since the engine
+        last had work (or after ``add_request``), it covers ``wait`` alone."""
+        if not self.idle:
+            raise RuntimeError("wait_for_work: the engine has work (a request running, waiting or in flight)")
+        tr, step = self.tracer, self.scheduler.next_step
+        t0 = tr.begin(Phase.NO_WORK, step, -1)
+        if self._idle_since is not None:
+            t0 = min(t0, self._idle_since)
+        try:
+            wait()
+        finally:
+            self._idle_since = None
+            tr.end(Phase.NO_WORK, step, -1, t0)
+
     def stats(self) -> EngineStats:
         """The counters as of the last tick: safe to read from any thread (a web handler,
         a metrics scrape) while the engine's own thread goes on mutating its state."""
         return self._stats
+
+    def _settled(self) -> EngineStats:
+        """The counters at a tick's end; a tick that leaves nothing to run starts the engine's no
+        work (``wait_for_work``), one that leaves work ends it."""
+        stats = self._snapshot()
+        if not stats.idle:
+            self._idle_since = None
+        elif self._idle_since is None:
+            self._idle_since = now_ns()
+        return stats
 
     def _snapshot(self) -> EngineStats:
         sched = self.scheduler

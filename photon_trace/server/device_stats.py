@@ -2,7 +2,8 @@
 
 It runs on the recorder's flusher thread (never the engine's). Each chunk extends
 the analysed time to the latest compute op; that new stretch, less the times the
-engine thread slept with nothing to do, is analysed with the telemetry analysis
+engine had nothing to do (the trace's ``no_work`` spans and the loop's sleeps, the
+current one included; counted apart as no work), is analysed with the telemetry analysis
 functions over the last two chunks' records (so a gap at the stretch's start still
 sees the op before it): busy and idle time, bubbles with their causes, accidental
 syncs with their call sites, step periods. Recent-window gauges (idle ratio,
@@ -21,6 +22,7 @@ from photon_trace.telemetry.analysis import busy_intervals, device_gaps
 from photon_trace.telemetry.analysis.bubbles import classify
 from photon_trace.telemetry.analysis.steps import step_periods
 from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
+from photon_trace.telemetry.tracer import NO_WORK
 
 NS = 1e-9
 
@@ -77,9 +79,13 @@ class DeviceStats:
                 w0 = self._until or min(d.t0 for d in chunk.device_spans if d.stream == "compute")
                 if w1 > w0:
                     self._until = w1
-                    holes = self.idle_intervals(time.monotonic_ns())
-                    for sub in subtract((w0, w1), holes):
+                    holes = self.idle_intervals(time.monotonic_ns()) + [
+                        (h.t0, h.t1) for h in trace.host_spans if h.phase == NO_WORK]
+                    subs = subtract((w0, w1), holes)
+                    for sub in subs:
                         window_ns, idle_ns = self._analyse(trace, sub, window_ns, idle_ns)
+                    kept = sum(b - a for a, b in subs)    # what no work leaves; all of the rest was idle
+                    self.metrics.device_no_work.inc((w1 - w0 - kept) * NS)
                     periods = self._periods(trace, (w0, w1), holes)
             self._remember(window_ns, idle_ns, periods)
 

@@ -6,10 +6,10 @@ at the top of every tick, read their request's output from a ``RequestStream`` t
 thread feeds, and read counters from ``Engine.stats()``, the snapshot the engine
 publishes at the end of each tick. (What they do call directly is thread-safe by
 design: ``compile_format``, and the config and tokenizer, fixed at start-up.) Per tick, the deltas bound for one asyncio loop go over in a single
-``call_soon_threadsafe``. With no work and no commands the thread sleeps on a
-condition (no spin); it records each sleep, so device statistics can leave out
-the time the engine had nothing to do, and checks the engine's invariants each
-time it goes idle (every page, row and slot free). Asleep, it checks every
+``call_soon_threadsafe``. With no work and no commands the thread sleeps on a condition
+(no spin) through ``Engine.wait_for_work`` (a ``no_work`` span in the trace) and records each
+sleep: both keep the time with nothing to do out of the idle figures. It checks the engine's
+invariants each time it goes idle (every page, row and slot free); asleep, it checks every
 ``IDLE_WATCH_S`` that the device is alive: a worker dead while idle is healed then.
 
 The loop heals: when a tick raises (the device worker was killed or ran out of
@@ -281,24 +281,27 @@ class EngineLoop:
         with self._cond:
             if not self._commands and not self._stopping and engine.idle:
                 self._check_idle(engine)
-                t0 = time.monotonic_ns()
-                self.sleeping_since = t0
-                try:
-                    while not self._commands and not self._stopping:
-                        if not self._cond.wait(IDLE_WATCH_S):
-                            self._cond.release()    # a check may take a while: submit() must not wait on it
-                            try:
-                                engine.check_alive()
-                            finally:
-                                self._cond.acquire()
-                finally:
-                    self.sleeping_since = None
-                    self.sleeps.append((t0, time.monotonic_ns()))
+                engine.wait_for_work(lambda: self._sleep(engine))   # the trace's no_work span
             if self._stopping:
                 return None
             commands = list(self._commands)
             self._commands.clear()
             return commands
+
+    def _sleep(self, engine) -> None:
+        """Wait (holding ``_cond``) for a command or the stop, checking the device every ``IDLE_WATCH_S``."""
+        self.sleeping_since = t0 = time.monotonic_ns()
+        try:
+            while not self._commands and not self._stopping:
+                if not self._cond.wait(IDLE_WATCH_S):
+                    self._cond.release()    # a check may take a while: submit() must not wait on it
+                    try:
+                        engine.check_alive()
+                    finally:
+                        self._cond.acquire()
+        finally:
+            self.sleeping_since = None
+            self.sleeps.append((t0, time.monotonic_ns()))
 
     def _check_idle(self, engine) -> None:
         self.idle_checks += 1

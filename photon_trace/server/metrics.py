@@ -54,6 +54,9 @@ class ServerMetrics:
                                    "engine had work", registry=r)
         self.device_idle = Counter("photon_device_idle_seconds", "Device compute-stream idle time while the "
                                    "engine had work", registry=r)
+        self.device_no_work = Counter("photon_device_no_work_seconds", "Device compute-stream idle time while "
+                                      "the engine had nothing to run (no request): no bubble, not in the idle "
+                                      "figures", registry=r)
         self.idle_ratio = Gauge("photon_device_idle_ratio", "Device idle share (0-1) over the recent window "
                                 "(engine-idle time excluded)", registry=r)
         self.bubbles = Counter("photon_bubbles", "Device bubbles (gaps >= 20 us) by cause", ["cause"], registry=r)

@@ -54,6 +54,8 @@ class ServedEngine(Protocol):
 
     def check_alive(self) -> None: ...   # raises when the device died; watched while idle
 
+    def wait_for_work(self, wait: Callable[[], Any]) -> Any: ...   # the idle wait, traced as no_work
+
     def close(self) -> None: ...
 
 

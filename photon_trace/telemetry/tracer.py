@@ -18,13 +18,16 @@ from enum import IntEnum
 
 class TraceLevel(IntEnum):
     OFF = 0   # nothing recorded; every call is a no-op
-    ON = 1    # phases, device ops, waits, steps, request events
+    ON = 1    # phases, no-work spans, device ops, waits, steps, request events
     FULL = 2  # also the sub-phases (stage, mask build/upload, stream-out) and per-row detail
 
 
 class Phase(IntEnum):
-    """Host phases of a tick. The first four (the top phases) are recorded at ON, the rest
-    (sub-phases, each inside a top phase on its thread) at FULL."""
+    """Host phases of a tick. The first four (the top phases) are recorded at ON, the
+    sub-phases (STAGE to STREAM_OUT, each inside a top phase on its thread) at FULL.
+    NO_WORK is no phase of a tick: the time the engine had nothing to run (no running or
+    waiting request) and its caller waited for a request, recorded at ON; it comes last so
+    that the other phases' codes keep their meaning in older traces."""
     PLAN = 0
     LAUNCH = 1
     COMMIT = 2
@@ -33,6 +36,7 @@ class Phase(IntEnum):
     MASK_BUILD = 5   # filling constrained rows' allowed-token bitmasks
     MASK_UPLOAD = 6  # enqueueing the mask copy (host side of it)
     STREAM_OUT = 7   # appending tokens, detokenising, handing results to callers
+    NO_WORK = 8      # the engine idle, its caller waiting for a request (``Engine.wait_for_work``)
 
     @property
     def span_name(self) -> str:
@@ -45,11 +49,19 @@ class Phase(IntEnum):
         """One of the tick's own phases, not a sub-phase inside one."""
         return self < Phase.STAGE
 
+    @property
+    def sub(self) -> bool:
+        """A sub-phase inside a top phase (recorded at FULL only)."""
+        return Phase.STAGE <= self <= Phase.STREAM_OUT
+
 
 TOP_PHASES = tuple(p.span_name for p in Phase if p.top)
 """The span names of the top phases, in tick order: plan, launch, commit, finalize."""
-SUB_PHASES = tuple(p.span_name for p in Phase if not p.top)
+SUB_PHASES = tuple(p.span_name for p in Phase if p.sub)
 """The span names of the sub-phases (FULL only), each inside a top phase: stage, mask_build, ..."""
+NO_WORK = Phase.NO_WORK.span_name
+"""The span name of the time the engine had nothing to run ("no_work"): no bubble (see
+telemetry/analysis/no_work.py)."""
 
 
 class DeviceOp(IntEnum):

@@ -35,6 +35,7 @@ METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("sample_ms", "sample", "ms", "lower"),
     ("bookkeeping_ms", "bookkeeping", "ms", "lower"),
     ("idle_fraction", "device idle", "%", "lower"),
+    ("no_work_fraction", "no work", "%", "neither"),   # nothing to run (no request): apart from idle
     # the part of it the host caused (the next op not yet enqueued); the rest is launch latency
     ("host_idle_fraction", "idle: host late", "%", "lower"),
     ("tokens_per_s", "tokens/s", "", "higher"),

@@ -43,7 +43,7 @@ def phase_set_name(phase: str, sub: bool) -> str:
 
 
 COLOURS = {
-    **{phase_set_name(p.span_name, not p.top): c for p, c in PHASE_COLOURS.items()},
+    **{phase_set_name(p.span_name, p.sub): c for p, c in PHASE_COLOURS.items()},
     **WAIT_COLOURS, **DEVICE_COLOURS, **IMPORTED_COLOURS,
 }
 
@@ -268,7 +268,7 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
     for ph in order:
         m = np.flatnonzero(named_phase[0] == names.index(ph))
         if phase_text is None:
-            sub = ph not in TOP_PHASES
+            sub = ph in SUB_PHASES      # no_work is a full-height span of its own, as a phase is
             name = phase_set_name(ph, sub)
         else:   # an imported trace's category: each span in its own call-stack row, a full one
             sub, name = False, ph

@@ -19,6 +19,7 @@ PHASE_COLOURS = {
     Phase.PLAN: "#9669E1", Phase.LAUNCH: "#F0871E", Phase.COMMIT: "#5AA55A", Phase.FINALIZE: "#B478A5",
     Phase.STAGE: "#4B784B", Phase.MASK_BUILD: "#D26900", Phase.MASK_UPLOAD: "#C300A5",
     Phase.STREAM_OUT: "#B40F2D",
+    Phase.NO_WORK: "#E6E6E6",   # neutral: the engine had nothing to run, no fault of anyone's
 }
 """Every phase's colour (a test fails while a phase has none)."""
 
@@ -51,7 +52,7 @@ LEGEND_NAMES = {
     "host mask_upload": "upload masks (host)", "host stream_out": "stream out (host)",
     "device stage": "stage copy (device)", "masked_sample": "masked sample", "copy_back": "copy-back",
     "device mask_upload": "mask upload (device)", "wait: expected": "host wait: expected",
-    "wait: accidental": "host wait: accidental",
+    "wait: accidental": "host wait: accidental", "no_work": "no work (engine idle)",
     "cpu op": "CPU op", "python": "Python", "cuda runtime": "CUDA runtime", "cuda driver": "CUDA driver",
     "memcpy": "memory copy", "memset": "memory set", "nvtx": "NVTX range", "os runtime": "OS runtime",
 }

@@ -64,6 +64,9 @@ Each split also records the *chain*: the host time per cause since the previous 
 enqueue (or since the host was last ahead), the serial work that led to this gap;
 ``diagnosis`` predicts what removing a cause gives from it.
 
+**No work is no cause** (``no_work``): time the engine had nothing to run is cut out of every
+gap and chain; the parts outside are attributed as any other, ``GapSplit.no_work_ns`` is the cut.
+
 A wait counts if it has a positive length; ``slack_ns`` (the device-to-host clock
 error) lets a wait that ends just before the gap opens count as ending with it.
 """
@@ -79,10 +82,11 @@ from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.analysis.host_running import PhaseCounters, Running, landings, of_wait
 from photon_trace.telemetry.analysis.host_running import split as split_running
 from photon_trace.telemetry.analysis.launch_latency import LaunchLatency
+from photon_trace.telemetry.analysis.no_work import NoWork
 from photon_trace.telemetry.analysis.window import compute_ops
 from photon_trace.telemetry.trace.lanes import COPY, host_phases, primary_stream
 from photon_trace.telemetry.trace.records import DeviceSpan, HostWait, Trace
-from photon_trace.telemetry.tracer import SUB_PHASES
+from photon_trace.telemetry.tracer import NO_WORK, SUB_PHASES
 
 OUTSIDE_PHASES = "outside phases"
 """``host_bound``'s detail for host time no top-level phase covers."""
@@ -106,14 +110,15 @@ class GapSplit(NamedTuple):
     """One gap's attribution, and what a fix's prediction needs to know about it."""
     prev: DeviceSpan
     next: DeviceSpan
-    parts: list[Part]             # covering the whole gap, in time order
-    host_late_ns: int             # before the next op was enqueued
+    parts: list[Part]             # covering the whole gap but its no work, in time order
+    host_late_ns: int             # before the next op was enqueued (less no work)
     chain: dict[tuple[Cause, str], int]   # host time per (cause, detail) since the last gap: the serial
                                   # work that led to this enqueue (see ``diagnosis``)
     regained: bool                # the host was ahead of the device again at a step start since the last gap
     launch_ns: int | None = None  # the device's own launch latency before this gap's next op (None: unknown)
     tail_ns: int = 0              # the device's own work at the gap's start that no host fix removes
                                   # (``Attribution.tail``; 0 on a device that runs streams concurrently)
+    no_work_ns: int = 0           # of the gap, the time in no work (cut out of ``parts``: no cause's)
 
 
 def _late_start(e: int, x: int, late: list[Part], launch: int | None, detail: str = LAUNCH_LATENCY) -> list[Part]:
@@ -170,7 +175,10 @@ class Attribution:
                          of_wait(w, landed, slack_ns)) for w in waits]
         phases = host_phases(trace)
         own = PhaseCounters(waits)
+        self.no_work = NoWork(trace)
         for h in trace.host_spans:
+            if h.phase == NO_WORK and self.no_work:
+                continue            # no host work: cut out of every gap (``split``)
             if h.phase in phases:
                 covers.append(_Cover(h.t0, h.t1, (2, -h.t0), Cause.HOST_BOUND, h.phase, own.of(h)))
             elif h.phase not in SUB_PHASES and h.t1 > h.t0:
@@ -213,11 +221,11 @@ class Attribution:
         parts: list[Part] = []
         chain: dict[tuple[Cause, str], int] = defaultdict(int)
         if late_end > g0:
-            covered = self._coverage(min(chain_from, g0), late_end)
+            covered = self.no_work.cut(self._coverage(min(chain_from, g0), late_end))
             for p in covered:
                 chain[p[2:]] += p.t1 - p.t0
             parts = [p for p in covered if p.t1 > g0]
-            if parts[0].t0 < g0:
+            if parts and parts[0].t0 < g0:
                 parts[0] = parts[0]._replace(t0=g0)
             if tail_op:     # before the syncs are charged: a sync costs only host time the device could use
                 parts = _relabel(parts, g0, min(tail_end, late_end), Cause.DEVICE_BUSY, tail_op[1])
@@ -230,7 +238,9 @@ class Attribution:
             if tail_op and tail_end > late_end:
                 parts = _relabel(parts, late_end, tail_end, Cause.DEVICE_BUSY, tail_op[1])
         self._last = (g1, min(nxt.enqueued, late_end))
-        return GapSplit(prev, nxt, parts, late_end - g0, dict(chain), regained, launch, tail_end - g0)
+        late_ns = late_end - g0 - self.no_work.overlap_ns(g0, late_end)
+        return GapSplit(prev, nxt, self.no_work.cut(parts), late_ns, dict(chain), regained, launch, tail_end - g0,
+                        self.no_work.overlap_ns(g0, g1))
 
     def one_launch(self, prev: DeviceSpan, nxt: DeviceSpan) -> bool:
         """Whether ``prev`` and ``nxt`` came from one graph launch (one enqueue for both)."""

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from photon_trace.telemetry.analysis.no_work import NoWork
 from photon_trace.telemetry.trace.lanes import device_of
 from photon_trace.telemetry.trace.records import Trace
 
@@ -82,8 +83,10 @@ def busy_runs(t0: np.ndarray, t1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def device_idle(trace: Trace, window: tuple[int, int] | None = None) -> list[DeviceIdle]:
-    """One row per device with an op in ``window`` (the whole trace when None), by name."""
+    """One row per device with an op in ``window`` (the whole trace when None), by name. Its span
+    leaves out the time the engine had nothing to run (``no_work``): that idle is no one's."""
     rows = []
+    no_work = NoWork(trace)
     for dev, (t0, t1, streams) in sorted(device_ops(trace).items()):
         a, b = with_overhead(trace, dev, t0, t1)
         if window is not None:
@@ -97,7 +100,7 @@ def device_idle(trace: Trace, window: tuple[int, int] | None = None) -> list[Dev
         s, e = busy_runs(a, b)
         if not len(s):
             continue
-        span = int(e[-1] - s[0])
+        span = int(e[-1] - s[0]) - no_work.overlap_ns(int(s[0]), int(e[-1]))
         busy = int(np.sum(e - s))
         gaps = s[1:] - e[:-1]
         rows.append(DeviceIdle(dev, len(streams), n_ops, span, busy, span - busy, int(len(gaps)),

@@ -3,7 +3,8 @@
 A row's ``idle_ns`` is the idle charged to it (its bubbles, ``attribution``): the rows
 add up to the bubbles. What *removing* a row gives is another question, answered per
 row alone: by the cost model a fix shortens the window by the idle it removes, and
-the predicted speedup is ``window / (window - removable)``.
+the predicted speedup is ``window / (window - removable)``, the window being the time the
+engine had work (its no work left out: ``no_work``).
 
 **What a fix removes.** Take the row's host time out of the host's timeline (a sync's
 wait, a phase's work, a stall): everything the host did after it moves earlier by as
@@ -82,7 +83,7 @@ def predict_each(splits: list[tuple[Gap, GapSplit]], window_ns: int, fixes: dict
     total = {k: [0.0, 0.0, 0.0] for k in fixes}   # point, low, high
     for gap, s in splits:
         inside = (gap.t1 - gap.t0) / gap.full_ns     # the share of the gap inside the window
-        full, late = gap.full_ns, s.host_late_ns
+        full, late = gap.full_ns - s.no_work_ns, s.host_late_ns   # no work is no fix's to remove
         for k in fixes:
             t = total[k]
             if device[k]:

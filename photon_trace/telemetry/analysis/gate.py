@@ -2,9 +2,10 @@
 
 ``run_check`` analyses a trace's steady state and applies these gates:
 
-* ``idle_fraction``: the compute stream's idle fraction is at most ``max_idle_fraction``, not
-  counting idle while the host was descheduled (``host_descheduled``: the machine ran
-  something else; the message says how much there was);
+* ``idle_fraction``: the compute stream's idle fraction is at most ``max_idle_fraction``: its
+  idle while the engine had work; the time it had none (``no_work``: a server between
+  requests) is said beside it and not gated, and so is idle while the host was descheduled
+  (``host_descheduled``: the machine ran something else; the message says how much there was);
 * ``accidental_syncs``: no unexpected host wait anywhere in the trace (warm-up and
   drain included: a sync there is still a bug waiting to move into the loop);
 * with a baseline, ``idle_regression``: the mean idle per step grew by no more
@@ -233,7 +234,8 @@ def descheduled_fraction(report: Report) -> float:
     running: the machine ran something else). No code change removes it, so the idle gate
     does not count it; its message says how much there was."""
     ns = sum(d.idle_ns for d in report.diagnosis if who_fixes(d.cause) == DEPLOYMENT)
-    return min(ns / report.window_ns, report.idle_fraction) if report.window_ns else 0.0
+    work = report.work_ns or report.window_ns   # idle_fraction's denominator: the time with work
+    return min(ns / work, report.idle_fraction) if work else 0.0
 
 
 def _idle_gate(report: Report, max_idle_fraction: float) -> Gate:
@@ -249,9 +251,11 @@ def _idle_gate(report: Report, max_idle_fraction: float) -> Gate:
     shared = [d for d in report.devices if d.streams > 1]
     devices = ("; per device, all streams together: " + ", ".join(f"{d.device} {d.idle_fraction:.2%}"
                                                                   for d in shared)) if shared else ""
+    span = (f"{_ms(report.work_ns)} with work ({report.no_work_fraction:.1%} of the {_ms(report.window_ns)} "
+            f"window had no work: not gated)" if report.no_work_ns else _ms(report.window_ns))
     return Gate("idle_fraction", ok,
                 f"steady-state idle fraction {fraction:.2%} of {report.stream}{besides} over "
-                f"{len(report.steps)} steps, {_ms(report.window_ns)}, {'within' if ok else 'is over'} the limit "
+                f"{len(report.steps)} steps, {span}, {'within' if ok else 'is over'} the limit "
                 f"{max_idle_fraction:.2%}" + ("" if ok else why) + devices,
                 fraction, max_idle_fraction)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from photon_trace.telemetry.analysis.causes import (
     ANOTHER_THREAD, DEPLOYMENT, DEVICE_SIDE, HOST_CODE, WHO_FIXES, cause_label, who_fixes)
 from photon_trace.telemetry.analysis.report import Report
-from photon_trace.telemetry.analysis.views import steady_state_lines
+from photon_trace.telemetry.analysis.views import no_work_words, steady_state_lines
 
 
 def _ms(ns: float) -> str:
@@ -106,9 +106,9 @@ def steady_state_line(r: Report) -> str:
     """The steady state's figures in one console line: the window the idle gate measured, its
     idle and what it was made of, the median step and the throughput (tokens for our engine's
     traces, steps for an imported program's, which has no tokens)."""
-    head = (f"steady state: {len(r.steps)} steps over {_ms(r.window_ns)}, idle {r.idle_fraction:.2%} "
-            f"(bubbles {_ms(r.bubble_ns)}, dispatch gaps {_ms(r.dispatch_ns)}; host late {_ms(r.host_idle_ns)}, "
-            f"launch latency {_ms(r.launch_idle_ns)}); median period {r.period_ms:.3f} ms")
+    head = (f"steady state: {len(r.steps)} steps over {_ms(r.window_ns)}, idle {r.idle_fraction:.2%}"
+            f"{no_work_words(r)} (bubbles {_ms(r.bubble_ns)}, dispatch gaps {_ms(r.dispatch_ns)}; host late "
+            f"{_ms(r.host_idle_ns)}, launch latency {_ms(r.launch_idle_ns)}); median period {r.period_ms:.3f} ms")
     if r.imported:
         return f"{head}; {r.steps_per_s:,.2f} steps/s, {r.stream} busy {r.busy_fraction:.1%}"
     return (f"{head}, forward {r.forward_ms:.3f} ms; {r.tokens_per_s:,.1f} tokens/s steady, "

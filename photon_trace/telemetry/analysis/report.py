@@ -10,6 +10,7 @@ from photon_trace.telemetry.analysis.bubbles import (
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.device_idle import DeviceIdle, device_idle
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal
+from photon_trace.telemetry.analysis.no_work import NoWork
 from photon_trace.telemetry.analysis.source_notes import unknown_runtime
 from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
 from photon_trace.telemetry.analysis.streams import StreamStats, stream_stats, with_cover
@@ -28,8 +29,10 @@ class Report:
 
     Window-level (steady state unless a window was given): busy/idle, tokens,
     steps, bubbles, syncs, the medians and the diagnosis. ``window_ns`` =
-    ``busy_ns + idle_ns``; ``idle_ns`` = ``bubble_ns + dispatch_ns``, and split the other
-    way, ``idle_ns`` = ``host_idle_ns + launch_idle_ns``.
+    ``busy_ns + idle_ns + no_work_ns``: ``no_work_ns`` is the device's idle while the engine
+    had nothing to run (``no_work``), no bubble; ``idle_ns`` the idle while it had work, and
+    ``idle_fraction`` its share of that time (``work_ns``). ``idle_ns`` = ``bubble_ns +
+    dispatch_ns``, and split the other way, ``idle_ns`` = ``host_idle_ns + launch_idle_ns``.
     Run-level (the whole trace): ``e2e_tokens_per_s``, ``run_period_ms``, ``L``, ``zombie_rows``,
     ``z`` and ``z_steps`` (see ``requests``).
     ``stream`` is the stream analysed (``bubbles``, ``steps``, busy and idle are its);
@@ -79,6 +82,17 @@ class Report:
     source: str | None = None
     top_ops: list[OpTime] = field(default_factory=list)
     syncs_unknown: str | None = None    # why the trace's host waits cannot be read (an unknown runtime)
+    no_work_ns: int = 0     # idle while the engine had nothing to run: not in idle_ns, bubbles or diagnosis
+
+    @property
+    def work_ns(self) -> int:
+        """The part of the window the engine had work: what ``idle_fraction`` is a share of."""
+        return self.window_ns - self.no_work_ns
+
+    @property
+    def no_work_fraction(self) -> float:
+        """The part of the window the engine had nothing to run (its device idle, no bubble)."""
+        return self.no_work_ns / self.window_ns if self.window_ns else 0.0
 
     @property
     def imported(self) -> bool:
@@ -92,7 +106,7 @@ class Report:
 
     @property
     def busy_fraction(self) -> float:
-        """The part of the window the analysed stream ran an op."""
+        """The part of the window the analysed stream ran an op (no work included)."""
         return self.busy_ns / self.window_ns if self.window_ns else 0.0
 
     @property
@@ -101,8 +115,8 @@ class Report:
 
     @property
     def host_idle_fraction(self) -> float:
-        """The part of the window the device sat idle because the host was late."""
-        return self.host_idle_ns / self.window_ns if self.window_ns else 0.0
+        """The part of the time with work the device sat idle because the host was late."""
+        return self.host_idle_ns / self.work_ns if self.work_ns else 0.0
 
     def to_dict(self, *, tables: bool = True) -> dict[str, Any]:
         """JSON-able form; ``tables=False`` leaves out the per-step and per-bubble rows."""
@@ -116,6 +130,7 @@ class Report:
         d["top_ops"] = [x._asdict() for x in self.top_ops]
         d["diagnosis"] = [{k: _finite(v) for k, v in x._asdict().items()} for x in self.diagnosis]
         d["host_free_speedup"] = [_finite(v) for v in self.host_free_speedup]
+        d["work_ns"], d["no_work_fraction"] = self.work_ns, self.no_work_fraction
         return d
 
 
@@ -147,19 +162,24 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
     stream = primary_stream(trace)
     bubbles = with_cover(trace, [b for g, s in splits for b in bubbles_of(g, s)], stream, window)
     launch_ns = splits.launch_ns or 0
+    # the device's idle while the engine had nothing to run is no bubble and no fix's (``no_work``)
+    no_work = NoWork(trace)
+    no_work_ns = sum(no_work.overlap_ns(g.t0, g.t1) for g in gaps)
+    work_gaps = no_work.cut(gaps)
+    work_ns = window_ns - no_work_ns
     host_rows = {(b.cause, b.detail) for b in bubbles if not b.cause.queued}
-    host_free = predict_removal(splits, window_ns, host_rows, launch_ns)
+    host_free = predict_removal(splits, work_ns, host_rows, launch_ns)
     bubble_ns = sum(b.duration_ns for b in bubbles)
-    idle = window_ns - busy
-    host_idle = sum(min(max(g.next.enqueued, g.t0), g.t1) - g.t0 for g in gaps)
-    steps = step_stats(trace, window, gaps)
+    idle = work_ns - busy
+    host_idle = sum(min(max(g.next.enqueued, g.t0), g.t1) - g.t0 for g in work_gaps)
+    steps = step_stats(trace, window, work_gaps)
     tokens = sum(s.tokens for s in steps)
     r0, r1 = run_extent(trace)
     all_tokens = sum(s.tokens for s in trace.steps)
     n_run = len(step_starts(trace))
     return Report(
         window=(w0, w1), window_ns=window_ns, busy_ns=busy, idle_ns=idle,
-        idle_fraction=idle / window_ns if window_ns else 0.0,
+        idle_fraction=idle / work_ns if work_ns else 0.0,
         bubble_ns=bubble_ns, dispatch_ns=idle - bubble_ns,
         host_idle_ns=host_idle, launch_idle_ns=idle - host_idle, queued_gap_ns=launch_ns,
         tokens=tokens, tokens_per_s=tokens * 1e9 / window_ns if window_ns else 0.0,
@@ -171,7 +191,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
         sample_ms=median_ms(steps, "sample_ns"), bookkeeping_ms=median_ms(steps, "bookkeeping_ns"),
         mean_period_ms=window_ns / len(steps) / 1e6 if steps else 0.0,
         run_period_ms=(r1 - r0) / n_run / 1e6 if n_run else 0.0,
-        diagnosis=diagnose(splits, window_ns, launch_ns, bubbles),
+        diagnosis=diagnose(splits, work_ns, launch_ns, bubbles),
         host_free_speedup=(host_free.speedup, host_free.low, host_free.high),
         settings=dict(trace.header.get("settings", {})),
         clock_error_ns=clock_error_ns(trace.header),
@@ -181,5 +201,5 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
                                             if stream_causes is None else stream_causes),
         devices=device_idle(trace, (w0, w1)),
         source=(trace.header.get("source") or {}).get("format"), top_ops=top_ops(trace, (w0, w1)),
-        syncs_unknown=unknown_runtime(trace),
+        syncs_unknown=unknown_runtime(trace), no_work_ns=no_work_ns,
     )

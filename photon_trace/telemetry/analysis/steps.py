@@ -11,7 +11,8 @@
   finalize; ``trace.lanes.host_phases``) recorded for the step, less the host waits of that step inside them:
   waiting is the device's time, not the host's work.
 * ``idle_ns``: the part of the period with no compute op running (every gap,
-  bubbles and dispatch gaps alike), so the steps' idle adds up to the window's.
+  bubbles and dispatch gaps alike) while the engine had work (``report`` passes the gaps
+  with their no work cut out), so the steps' idle adds up to the window's.
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 The report analyses one stream (the primary one); a multi-stream program (compute plus
 NCCL, copy or side streams) has idle on each. ``stream_stats`` gives one row per stream,
 over that stream's own span inside the window (its first op's start to its last op's
-end, as HTA measures a stream's idle), with its idle split by cause as ``bubbles``
+end, as HTA measures a stream's idle, less the time the engine had nothing to run:
+``no_work``), with its idle split by cause as ``bubbles``
 classifies it on that stream. ``covered_ns`` is the part of the idle during which some
 other stream was busy: a bubble there is not an idle *device*. ``with_cover`` marks each
 bubble of the primary stream with that part and the stream that covered most of it.
@@ -17,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from photon_trace.telemetry.analysis.bubbles import MIN_BUBBLE_NS, Bubble, Gap, busy_intervals, classify, device_gaps
+from photon_trace.telemetry.analysis.no_work import NoWork
 from photon_trace.telemetry.trace.lanes import on_stream, streams
 from photon_trace.telemetry.trace.records import Trace
 
@@ -84,6 +86,7 @@ def stream_stats(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MIN
     ``causes=False``: the other streams' idle is not split by cause (their ``causes`` is empty)."""
     w0, w1 = window
     known = known or {}
+    no_work = NoWork(trace)
     busy_of = {s: known[s][0] if s in known else busy_intervals(on_stream(trace, s), window) for s in streams(trace)}
     counts = Counter(d.stream for d in trace.device_spans if d.t0 < w1 and d.t1 > w0)
     rows = []
@@ -102,14 +105,16 @@ def stream_stats(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MIN
             for b in classify(view, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns) if causes else ():
                 split[b.cause] += b.duration_ns
         busy = sum(b - a for a, b in runs)
-        idle = span[1] - span[0] - busy
+        none = no_work.overlap_ns(*span)    # the engine had nothing to run: no one's idle
+        gaps = no_work.cut(gaps)
+        idle = span[1] - span[0] - none - busy
         short = idle - sum(split.values())
         if short and (causes or s in known):
             split[SHORT_GAPS] += short
         others = _Busy(*[rs for o, rs in busy_of.items() if o != s])
         host = sum(min(max(g.next.enqueued, g.t0), g.t1) - g.t0 for g in gaps)
         covered = int(others.within([g.t0 for g in gaps], [g.t1 for g in gaps]).sum())
-        rows.append(StreamStats(s, counts[s], span[1] - span[0], busy, idle, host, covered, dict(split)))
+        rows.append(StreamStats(s, counts[s], span[1] - span[0] - none, busy, idle, host, covered, dict(split)))
     return rows
 
 

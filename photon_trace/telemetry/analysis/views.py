@@ -29,10 +29,19 @@ def idle_by_cause(r: Report) -> list[tuple[str, int]]:
     return [(cause_label(c), ns) for c, ns in total.most_common()]
 
 
+def no_work_words(r: Report) -> str:
+    """What follows an idle fraction when the window had time with no work (``no_work``): that
+    the fraction is of the time with work, and how much had none; nothing otherwise."""
+    if not r.no_work_ns:
+        return ""
+    return (f" of the time with work; {r.no_work_fraction:.1%} of the window had no work "
+            f"({_ms(r.no_work_ns)}, not idle)")
+
+
 def steady_state_lines(r: Report, code: Callable[[str], str]) -> list[str]:
     """The window's key figures as Markdown list items (``check --markdown``); ``code`` quotes a
     string that comes from the trace (an op's name) so that it cannot be markup (``gate.md_code``)."""
-    head = (f"- window: {len(r.steps)} steps, {_ms(r.window_ns)}; idle {r.idle_fraction:.2%} "
+    head = (f"- window: {len(r.steps)} steps, {_ms(r.window_ns)}; idle {r.idle_fraction:.2%}{no_work_words(r)} "
             f"(bubbles {_ms(r.bubble_ns)}, dispatch gaps {_ms(r.dispatch_ns)}; "
             f"host late {_ms(r.host_idle_ns)}, launch latency {_ms(r.launch_idle_ns)})")
     if not r.imported:

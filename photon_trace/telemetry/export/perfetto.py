@@ -3,7 +3,8 @@
 Layout: process 1 is the host (a track per host thread), process 2 the device
 (a track per stream: compute, copy, then any other, such as an imported trace's, and a
 "bubbles" track). Host spans and device ops are complete ("X") events with their step,
-slot and the step's rows in ``args``; host waits are slices on the waiting thread's track
+slot and the step's rows in ``args`` (the time the engine had nothing to run, ``no_work``, a grey
+"no work" slice of ``cat`` "no_work": no bubble); host waits are slices on the waiting thread's track
 (the thread with the shortest span open around the wait, else the launching thread;
 ``cat`` "host_wait", red when unexpected), and each unexpected one is also an instant ("i") named after its call
 site, with the device idle it caused. A flow arrow goes from the host slice that
@@ -42,7 +43,7 @@ import numpy as np
 from photon_trace.telemetry.analysis.causes import Cause, cause_label, who_fixes
 from photon_trace.telemetry.trace.records import HostSpan, Trace
 from photon_trace.telemetry.trace.time import issuer, trace_origin_ns
-from photon_trace.telemetry.tracer import TOP_PHASES, Phase
+from photon_trace.telemetry.tracer import NO_WORK, TOP_PHASES, Phase
 
 HOST_PID = 1
 DEVICE_PID = 2
@@ -151,6 +152,10 @@ def trace_events(trace: Trace, bubbles: list | None = None,
     for i in order.tolist():
         if i < n:
             s = hs[i]
+            if s.phase == NO_WORK:     # the engine had nothing to run: neutral, no bubble
+                yield {"ph": "X", "pid": HOST_PID, "tid": tids[s.thread], "name": "no work", "cat": NO_WORK,
+                       "cname": "grey", "ts": ts(s.t0), "dur": dur(s.t0, s.t1), "args": step_args(s.step, s.slot)}
+                continue
             yield {"ph": "X", "pid": HOST_PID, "tid": tids[s.thread], "name": s.phase,
                    "cat": "phase" if s.phase in TOP_PHASES else "subphase",
                    "ts": ts(s.t0), "dur": dur(s.t0, s.t1), "args": {**step_args(s.step, s.slot), **_ran(s)}}

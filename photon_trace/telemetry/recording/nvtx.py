@@ -36,6 +36,7 @@ PHASE_COLORS: dict[Phase, int] = {  # ARGB
     Phase.MASK_BUILD: 0xFFEDC948,   # yellow
     Phase.MASK_UPLOAD: 0xFFB07AA1,  # purple
     Phase.STREAM_OUT: 0xFF9C755F,   # brown
+    Phase.NO_WORK: 0xFFBAB0AC,      # grey: the engine had nothing to run
 }
 
 

@@ -51,7 +51,8 @@ end (a wait's by the ``t0`` that ``begin_wait`` returned); a wait recorded witho
 ``begin_wait`` (a sync that CUDA's sync debug mode found) has none: -1.
 
 Levels: OFF makes every call the base class's no-op; ON records the four tick
-phases, device ops, waits, steps and request events; FULL adds the sub-phases.
+phases, the engine's no-work spans, device ops, waits, steps and request events; FULL
+adds the sub-phases.
 With ``nvtx=True`` and an NVTX tool attached, ``begin``/``end`` also push/pop NVTX
 ranges. The hot-path calls are not locked: two threads recording into one ring at
 the same instant can, rarely, overwrite one record.
@@ -80,7 +81,8 @@ from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKin
 
 log = logging.getLogger(__name__)
 
-_FIRST_FULL_PHASE = int(Phase.STAGE)  # phases from here on are recorded at FULL only
+_FIRST_FULL_PHASE = int(Phase.STAGE)  # the sub-phases, from here to STREAM_OUT, are recorded at FULL only
+_LAST_FULL_PHASE = int(Phase.STREAM_OUT)
 _BUF = {k: ("_" + k, "_" + k + "_n") for k in RECORD_KINDS}  # each ring and its write count
 
 
@@ -113,7 +115,8 @@ class RecordingTracer(Tracer):
             setattr(self, n, 0)
         self._read = dict.fromkeys(RECORD_KINDS, 0)
         self.dropped = dict.fromkeys(RECORD_KINDS, 0)   # ring wrap-around, per record kind
-        self._limit = len(Phase) if self.level >= TraceLevel.FULL else _FIRST_FULL_PHASE
+        # phases at least this one and at most _LAST_FULL_PHASE are not kept (the sub-phases below FULL)
+        self._limit = _LAST_FULL_PHASE + 1 if self.level >= TraceLevel.FULL else _FIRST_FULL_PHASE
 
         self.header = new_header(self.level.name.lower(), **(header or {}))
         # the calling thread's counters, unparsed; none on a stand-in clock (a synthetic run's
@@ -169,12 +172,12 @@ class RecordingTracer(Tracer):
     # -- hot path ----------------------------------------------------------------------
     def begin(self, phase: Phase, step: int, slot: int) -> int:
         t0 = self._now()
-        if phase < self._limit:
+        if phase < self._limit or phase > _LAST_FULL_PHASE:
             self._began[t0] = self._counters()
         return t0
 
     def end(self, phase: Phase, step: int, slot: int, t0: int) -> None:
-        if phase < self._limit:
+        if phase < self._limit or phase > _LAST_FULL_PHASE:
             c1 = self._counters()
             i = self._host_spans_n
             self._host_spans[i & self._mask] = (phase, step, slot, t0, self._now(), current_thread(),
@@ -182,7 +185,7 @@ class RecordingTracer(Tracer):
             self._host_spans_n = i + 1
 
     def _begin_nvtx(self, phase: Phase, step: int, slot: int) -> int:
-        if phase < self._limit:
+        if phase < self._limit or phase > _LAST_FULL_PHASE:
             self.nvtx.push(phase, step)
             t0 = self._now()
             self._began[t0] = self._counters()
@@ -190,7 +193,7 @@ class RecordingTracer(Tracer):
         return self._now()
 
     def _end_nvtx(self, phase: Phase, step: int, slot: int, t0: int) -> None:
-        if phase < self._limit:
+        if phase < self._limit or phase > _LAST_FULL_PHASE:
             c1 = self._counters()
             t1 = self._now()
             self.nvtx.pop()

@@ -55,7 +55,7 @@ from photon_trace.telemetry.trace.records import COMPUTE_OPS, RECORD_KINDS, Chun
 from photon_trace.telemetry.tracer import Phase
 
 log = logging.getLogger(__name__)
-_COMMIT, _PLAN = Phase.COMMIT.span_name, Phase.PLAN.span_name
+_COMMIT, _PLAN, _NO_WORK = Phase.COMMIT.span_name, Phase.PLAN.span_name, Phase.NO_WORK.span_name
 
 
 class OtelSink:
@@ -225,6 +225,8 @@ class OtelSink:
             c = self._header.get("clock", {})
             self._offset = int(c.get("wall_ns", 0)) - int(c.get("mono_ns", 0))
         for s in chunk.host_spans:
+            if s.phase == _NO_WORK:
+                continue    # between steps, no step's: a step's span covers its own work only
             b = self._steps[s.step]
             b.host.append(s)
             if s.phase == _COMMIT:
