@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from photon_trace.telemetry.analysis.causes import cause_label, fixable_by_host
+from photon_trace.telemetry.analysis.device_report import device_markdown as op_markdown
 from photon_trace.telemetry.analysis.report import Report
 from photon_trace.telemetry.analysis.views import steady_state_lines
 
@@ -52,6 +53,7 @@ def render_markdown(result) -> str:
         out += device_markdown(r)
         if r.diagnosis:
             out += _diagnosis_markdown(r.diagnosis)
+        out += op_markdown(r, result.baseline, md_code, getattr(result, "tolerance", None))
     out += result.sections    # a job's ranks, each in its own section
     if result.notes:
         out += ["", "## Notes", ""] + [f"- {md_code(n, in_table=False)}" for n in result.notes]

@@ -7,8 +7,10 @@ from typing import Any
 
 from photon_trace.telemetry.analysis.bubbles import (
     MIN_BUBBLE_NS, Bubble, busy_intervals, bubbles_of, device_gaps, split_gaps)
+from photon_trace.telemetry.analysis.charging import host_work
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.device_idle import DeviceIdle, device_idle
+from photon_trace.telemetry.analysis.device_spread import DeviceFinding, OpSpread, device_findings, op_spreads
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal
 from photon_trace.telemetry.analysis.source_notes import unknown_runtime
 from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
@@ -79,6 +81,10 @@ class Report:
     source: str | None = None
     top_ops: list[OpTime] = field(default_factory=list)
     syncs_unknown: str | None = None    # why the trace's host waits cannot be read (an unknown runtime)
+    # each device op's spread of durations in the window, and the ops whose slow tail costs
+    # device time (``device_spread``): device-side rows, apart from the bubbles' diagnosis
+    device_ops: list[OpSpread] = field(default_factory=list)
+    device_findings: list[DeviceFinding] = field(default_factory=list)
 
     @property
     def imported(self) -> bool:
@@ -114,8 +120,11 @@ class Report:
         d["streams"] = [{**s._asdict(), "idle_fraction": s.idle_fraction} for s in self.streams]
         d["devices"] = [{**x._asdict(), "idle_fraction": x.idle_fraction} for x in self.devices]
         d["top_ops"] = [x._asdict() for x in self.top_ops]
-        d["diagnosis"] = [{k: _finite(v) for k, v in x._asdict().items()} for x in self.diagnosis]
+        d["diagnosis"] = [{**{k: _finite(v) for k, v in x._asdict().items()}, "charged_ns": x.charged_ns}
+                          for x in self.diagnosis]
         d["host_free_speedup"] = [_finite(v) for v in self.host_free_speedup]
+        d["device_ops"] = [x._asdict() for x in self.device_ops]
+        d["device_findings"] = [{**x._asdict(), "words": x.words} for x in self.device_findings]
         return d
 
 
@@ -157,6 +166,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
     r0, r1 = run_extent(trace)
     all_tokens = sum(s.tokens for s in trace.steps)
     n_run = len(step_starts(trace))
+    spreads = op_spreads(trace, (w0, w1))
     return Report(
         window=(w0, w1), window_ns=window_ns, busy_ns=busy, idle_ns=idle,
         idle_fraction=idle / window_ns if window_ns else 0.0,
@@ -171,7 +181,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
         sample_ms=median_ms(steps, "sample_ns"), bookkeeping_ms=median_ms(steps, "bookkeeping_ns"),
         mean_period_ms=window_ns / len(steps) / 1e6 if steps else 0.0,
         run_period_ms=(r1 - r0) / n_run / 1e6 if n_run else 0.0,
-        diagnosis=diagnose(splits, window_ns, launch_ns, bubbles),
+        diagnosis=diagnose(splits, window_ns, launch_ns, bubbles, host_work(trace, (w0, w1), busy)),
         host_free_speedup=(host_free.speedup, host_free.low, host_free.high),
         settings=dict(trace.header.get("settings", {})),
         clock_error_ns=clock_error_ns(trace.header),
@@ -182,4 +192,5 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
         devices=device_idle(trace, (w0, w1)),
         source=(trace.header.get("source") or {}).get("format"), top_ops=top_ops(trace, (w0, w1)),
         syncs_unknown=unknown_runtime(trace),
+        device_ops=spreads, device_findings=device_findings(spreads),
     )
