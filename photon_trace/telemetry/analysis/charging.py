@@ -14,7 +14,8 @@ A row's *charge* (``Diagnosis.charged_ns``; its share and its rank follow it) co
   removing the sync lets that work run while the device is busy. But the work is also its phase's
   own: removing the slow phase, with the sync still there, closes the same stretch. So the phase
   is charged its own bubbles plus the stretches a sync's charge took from it (``GapSplit.shared``,
-  under the label of what the host was doing then).
+  under the label of what the host was doing then; host time outside every phase is no phase's,
+  and stays the sync's alone).
 * **The critical path's floor.** Removing one cause cannot make a step shorter than the longer of
   the device's busy time and the host's own work that remains: the host's time in the window
   outside its waits on the device (expected or not), less the row's own work (a phase's time
@@ -36,7 +37,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from photon_trace.telemetry.analysis.attribution import GapSplit
+from photon_trace.telemetry.analysis.attribution import OUTSIDE_PHASES, GapSplit
 from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.trace.lanes import host_phases
 from photon_trace.telemetry.trace.records import Trace
@@ -93,11 +94,14 @@ def host_work(trace: Trace, window: tuple[int, int], busy_ns: int) -> HostWork |
 
 def shared_idle(splits: Iterable[tuple[object, GapSplit]]) -> dict[tuple[Cause, str], int]:
     """Per (cause, detail), the idle in other rows' bubbles its removal closes too: the host work a
-    sync's charge took from it (``GapSplit.shared``), clipped to the gaps' parts in the window
+    sync's charge took from it (``GapSplit.shared``; a phase's, not time outside the phases), clipped
+    to the gaps' parts in the window
     (``gap`` is a ``bubbles.Gap``: its ``t0``, ``t1`` are the window's part of the gap)."""
     out: dict[tuple[Cause, str], int] = defaultdict(int)
     for gap, s in splits:
         for p in s.shared:
+            if p.detail.startswith(OUTSIDE_PHASES):
+                continue    # no phase recorded: nothing that a fix of one phase would remove
             a, b = max(p.t0, gap.t0), min(p.t1, gap.t1)
             if a < b:
                 out[(p.cause, p.detail)] += b - a
@@ -122,11 +126,12 @@ def cap(key: tuple[Cause, str], work: HostWork | None) -> int | None:
 def charges(idle: dict[tuple[Cause, str], int], splits: Iterable[tuple[object, GapSplit]],
             work: HostWork | None) -> dict[tuple[Cause, str], int]:
     """Each row's charge: its bubbles' ``idle`` and the stretches it shares with a sync, at most
-    what the critical path leaves its removal (``cap``)."""
+    what the critical path leaves its removal (``cap``); a row with shared stretches and no
+    bubble of its own is one too."""
     shared = shared_idle(splits)
     out = {}
-    for key, ns in idle.items():
-        charged = ns + shared.get(key, 0)
+    for key in idle.keys() | shared.keys():    # a phase a sync took all of has no bubble, yet a charge
+        charged = idle.get(key, 0) + shared.get(key, 0)
         bound = cap(key, work)
         out[key] = charged if bound is None else min(charged, bound)
     return out

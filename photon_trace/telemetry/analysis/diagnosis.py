@@ -131,10 +131,10 @@ def diagnose(splits: list[tuple[Gap, GapSplit]], window_ns: int, launch_ns: int 
     for b in bubbles:
         idle[(b.cause, b.detail)] += b.duration_ns
     total = sum(idle.values())
-    removal = predict_each(splits, window_ns, {key: {key} for key in idle}, launch_ns)
     charged = charges(idle, splits, work)     # ``work``: the critical path's floor (``charging.host_work``)
-    rows = [Diagnosis(*key, ns, charged[key] / total if total else 0.0, removal[key].speedup,
-                      removal[key].low, removal[key].high, charged[key]) for key, ns in idle.items()]
+    removal = predict_each(splits, window_ns, {key: {key} for key in charged}, launch_ns)
+    rows = [Diagnosis(*key, idle.get(key, 0), ns / total if total else 0.0, removal[key].speedup,
+                      removal[key].low, removal[key].high, ns) for key, ns in charged.items()]
     return sorted(rows, key=lambda d: (-d.charged_ns, d.cause, d.site_or_phase))
 
 
