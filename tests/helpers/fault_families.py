@@ -280,8 +280,10 @@ class Family:
     baseline: str = "clean"     # the run without the fault, on the same engine
     intermittent: bool = False  # the fault hits some steps only
     top: tuple[str, str] | None = None   # the costliest host cause, when not the fault's own row
-    also: tuple[tuple[str, str, str], ...] = ()   # more faults at once: (cause, detail, the family that is that
-                                                  # fault alone), each charged what its own removal gives back
+    also: tuple[tuple[str, str, str], ...] = ()   # more faults at once: (cause, detail, its switch: the
+                                                  # ``switched`` that removes that fault alone), each charged
+                                                  # what its own removal gives back
+    switch: str | None = None   # with ``also``: the ``switched`` that removes the family's own fault alone
     device: bool = False        # a device-side fault: no bubble, a device-side finding on ``detail`` (an op)
 
 
@@ -315,6 +317,6 @@ FAMILIES = [
            engine="constrained", baseline="clean_constrained"),
     Family("slow_plan", slow_plan, Cause.HOST_BOUND, "plan", engine="constrained", baseline="clean_constrained"),
     Family("two_faults", two_faults, Cause.ACCIDENTAL_SYNC, _site("read in finalize"), engine="constrained",
-           baseline="clean_constrained", also=((Cause.HOST_BOUND, "plan", "slow_plan"),)),
+           baseline="clean_constrained", also=((Cause.HOST_BOUND, "plan", "plan"),), switch="read"),
 ]
 BY_NAME = {f.name: f for f in FAMILIES}
