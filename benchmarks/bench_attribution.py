@@ -242,6 +242,12 @@ def table_rows(runs: Runs, fams, delays: dict, ab: dict) -> list[dict]:
                  for r in faulty]
         said = f"{top.cause} @ {top.site_or_phase} ({top.share:.0%})" if top else "-"
         right = host[:2] == (fam.top or row)
+        if fam.also:        # several faults at once: theirs are the costliest host rows, in any order
+            mine = {row} | {(c, d) for c, d, _ in fam.also}
+            right = {(d.cause, d.site_or_phase) for d in faulty[0].diagnosis
+                     if not device_made(d)}.issuperset(mine) and {
+                (d.cause, d.site_or_phase) for d in [d for d in faulty[0].diagnosis if not device_made(d)][:len(mine)]
+            } == mine
         if fam.device:      # no bubble: the device-side finding, and removing its tail
             finds = [next((f for f in r.device_findings if f.op == fam.detail), None) for r in faulty]
             said = finds[0].words if finds[0] else "no device-side finding"
