@@ -54,7 +54,7 @@ def test_a_slow_tail_over_the_threshold_is_a_device_side_row_in_words():
     assert 0 < spreads[0].tail_share < TAIL_SHARE and device_findings(spreads) == []
 
 
-def test_the_report_check_and_dashboard_say_the_device_side_finding():
+def test_the_report_check_and_dashboard_say_the_device_side_finding(tmp_path):
     slow = pipelined_trace(streams=2, tokens=24, slow_forward_every=4, slow_forward_ns=4 * MS)
     rep = analyze(slow)
     fwd = next(s for s in rep.device_ops if s.op == "forward")
@@ -68,8 +68,11 @@ def test_the_report_check_and_dashboard_say_the_device_side_finding():
     assert json.loads(json.dumps(rep.to_dict()))["device_findings"][0]["words"] == finding.words
     # it is no bubble: the diagnosis of what host code can fix does not hold it
     assert all(d.site_or_phase != "forward" for d in rep.diagnosis)
-    result = run_check(slow)
+    md = tmp_path / "check.md"
+    result = run_check(slow, out_md=md)
     assert f"device-side: {finding.words}" in " ".join(result.details())
+    text = md.read_text()
+    assert "## Device-side: slow tails" in text and f"- `{finding.words}`" in text
     # the dashboard's table and its finding
     assert device_finding_lines(rep) == [finding.words]
     row = next(r for r in device_op_rows(rep) if r["op"] == "forward")
