@@ -86,10 +86,12 @@ def _diagnosis_markdown(diagnosis: list) -> list[str]:
         rows = [d for d in diagnosis if fixable_by_host(d.cause) == host][:10]
         if not rows:
             continue
+        # idle: the row's bubbles; charged: what removing it alone gives back (``charging``), which
+        # the share and the order follow
         out += ["", f"## {title}", "",
-                "| cause | site / phase | idle | share | predicted speedup |", "|---|---|---|---|---|"]
-        out += [f"| {cause_label(d.cause)} | {md_code(d.site_or_phase)} | {_ms(d.idle_ns)} | {d.share:.1%} | "
-                f"{_speedup(d)} |" for d in rows]
+                "| cause | site / phase | idle | charged | share | predicted speedup |", "|---|---|---|---|---|---|"]
+        out += [f"| {cause_label(d.cause)} | {md_code(d.site_or_phase)} | {_ms(d.idle_ns)} | "
+                f"{_ms(getattr(d, 'charged_ns', d.idle_ns))} | {d.share:.1%} | {_speedup(d)} |" for d in rows]
     return out
 
 
