@@ -13,7 +13,8 @@ removing it may be worth more than every bubble. So, per op name in the analysis
   all device time in the window (every op of every stream, as ``top_ops`` counts it). 20%, because
   a healthy op's spread on a busy shared machine already costs up to about half that (the tiny
   model on the host-process device beside other engineers' test runs, load ~4 on 2 cores: forward
-  7.5%, sample 12.3% of device time, the worker descheduled now and then mid-op), while one decode
+  7.5%, sample 12.3% of device time, the worker descheduled now and then mid-op; the sample
+  traces in ``traces/``, recorded on a quiet machine: forward 3-10%), while one decode
   forward in four taking 2 periods longer costs about a third (34% measured, the fault test's
   family). Its words say how often the op is slow (at least ``SLOW_FACTOR`` times its median), by
   how much (the slow ones' median over the median) and what that costs: "forward: 1 step in 4
