@@ -25,13 +25,21 @@ says with what was measured independently:
   speedup - 1), and **in**: whether the prediction is within 25% of the observed gain;
   **run pairs**: the same speedup from whole runs, each faulty run against the clean run
   recorded just before it (median, lowest and highest pair): what the drift does to it;
+* a device-side family (``slow_forward``) makes no bubble: **said** is its device-side finding,
+  and **predicted** what the window would be were the op's time above its median gone;
 * **busy+**: how much longer per step the device was busy in the faulty runs (ms: it ran
   slower, e.g. beside a host that keeps a core busy, or did more), and **idle-only**: the
   speedup removing the fault gives were the device as busy as with it (only its idle per
   step going back to the clean runs'): the part of the observed gain an idle-based
   prediction can see; the second **err** compares the prediction with that.
 
-The last row is the pipelining the blocking loop lacks: the blocking run's prediction for
+A second table gives each family's rows with their charge (``analysis/charging.py``: what the
+analysis says removing that row gives back, as a part of the window) against the part of the
+period removing the fault gave back in the switching runs, with its 90% interval; a family of two
+faults at once (``two_faults``) has a row for each, each against switching runs that switch that
+fault alone and leave the other on.
+
+The last row of the first table is the pipelining the blocking loop lacks: the blocking run's prediction for
 removing every host-made cause at once, observed on one engine switched between the two
 loops (``interleave.depth_switch``).
 
@@ -53,6 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))   # the fault families live with the tests that use them
 
 from helpers.fault_families import BASELINES, BY_NAME, ENGINES, FAMILIES, Family  # noqa: E402
+from helpers.device_faults import slowable  # noqa: E402
 from helpers.fault_helpers import GATE, Runs, device_made, median_ms, row_of, top_host_cause  # noqa: E402
 from interleave import compare, depth_switch, run_alternating  # noqa: E402
 from photon_trace.workload import Workload, engine_settings, prepare  # noqa: E402
@@ -113,7 +122,9 @@ def make_engines(args, names):
     for name in names:
         spec = dict(ENGINES[name])
         wl = constrained if spec.pop("constrained") else plain
-        eng = Engine(model=args.model, backend="cpu", **sizing, **spec)
+        with slowable() as register:        # a worker a device-side family can slow
+            eng = Engine(model=args.model, backend="cpu", **sizing, **spec)
+            register(eng)
         engines[name] = eng
         workloads[name] = prepare(eng, wl)
     return engines, workloads
@@ -172,10 +183,14 @@ def record_interleaved(args, fams, engines, workloads, periods, folder: Path) ->
     for i in range(args.ab_repeats):
         for fam in fams:
             eng = engines[fam.engine]
-            fault = fam.inject(eng, periods[fam.engine])
-            ab.setdefault(fam.name, []).extend(run_alternating(
-                eng, workloads[fam.engine], folder / f"{fam.name}-{i}.trace.jsonl", GATE.set, fault, args.ab_ticks,
-                start_on=bool(i % 2)).pairs)
+            # several faults at once: each switched alone, the others left on (what removing it gives)
+            for key, switched in ((fam.name, None),) if not fam.also else [
+                    (switch_key(fam, sw), sw) for sw in [fam.switch] + [a[2] for a in fam.also]]:
+                fault = fam.inject(eng, periods[fam.engine], switched) if switched else fam.inject(
+                    eng, periods[fam.engine])
+                ab.setdefault(key, []).extend(run_alternating(
+                    eng, workloads[fam.engine], folder / f"{key}-{i}.trace.jsonl", GATE.set, fault,
+                    args.ab_ticks, start_on=bool(i % 2)).pairs)
         eng = engines["plain"]
         ab.setdefault(PIPELINING, []).extend(run_alternating(
             eng, workloads["plain"], folder / f"pipelining-{i}.trace.jsonl", depth_switch(eng), None, args.ab_ticks,
@@ -184,6 +199,11 @@ def record_interleaved(args, fams, engines, workloads, periods, folder: Path) ->
 
 
 PIPELINING = "blocking->pipelined"
+
+
+def switch_key(fam: Family, switched: str) -> str:
+    """The name a two-fault family's alternating runs that switch one of its faults go under."""
+    return f"{fam.name}[{switched}]"
 
 
 def load_runs(folder: Path) -> Runs:
@@ -213,10 +233,23 @@ def table_rows(runs: Runs, fams, delays: dict, ab: dict) -> list[dict]:
         per = (lambda reps, keep: per_step_mean(reps, keep)) if fam.intermittent else median_ms
         preds = [prediction(r, next((d for d in r.diagnosis if (d.cause, d.site_or_phase) == row), None))
                  for r in faulty]
+        said = f"{top.cause} @ {top.site_or_phase} ({top.share:.0%})" if top else "-"
+        right = top_host_cause(faulty[0]) == (fam.top or row)
+        if fam.also:        # several faults at once: theirs are the costliest host rows, in any order
+            mine = {row} | {(c, d) for c, d, _ in fam.also}
+            right = {(d.cause, d.site_or_phase) for d in faulty[0].diagnosis
+                     if not device_made(d)}.issuperset(mine) and {
+                (d.cause, d.site_or_phase) for d in [d for d in faulty[0].diagnosis if not device_made(d)][:len(mine)]
+            } == mine
+        if fam.device:      # no bubble: the device-side finding, and removing its tail
+            finds = [next((f for f in r.device_findings if f.op == fam.detail), None) for r in faulty]
+            said = finds[0].words if finds[0] else "no device-side finding"
+            right = all(finds)
+            preds = [(x, x, x) for x in (r.window_ns / (r.window_ns - (f.tail_ns if f else 0)) for r, f in
+                                          zip(faulty, finds))]
         rows.append(dict(
-            family=fam.name, said=f"{top.cause} @ {top.site_or_phase} ({top.share:.0%})" if top else "-",
+            family=fam.name, said=said, right=right,
             # a phase's row whether or not the host ran in it (row_of): a sleep is host blocked
-            right=top_host_cause(faulty[0]) == (fam.top or row),
             reported=(per(faulty, lambda b: row_of(b.cause, b.detail) == row)
                       - per(base, lambda b: row_of(b.cause, b.detail) == row)),
             injected=per(faulty, every) - per(base, every),
@@ -258,6 +291,45 @@ def busy_split(faulty, base) -> dict:
     idle_f, idle_c = per_step_mean(faulty, every), per_step_mean(base, every)
     busy_f, busy_c = mean_period(faulty) - idle_f, mean_period(base) - idle_c
     return dict(busy_plus=busy_f - busy_c, idle_only=mean_period(faulty) / (busy_f + idle_c))
+
+
+def charge_rows(runs: Runs, fams, ab: dict) -> list[dict]:
+    """Fault x (cause, share, charged against the A/B-measured gain): per family and each row it
+    charges (a two-fault family: both, each against the runs that switched that fault alone; a
+    device-side family: its op's time above the median), the charge as a part of the window (mean
+    over the faulty runs) beside the part of the period its removal gave back in the switching runs
+    (1 - 1/observed speedup, with the 90% interval)."""
+    out = []
+    for fam in fams:
+        faulty = runs.reports(fam.name)
+        keys = [((fam.cause, fam.detail), fam.switch)] + [((c, d), sw) for c, d, sw in fam.also]
+        for (cause, detail), switched in keys:
+            blocks = ab.get(switch_key(fam, switched) if switched else fam.name)
+            if fam.device:
+                got = [next(((f.share, f.tail_ns / r.window_ns) for f in r.device_findings if f.op == detail),
+                            (0.0, 0.0)) for r in faulty]
+            else:
+                got = [next(((d.share, d.charged_ns / r.window_ns) for d in r.diagnosis
+                             if (d.cause, d.site_or_phase) == (cause, detail)), (0.0, 0.0)) for r in faulty]
+            row = dict(family=fam.name, row=f"{cause} @ {detail}", share=sum(g[0] for g in got) / len(got),
+                       charged=sum(g[1] for g in got) / len(got), gain=None, gain_low=None, gain_high=None, err=None)
+            if blocks:
+                a = compare(blocks)
+                row.update(gain=1 - 1 / a.ratio, gain_low=1 - 1 / a.low, gain_high=1 - 1 / a.high)
+                row["err"] = row["charged"] / row["gain"] - 1 if row["gain"] > 0 else None
+            out.append(row)
+    return out
+
+
+def print_charges(rows: list[dict]) -> None:
+    print("\n# fault x (cause, share, charged vs A/B-measured gain): charged and gain as parts of the period")
+    print(f"{'family':20} {'row (cause @ site or phase)':48} {'share':>6} {'charged':>8} {'A/B gain [90%]':>22} "
+          f"{'err':>6} {'in':>3}")
+    for r in rows:
+        gain = (f"{r['gain']:.3f} [{r['gain_low']:.3f}-{r['gain_high']:.3f}]" if r["gain"] is not None else "-")
+        err = f"{r['err']:+6.0%}" if r["err"] is not None else "     -"
+        ok = "-" if r["err"] is None else ("yes" if abs(r["err"]) <= 0.25 else "no")
+        print(f"{r['family']:20} {r['row'][:48]:48} {r['share']:6.0%} {r['charged']:8.3f} {gain:>22} {err} {ok:>3}")
 
 
 def every(bubble) -> bool:
@@ -314,8 +386,10 @@ def main() -> None:
               f"{t['runs']:.3f} [{t['runs_low']:.3f}-{t['runs_high']:.3f}]")
     pipe = runs.reports("clean")
     print(f"clean pipelined period {mean_period(pipe):.3f} ms, blocking {mean_period(runs.reports('clean_blocking')):.3f} ms")
+    charges = charge_rows(runs, fams, ab)
+    print_charges(charges)
     if args.json:
-        Path(args.json).write_text(json.dumps(table, indent=1))
+        Path(args.json).write_text(json.dumps({"families": table, "charges": charges}, indent=1))
 
 
 if __name__ == "__main__":

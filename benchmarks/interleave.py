@@ -31,9 +31,13 @@ from photon_trace.traced_run import trace_run
 
 
 class Switched(NamedTuple):
-    """One switching run: its compared blocks, and what it generated (``outputs_digest``)."""
+    """One switching run: its compared blocks, and what it generated (``outputs_digest``);
+    ``blocks``: each block inside the steady window, (t0, t1, on) on the trace's clock, and
+    ``path`` the trace, for a measure of the blocks other than their periods (their idle)."""
     pairs: list[tuple[float, float]]
     digest: str
+    blocks: tuple[tuple[int, int, bool], ...] = ()
+    path: Path | None = None
 
 
 class Alternated(NamedTuple):
@@ -77,8 +81,9 @@ def run_alternating(engine, prepared, path: Path, switch: Callable[[bool], None]
         del engine.step
         switch(rest_on)
     w0, w1 = steady_state_window(trace)     # the analysis's window: the prediction's steps
-    pairs = matched(block_periods(trace, [b for b in blocks if w0 <= b[0] and b[1] <= w1], skip))
-    return Switched(pairs, summary["outputs_digest"])
+    inside = [b for b in blocks if w0 <= b[0] and b[1] <= w1]
+    pairs = matched(block_periods(trace, inside, skip))
+    return Switched(pairs, summary["outputs_digest"], tuple(inside), path)
 
 
 def block_periods(trace, blocks: list[tuple[int, int, bool]], skip: int) -> list[tuple[bool, list[int]]]:

@@ -54,7 +54,11 @@ GLOSSARY: dict[str, str] = {
     "call site / phase": "Where the cause is: the file:line of the wait, the host phase the device waited "
                          "for, or the copy it waited on.",
     "idle (ms)": "Device idle attributed to this row, in the analysis window.",
-    "share": "This row's part of all bubble idle in the window.",
+    "charged (ms)": "What removing this row's cause alone gives back: its own idle, where no other cause "
+                    "interacts with it; where a sync and a slow phase share a gap, each is charged what its "
+                    "own removal closes, so two rows' charges may overlap. Rows are ranked by it.",
+    "share": "This row's charge over all bubble idle in the window (interacting rows' shares may add up to "
+             "more than 100 %: each says what its own fix gives back).",
     "predicted speedup": "Throughput were this row's cause removed: window / (window − removable), with "
                          "a range. Removable is what the fix takes off the host's path to each gap, minus "
                          "the device's own launch latency the trace measures where the host was on time.",
@@ -71,6 +75,15 @@ GLOSSARY: dict[str, str] = {
     "host blocked": "Host-late idle while the engine's thread was neither running nor runnable, and not "
                     "waiting on the device: the GIL another thread held, a lock, I/O, a sleep.",
     "reason": "What the host was waiting for, as the engine recorded it.",
+    # device time per op
+    "op": "A device op's name (forward, sample, copy_back, ...; a kernel's in an imported trace).",
+    "p50 (ms)": "The op's median duration in the window.",
+    "p90 (ms)": "9 in 10 of the op's runs took this long or less.",
+    "p99 (ms)": "99 in 100 of the op's runs took this long or less.",
+    "total (ms)": "The op's device time in the window, all its runs.",
+    "above the median (ms)": "The time the op's runs spent above its median, summed, and its share of all "
+                             "device time: what the device would give back were every run as fast as the "
+                             "median. A fifth of device time or more is a device-side finding.",
     "call site": "The file:line in the engine where the host waited (the first frame outside the device layer).",
     "count": "How many times.",
     "host wait (ms)": "Time the host spent blocked in these waits.",

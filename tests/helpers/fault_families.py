@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import photon_trace.engine.engine as engine_module
 from photon_trace.engine.device.base import NUM_SLOTS
+from helpers.device_faults import control
 from helpers.fault_helpers import Sleep, delay_before, patched, read_in_commit, replaced
 from helpers.code_sites import ITEM_SITE, MASK_SYNC_SITE
 from photon_trace.telemetry.analysis import Cause
@@ -192,6 +193,69 @@ def _delayed(cm: AbstractContextManager, delay) -> AbstractContextManager:
     return stack
 
 
+# -- a device-side fault, and two faults at once ----------------------------------------------
+
+class _Injected:
+    """A device fault's injected time as the worker counted it (``Sleep.took``'s stand-in):
+    its mean per slowed op, once per op."""
+
+    def __init__(self, ctl) -> None:
+        self.ctl = ctl
+
+    @property
+    def took(self) -> list[float]:
+        n = self.ctl.slowed
+        return [self.ctl.injected_ns / n / 1e9] * n if n else []
+
+
+def slow_forward(eng, period_s: float) -> AbstractContextManager:
+    """One decode forward in four takes 2 periods longer, on the device (its worker spins: the
+    engine's host sees nothing but a later copy). The engine must have been built inside
+    ``device_faults.slowable``."""
+    ctl = control(eng)
+    ctl.delay_ns = int(2 * period_s * 1e9)
+    ctl.reset_counts()
+    stack = ExitStack()
+    stack.enter_context(replaced(ctl, "every", 4))
+    stack.delay = _Injected(ctl)
+    return stack
+
+
+def read_in_finalize(eng, period_s: float, gated: bool = True) -> AbstractContextManager:
+    """Finalize reads a device value before building the masks (waits for the step's forward).
+    ``gated`` False: on whatever the fault gate says (the part of a comparison kept on both sides)."""
+    def wrap(fill_masks):
+        def read_then_fill(masks, plan, *args):
+            eng.device.read_token_sync(0, plan.index)   # site: read in finalize
+            return fill_masks(masks, plan, *args)
+        return read_then_fill
+    return patched(engine_module, "fill_masks", engine_only(eng, mask_buffers, wrap), gated=gated)
+
+
+def slow_plan(eng, period_s: float, gated: bool = True) -> AbstractContextManager:
+    """Every plan 1 period longer (the second fault of ``two_faults``)."""
+    return _delayed(patched(eng.scheduler, "plan", delay_before(d := Sleep(period_s)), gated=gated), d)
+
+
+def two_faults(eng, period_s: float, switched: str | None = None) -> AbstractContextManager:
+    """A device read in finalize and a plan 1 period slower, at once: the read makes the host
+    wait for each forward, so the slow plan that follows lies on the critical path, and removing
+    either gives back much of the other's idle too (issue 28, "two faults at once").
+    ``switched``: "read" or "plan", the one fault the gate switches (the other stays on: what
+    removing that one alone gives); None: both."""
+    stack = ExitStack()
+    stack.enter_context(read_in_finalize(eng, period_s, gated=switched in (None, "read")))
+    stack.delay = stack.enter_context(_entered(slow_plan(eng, period_s, gated=switched in (None, "plan"))))
+    return stack
+
+
+@contextmanager
+def _entered(cm):
+    """Enter ``cm`` (an ``ExitStack`` with a ``delay``), giving its delay."""
+    with cm:
+        yield cm.delay
+
+
 def mask_sync(eng, period_s: float) -> AbstractContextManager:
     """The mask-upload bug, an engine setting: the constrained engine with ``mask_upload="sync"``."""
     return replaced(eng, "config", replace(eng.config, mask_upload="sync"))
@@ -216,6 +280,11 @@ class Family:
     baseline: str = "clean"     # the run without the fault, on the same engine
     intermittent: bool = False  # the fault hits some steps only
     top: tuple[str, str] | None = None   # the costliest host cause, when not the fault's own row
+    also: tuple[tuple[str, str, str], ...] = ()   # more faults at once: (cause, detail, its switch: the
+                                                  # ``switched`` that removes that fault alone), each charged
+                                                  # what its own removal gives back
+    switch: str | None = None   # with ``also``: the ``switched`` that removes the family's own fault alone
+    device: bool = False        # a device-side fault: no bubble, a device-side finding on ``detail`` (an op)
 
 
 ENGINES = {
@@ -243,5 +312,11 @@ FAMILIES = [
     Family("gc_pause", gc_pause, Cause.HOST_BOUND, "commit", intermittent=True),
     Family("stall_outside", stall_outside, Cause.HOST_BOUND, OUTSIDE_PHASES, intermittent=True),
     Family("blocking_plan_delay", plan_delay, Cause.HOST_BOUND, "plan", engine="blocking", baseline="clean_blocking"),
+    Family("slow_forward", slow_forward, "device", "forward", device=True),
+    Family("read_in_finalize", read_in_finalize, Cause.ACCIDENTAL_SYNC, _site("read in finalize"),
+           engine="constrained", baseline="clean_constrained"),
+    Family("slow_plan", slow_plan, Cause.HOST_BOUND, "plan", engine="constrained", baseline="clean_constrained"),
+    Family("two_faults", two_faults, Cause.ACCIDENTAL_SYNC, _site("read in finalize"), engine="constrained",
+           baseline="clean_constrained", also=((Cause.HOST_BOUND, "plan", "plan"),), switch="read"),
 ]
 BY_NAME = {f.name: f for f in FAMILIES}

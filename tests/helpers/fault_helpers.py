@@ -183,12 +183,12 @@ def row_of(cause: str, detail: str) -> tuple[str, str]:
 
 
 def top_host_cause(report) -> tuple[str, str]:
-    """(cause, detail) of the costliest idle the host caused (``row_of``'s rows)."""
+    """(cause, detail) of the costliest idle the host caused (``row_of``'s rows, by charge)."""
     idle: dict[tuple[str, str], int] = {}
     for d in report.diagnosis:
         if not device_made(d):
             key = row_of(d.cause, d.site_or_phase)
-            idle[key] = idle.get(key, 0) + d.idle_ns
+            idle[key] = idle.get(key, 0) + d.charged_ns   # what the report ranks by (charging)
     return max(idle, key=idle.get)
 
 

@@ -94,6 +94,8 @@ class SyntheticRun:
     item_sync: bool = False         # a host read of a device value right after commit's wait
     plan_delay_ns: int = 0          # extra host work in plan ...
     plan_delay_steps: frozenset[int] | None = None   # ... at these steps (None: every plan)
+    slow_forward_every: int = 0     # every n-th step's decode forward takes ...
+    slow_forward_ns: int = 0        # ... this much longer on the device (a device-side fault)
     seed: int = 0
     level: TraceLevel = TraceLevel.FULL
 
@@ -232,8 +234,10 @@ class _Loop:
         # the flush: the step's commands reach the device together
         self.issue(step, Stream.COMPUTE, DeviceOp.STAGE, c.stage_ns)
         prefill = c.prefill_ns_per_token * self.run.prompt_tokens * step.admitted
+        slow = (self.run.slow_forward_ns if self.run.slow_forward_every and not step.admitted
+                and i % self.run.slow_forward_every == 0 else 0)
         end = self.issue(step, Stream.COMPUTE, DeviceOp.PREFILL if step.admitted else DeviceOp.FORWARD,
-                         c.forward_ns + prefill)
+                         c.forward_ns + prefill + slow)
         if step.constrained < len(step.rows):
             end = self.issue(step, Stream.COMPUTE, DeviceOp.SAMPLE, c.sample_ns)
         if not step.constrained:   # nothing to finalize: the step is complete on the device

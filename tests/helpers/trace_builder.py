@@ -70,7 +70,7 @@ class TraceBuilder:
 def simulate(*, depth: int = 2, streams: int = 1, requests_per_stream: int = 1, tokens: int | list[int] = 16,
              costs: LoopCosts = LoopCosts(), constrained: bool = False, mask_upload: str = "async",
              item_sync: bool = False, plan_delay_ns: int = 0, plan_delay_steps: set[int] | None = None,
-             **cost_overrides: int) -> Trace:
+             slow_forward_every: int = 0, slow_forward_ns: int = 0, **cost_overrides: int) -> Trace:
     """The loop simulator (loop_sim.py) with exact costs: every request arrives at the start,
     ``streams`` decode at once, no jitter; runs until every request is done.
 
@@ -87,7 +87,8 @@ def simulate(*, depth: int = 2, streams: int = 1, requests_per_stream: int = 1, 
         steps=None, depth=depth, streams=streams, requests=n, output_tokens=tuple(lengths),
         constrained_every=1 if constrained else 0, arrival_gap_ns=0, costs=replace(costs, **cost_overrides),
         jitter=0.0, mask_upload_bug=mask_upload == "sync", item_sync=item_sync, plan_delay_ns=plan_delay_ns,
-        plan_delay_steps=None if plan_delay_steps is None else frozenset(plan_delay_steps))
+        plan_delay_steps=None if plan_delay_steps is None else frozenset(plan_delay_steps),
+        slow_forward_every=slow_forward_every, slow_forward_ns=slow_forward_ns)
     return synthetic_trace(run)
 
 

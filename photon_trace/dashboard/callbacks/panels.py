@@ -8,6 +8,7 @@ from dash.exceptions import PreventUpdate
 from photon_trace.dashboard.callbacks.timeline import LIVE, ZOOM_FILTER
 from photon_trace.dashboard.layout import SMALL, error_box, section, table
 from photon_trace.dashboard.panels import figures
+from photon_trace.dashboard.panels.device_ops import device_finding_lines, device_op_rows
 from photon_trace.dashboard.panels import ranks as rank_tables
 from photon_trace.dashboard.panels.idle_views import idle_view_rows, rule_detail_rows, rule_rows
 from photon_trace.dashboard.panels.stats import idle_breakdown, idle_breakdown_figure
@@ -36,6 +37,7 @@ def panel_children(loaded: Loaded) -> list:
                 help_text="A stream is idle between its own ops; a device only while none of its streams runs. "
                           "On a program with overlapping streams the two differ a lot, and both are true."),
         section("Accidental syncs by call site", table(figures.sync_rows(r), "sync-table", "no accidental syncs")),
+        device_section(r),
         section("Idle by cause", table(figures.bubble_cause_totals(r), "cause-table", "no bubbles")),
         *rule_sections(loaded),
     ])
@@ -47,6 +49,18 @@ def panel_children(loaded: Loaded) -> list:
     ])
     return rank_sections(loaded) + [html.Div([left, right], style={"display": "flex", "gap": "28px",
                                                                     "flexWrap": "wrap"})]
+
+
+def device_section(r) -> html.Div:
+    """Device time per op, and above it the device-side findings (an op's slow tail): the device's
+    own, apart from the diagnosis of what host code can fix."""
+    findings = [html.Div(f"Device-side: {words}", style={"fontWeight": "bold"}) for words in device_finding_lines(r)]
+    return section("Device time per op (device-side: not fixable from host code)",
+                   *findings, table(device_op_rows(r), "device-ops-table", "no device ops in the window"),
+                   help_text="Each op's durations in the window: the median and the slow ones (p90, p99), and "
+                             "the time its runs spent above the median. An op whose time above the median is "
+                             "a fifth of all device time or more is a device-side finding: the device was "
+                             "slow, not idle, and no bubble shows it.")
 
 
 def rank_sections(loaded: Loaded) -> list:

@@ -316,7 +316,8 @@ def ranked_diagnoses(report: Any) -> list:
 def diagnosis_rows(report: Any) -> list[dict[str, str]]:
     """Each cause of idle with its call site or phase, what removing it would buy, and who can."""
     return [{"cause": cause_label(d.cause), "call site / phase": str(d.site_or_phase),
-             "idle (ms)": f"{d.idle_ns / 1e6:.3f}", "share": f"{100 * d.share:.1f} %",
+             "idle (ms)": f"{d.idle_ns / 1e6:.3f}",
+             "charged (ms)": f"{getattr(d, 'charged_ns', d.idle_ns) / 1e6:.3f}", "share": f"{100 * d.share:.1f} %",
              "predicted speedup": _speedup(d.predicted_speedup), "who can fix it": who_fixes(d.cause)}
             for d in ranked_diagnoses(report)]
 

@@ -119,6 +119,9 @@ class GapSplit(NamedTuple):
     tail_ns: int = 0              # the device's own work at the gap's start that no host fix removes
                                   # (``Attribution.tail``; 0 on a device that runs streams concurrently)
     no_work_ns: int = 0           # of the gap, the time in no work (cut out of ``parts``: no cause's)
+    shared: tuple[Part, ...] = () # host work a sync's charge took (its parts say the sync), under the
+                                  # label of what covered it: that phase's removal closes them too
+                                  # (``charging``)
 
 
 def _late_start(e: int, x: int, late: list[Part], launch: int | None, detail: str = LAUNCH_LATENCY) -> list[Part]:
@@ -207,6 +210,7 @@ class Attribution:
         self._carry: _Carry | None = None
         self._charged: set[HostWait] = set()
         self._last: tuple[int, int] | None = None   # (next op start, its enqueue) of the last gap split
+        self._shared: list[Part] = []   # the gap being split's host work a sync's charge took
 
     # -- one gap ----------------------------------------------------------------------------
     def split(self, prev: DeviceSpan, nxt: DeviceSpan) -> GapSplit:
@@ -220,6 +224,7 @@ class Attribution:
             self._carry = None
         parts: list[Part] = []
         chain: dict[tuple[Cause, str], int] = defaultdict(int)
+        self._shared = []
         if late_end > g0:
             covered = self.no_work.cut(self._coverage(min(chain_from, g0), late_end))
             for p in covered:
@@ -240,7 +245,7 @@ class Attribution:
         self._last = (g1, min(nxt.enqueued, late_end))
         late_ns = late_end - g0 - self.no_work.overlap_ns(g0, late_end)
         return GapSplit(prev, nxt, self.no_work.cut(parts), late_ns, dict(chain), regained, launch, tail_end - g0,
-                        self.no_work.overlap_ns(g0, g1))
+                        no_work_ns=self.no_work.overlap_ns(g0, g1), shared=tuple(self._shared))
 
     def one_launch(self, prev: DeviceSpan, nxt: DeviceSpan) -> bool:
         """Whether ``prev`` and ``nxt`` came from one graph launch (one enqueue for both)."""
@@ -317,7 +322,7 @@ class Attribution:
         """Charge the syncs on the coverage ``parts`` of the host-late stretch [a, b)."""
         if self._carry is not None:
             c = self._carry
-            parts, left = _charge(parts, a, c.left_ns, c.site)
+            parts, left = _charge(parts, a, c.left_ns, c.site, self._shared)
             self._carry = c._replace(left_ns=left) if left > 0 else None
         if not len(self.unexpected):
             return parts
@@ -329,7 +334,7 @@ class Attribution:
             # of the same site may sit right after it, merged into one part)
             own = sum(min(p.t1, w.t1) - max(p.t0, w.t0) for p in parts if p.cause == Cause.ACCIDENTAL_SYNC
                       and p.detail == w.site and p.t0 < w.t1 and p.t1 > w.t0)
-            parts, left = _charge(parts, max(a, min(w.t1, b)), (w.t1 - w.t0) - own, w.site)
+            parts, left = _charge(parts, max(a, min(w.t1, b)), (w.t1 - w.t0) - own, w.site, self._shared)
             if left > 0:
                 self._carry = _Carry(w.site, left)
         return parts
@@ -369,8 +374,10 @@ def _timeline(covers: list[_Cover]) -> tuple[list[int], list[tuple[Cause, str, R
     return cuts, labels
 
 
-def _charge(parts: list[Part], start: int, budget: int, site: str) -> tuple[list[Part], int]:
-    """Give ``site`` up to ``budget`` of the host-bound stretches from ``start`` on; (parts, budget left)."""
+def _charge(parts: list[Part], start: int, budget: int, site: str,
+            shared: list[Part] | None = None) -> tuple[list[Part], int]:
+    """Give ``site`` up to ``budget`` of the host-bound stretches from ``start`` on; (parts, budget left).
+    Each stretch given, under its own label, goes to ``shared``."""
     out = []
     for p in parts:
         if budget <= 0 or p.cause != Cause.HOST_BOUND or p.t1 <= start:
@@ -381,6 +388,8 @@ def _charge(parts: list[Part], start: int, budget: int, site: str) -> tuple[list
         if x > p.t0:
             out.append(p._replace(t1=x))
         out.append(Part(x, x + take, Cause.ACCIDENTAL_SYNC, site))
+        if shared is not None:
+            shared.append(Part(x, x + take, p.cause, p.detail))
         if x + take < p.t1:
             out.append(p._replace(t0=x + take))
         budget -= take

@@ -1,7 +1,9 @@
 """What to fix first: idle per cause and site, and what removing it is worth.
 
-A row's ``idle_ns`` is the idle charged to it (its bubbles, ``attribution``): the rows
-add up to the bubbles. What *removing* a row gives is another question, answered per
+A row's ``idle_ns`` is the idle in its bubbles (``attribution``): the rows add up to the
+bubbles. What it is *charged* (``Diagnosis.charged_ns``; its share and its rank follow it) is what its
+own removal gives back (``charging``): its bubbles where no other cause interacts with it; where
+causes interact, the charges may overlap. What *removing* a row gives is another question, answered per
 row alone: by the cost model a fix shortens the window by the idle it removes, and
 the predicted speedup is ``window / (window - removable)``, the window being the time the
 engine had work (its no work left out: ``no_work``).
@@ -42,16 +44,24 @@ from typing import NamedTuple
 from photon_trace.telemetry.analysis.attribution import GapSplit
 from photon_trace.telemetry.analysis.bubbles import Bubble, Gap, bubbles_of
 from photon_trace.telemetry.analysis.causes import Cause, rank_of
+from photon_trace.telemetry.analysis.charging import HostWork, charges
 
 
 class Diagnosis(NamedTuple):
     cause: Cause
     site_or_phase: str
-    idle_ns: int
-    share: float              # of all bubble idle in the window
+    idle_ns: int              # its bubbles' idle: the rows add up to the bubbles
+    share: float              # its charge (``charged_ns``) over all bubble idle in the window
     predicted_speedup: float  # throughput ratio with this row removed (point estimate)
     speedup_low: float = 0.0  # the range (see the module docstring)
     speedup_high: float = 0.0
+    charged: int | None = None   # what its own removal gives back (``charging``); None: its idle
+
+    @property
+    def charged_ns(self) -> int:
+        """What the row is charged (``charging``): its bubbles, where no other cause interacts
+        with it; the rows are ranked by it."""
+        return self.idle_ns if self.charged is None else self.charged
 
 
 class Removal(NamedTuple):
@@ -113,19 +123,20 @@ def predict_each(splits: list[tuple[Gap, GapSplit]], window_ns: int, fixes: dict
 
 
 def diagnose(splits: list[tuple[Gap, GapSplit]], window_ns: int, launch_ns: int = 0,
-             bubbles: list[Bubble] | None = None) -> list[Diagnosis]:
+             bubbles: list[Bubble] | None = None, work: HostWork | None = None) -> list[Diagnosis]:
     """One row per (cause, detail) of the gaps' bubbles (``bubbles``, when already made from
-    ``splits``), most idle first, each with what removing it alone would give."""
+    ``splits``), most charged first (``charging``), each with what removing it alone would give."""
     if bubbles is None:
         bubbles = [b for gap, s in splits for b in bubbles_of(gap, s)]
     idle: dict[tuple[Cause, str], int] = defaultdict(int)
     for b in bubbles:
         idle[(b.cause, b.detail)] += b.duration_ns
     total = sum(idle.values())
-    removal = predict_each(splits, window_ns, {key: {key} for key in idle}, launch_ns)
-    rows = [Diagnosis(*key, ns, ns / total if total else 0.0, removal[key].speedup, removal[key].low,
-                      removal[key].high) for key, ns in idle.items()]
-    return sorted(rows, key=lambda d: (-d.idle_ns, d.cause, d.site_or_phase))
+    charged = charges(idle, splits, work)     # ``work``: the critical path's floor (``charging.host_work``)
+    removal = predict_each(splits, window_ns, {key: {key} for key in charged}, launch_ns)
+    rows = [Diagnosis(*key, idle.get(key, 0), ns / total if total else 0.0, removal[key].speedup,
+                      removal[key].low, removal[key].high, ns) for key, ns in charged.items()]
+    return sorted(rows, key=lambda d: (-d.charged_ns, d.cause, d.site_or_phase))
 
 
 def ranked(diagnosis: list[Diagnosis]) -> list[Diagnosis]:

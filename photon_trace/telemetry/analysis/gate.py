@@ -33,6 +33,7 @@ from typing import NamedTuple, Union
 
 from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
 from photon_trace.telemetry.analysis.causes import DEPLOYMENT, Cause, who_fixes
+from photon_trace.telemetry.analysis.device_report import device_lines
 from photon_trace.telemetry.analysis.diagnosis import ranked
 from photon_trace.telemetry.analysis.gate_report import (  # noqa: F401 (the renderers, as gate's API)
     _diagnosis_markdown, device_markdown, md_code, render_junit, render_markdown, steady_state_line)
@@ -86,6 +87,7 @@ class CheckResult:
     seconds: float = 0.0            # the whole check: loading, analysing, the gates
     started: float = field(default_factory=time.time)   # wall clock, for the JUnit timestamp
     sections: list[str] = field(default_factory=list)   # more Markdown for the summary (a job's ranks)
+    tolerance: float | None = None  # with a baseline: the growth a regression gate allows
 
     @property
     def passed(self) -> bool:
@@ -115,7 +117,8 @@ class CheckResult:
         said = set() if self.passed else {g.name for g in self.failures}
         lines = [f"{g.name}: {'pass' if g.passed else 'FAIL'}: {g.message}" for g in self.gates if g.name not in said]
         steady = [steady_state_line(self.report)] if self.report is not None else []   # None: a capture only
-        return [one_line(line) for line in lines + steady]
+        device = device_lines(self.report, self.baseline, self.tolerance)
+        return [one_line(line) for line in lines + steady + device]
 
 
 def one_line(text: str) -> str:
@@ -348,7 +351,8 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     else:
         gates = _gates(report, trace, base, max_idle_fraction, tolerance, allow_syncs)
         code = EXIT_PASS if all(g.passed for g in gates) else EXIT_FAIL
-        result = CheckResult(code, gates, report, base, source, notes=_notes(trace) + warned)
+        result = CheckResult(code, gates, report, base, source, notes=_notes(trace) + warned,
+                             tolerance=tolerance if base is not None else None)
     result.started, result.seconds = started, time.perf_counter() - t0
     if out_md is not None:
         Path(out_md).write_text(render_markdown(result), encoding="utf-8")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from photon_trace.telemetry.analysis.causes import (
     ANOTHER_THREAD, DEPLOYMENT, DEVICE_SIDE, HOST_CODE, WHO_FIXES, cause_label, who_fixes)
+from photon_trace.telemetry.analysis.device_report import device_markdown as op_markdown
 from photon_trace.telemetry.analysis.report import Report
 from photon_trace.telemetry.analysis.views import no_work_words, steady_state_lines
 
@@ -53,6 +54,7 @@ def render_markdown(result) -> str:
         out += device_markdown(r)
         if r.diagnosis:
             out += _diagnosis_markdown(r.diagnosis)
+        out += op_markdown(r, result.baseline, md_code, getattr(result, "tolerance", None))
     out += result.sections    # a job's ranks, each in its own section
     if result.notes:
         out += ["", "## Notes", ""] + [f"- {md_code(n, in_table=False)}" for n in result.notes]
@@ -95,10 +97,12 @@ def _diagnosis_markdown(diagnosis: list) -> list[str]:
         rows = [d for d in diagnosis if who_fixes(d.cause) == who][:10]
         if not rows:
             continue
+        # idle: the row's bubbles; charged: what removing it alone gives back (``charging``), which
+        # the share and the order follow
         out += ["", f"## {title}", "",
-                "| cause | site / phase | idle | share | predicted speedup |", "|---|---|---|---|---|"]
-        out += [f"| {cause_label(d.cause)} | {md_code(d.site_or_phase)} | {_ms(d.idle_ns)} | {d.share:.1%} | "
-                f"{_speedup(d)} |" for d in rows]
+                "| cause | site / phase | idle | charged | share | predicted speedup |", "|---|---|---|---|---|---|"]
+        out += [f"| {cause_label(d.cause)} | {md_code(d.site_or_phase)} | {_ms(d.idle_ns)} | "
+                f"{_ms(getattr(d, 'charged_ns', d.idle_ns))} | {d.share:.1%} | {_speedup(d)} |" for d in rows]
     return out
 
 

@@ -7,8 +7,10 @@ from typing import Any
 
 from photon_trace.telemetry.analysis.bubbles import (
     MIN_BUBBLE_NS, Bubble, busy_intervals, bubbles_of, device_gaps, split_gaps)
+from photon_trace.telemetry.analysis.charging import host_work
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.device_idle import DeviceIdle, device_idle
+from photon_trace.telemetry.analysis.device_spread import DeviceFinding, OpSpread, device_findings, op_spreads
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal
 from photon_trace.telemetry.analysis.no_work import NoWork
 from photon_trace.telemetry.analysis.source_notes import unknown_runtime
@@ -93,6 +95,10 @@ class Report:
     def no_work_fraction(self) -> float:
         """The part of the window the engine had nothing to run (its device idle, no bubble)."""
         return self.no_work_ns / self.window_ns if self.window_ns else 0.0
+    # each device op's spread of durations in the window, and the ops whose slow tail costs
+    # device time (``device_spread``): device-side rows, apart from the bubbles' diagnosis
+    device_ops: list[OpSpread] = field(default_factory=list)
+    device_findings: list[DeviceFinding] = field(default_factory=list)
 
     @property
     def imported(self) -> bool:
@@ -128,9 +134,12 @@ class Report:
         d["streams"] = [{**s._asdict(), "idle_fraction": s.idle_fraction} for s in self.streams]
         d["devices"] = [{**x._asdict(), "idle_fraction": x.idle_fraction} for x in self.devices]
         d["top_ops"] = [x._asdict() for x in self.top_ops]
-        d["diagnosis"] = [{k: _finite(v) for k, v in x._asdict().items()} for x in self.diagnosis]
+        d["diagnosis"] = [{**{k: _finite(v) for k, v in x._asdict().items()}, "charged_ns": x.charged_ns}
+                          for x in self.diagnosis]
         d["host_free_speedup"] = [_finite(v) for v in self.host_free_speedup]
         d["work_ns"], d["no_work_fraction"] = self.work_ns, self.no_work_fraction
+        d["device_ops"] = [x._asdict() for x in self.device_ops]
+        d["device_findings"] = [{**x._asdict(), "words": x.words} for x in self.device_findings]
         return d
 
 
@@ -177,6 +186,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
     r0, r1 = run_extent(trace)
     all_tokens = sum(s.tokens for s in trace.steps)
     n_run = len(step_starts(trace))
+    spreads = op_spreads(trace, (w0, w1))
     return Report(
         window=(w0, w1), window_ns=window_ns, busy_ns=busy, idle_ns=idle,
         idle_fraction=idle / work_ns if work_ns else 0.0,
@@ -191,7 +201,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
         sample_ms=median_ms(steps, "sample_ns"), bookkeeping_ms=median_ms(steps, "bookkeeping_ns"),
         mean_period_ms=window_ns / len(steps) / 1e6 if steps else 0.0,
         run_period_ms=(r1 - r0) / n_run / 1e6 if n_run else 0.0,
-        diagnosis=diagnose(splits, work_ns, launch_ns, bubbles),
+        diagnosis=diagnose(splits, work_ns, launch_ns, bubbles, host_work(trace, (w0, w1), busy)),
         host_free_speedup=(host_free.speedup, host_free.low, host_free.high),
         settings=dict(trace.header.get("settings", {})),
         clock_error_ns=clock_error_ns(trace.header),
@@ -202,4 +212,5 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
         devices=device_idle(trace, (w0, w1)),
         source=(trace.header.get("source") or {}).get("format"), top_ops=top_ops(trace, (w0, w1)),
         syncs_unknown=unknown_runtime(trace), no_work_ns=no_work_ns,
+        device_ops=spreads, device_findings=device_findings(spreads),
     )
