@@ -1,0 +1,177 @@
+"""Two runs compared: each difference with its interval, a verdict only where the data decide.
+
+``compare(a, b, band=...)`` compares run B with run A (two ``Report``s) on
+
+* the median step **period** (decode steps), relative band;
+* the **idle fraction** (idle over period of the window's steps), band in percentage points;
+* the mean **idle per step**, band relative to A's period (what the CI gate's idle regression reads);
+* the **device time** of each op, per decode step (``forward``, ``sample``): medians, relative band.
+
+Each ``Difference`` carries B − A and B / A with a bootstrap interval from the two runs' own
+per-step variability (``intervals.compare_stat``). Its verdict is "better" or "worse" only when
+the interval of B − A excludes 0 *and* the difference is larger than the band; otherwise "no
+clear change": a 2-core machine's load moves one run's period by more than 10% without any code
+changing, and a verdict the noise could have produced is not one a user should act on.
+
+**The machine changed.** The intervals see each run's variability, not a change of the machine
+between the runs. On the same workload the device's own time per op is the machine's speed
+(the same ops on the same batches): when it differs beyond the band with an interval that
+excludes "no change" (``machine_change``), the period and idle of the two runs are not
+comparable: a slower device lengthens the period, and a device that drains later hides host
+lateness or shows more of it. ``Comparison.valid`` is then False and ``why_not`` says which op
+moved ("the machine changed: forward 3.30 ms -> 12.22 ms"). A code change that makes the device
+work itself slower reads the same; the comparison says so rather than guess which it was.
+Two runs of different workloads (``same_workload``) have device times that differ by design:
+their device rows are differences like any other, and no validity is claimed either way.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from photon_trace.telemetry.analysis.intervals import Interval, compare_stat, mean, median, share
+from photon_trace.telemetry.analysis.report import Report
+from photon_trace.telemetry.analysis.steps import StepStats
+
+BAND = 0.05             # a relative difference smaller than this is no verdict (times, rates)
+BAND_PP = 0.005         # shares: half a percentage point
+DEVICE_BAND = 0.10      # the device's time per op moving more than this between runs: the machine changed
+
+DEVICE_OPS = (("forward", "forward_ns"), ("sample", "sample_ns"))
+"""The device ops compared per step: the model's (stage, prefill, forward) and sampling's."""
+
+DEVICE_FREE = frozenset({"depth", "mode", "planned_stops", "seed", "mask_upload"})
+"""Settings that change how the host drives the device, not the device's work: two runs that
+differ only in these run the same device ops on the same batches (blocking against pipelined,
+the mask-upload bug against its fix, another engine seed for the same seeded requests)."""
+
+NO_CLEAR_CHANGE = "no clear change"
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """B against A on one measure: each run's value, B − A and B / A with intervals, and the band
+    (in the measure's unit) a difference must exceed to be a verdict."""
+    key: str
+    label: str
+    unit: str               # "ms" or "%" (a fraction; its differences are in percentage points)
+    a: float
+    b: float
+    delta: Interval         # B − A
+    ratio: Interval         # B / A
+    band: float
+    better: str = "lower"   # which way is better: "lower" or "higher"
+    expected: float = 0.0   # the part of B − A the device's own change explains (the period's; 0 elsewhere)
+
+    @property
+    def decided(self) -> bool:
+        """The interval excludes no change (beyond ``expected``) and the difference is larger than the band."""
+        return self.delta.excludes(self.expected) and abs(self.delta.point - self.expected) > self.band
+
+    @property
+    def verdict(self) -> str:
+        if not self.decided:
+            return NO_CLEAR_CHANGE
+        return "better" if (self.delta.point < 0) == (self.better == "lower") else "worse"
+
+    def describe(self) -> str:
+        """One line: the values, the change with its interval, the band."""
+        if self.unit == "%":
+            change = (f"{100 * self.delta.point:+.2f} pp (95% interval {100 * self.delta.low:+.2f} to "
+                      f"{100 * self.delta.high:+.2f} pp; band ±{100 * self.band:.2f} pp)")
+            return f"{self.label} {100 * self.a:.2f}% -> {100 * self.b:.2f}%, {change}"
+        device = f"; the device's own change explains {self.expected:+.3f} ms" if self.expected else ""
+        if np.isfinite([self.ratio.low, self.ratio.high]).all():
+            interval = f"x{self.ratio.point:.3f} (95% interval x{self.ratio.low:.3f}-{self.ratio.high:.3f}"
+        else:   # A was 0 (no idle): the difference's own interval
+            interval = f"(95% interval {self.delta.low:+.3f} to {self.delta.high:+.3f} ms"
+        return (f"{self.label} {self.a:.3f} ms -> {self.b:.3f} ms, {self.delta.point:+.3f} ms, {interval}; "
+                f"band ±{self.band:.3f} ms{device})")
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """B compared with A: the differences, the device's time per op, and whether the pair is valid."""
+    differences: list[Difference]
+    device: list[Difference]
+    same_workload: bool
+    workload_differs: list[str] = field(default_factory=list)   # the settings that differ, when not the same
+    machine_changed: list[Difference] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        """False when the device's own speed changed between two runs of one workload."""
+        return not self.machine_changed
+
+    @property
+    def why_not(self) -> str:
+        """Why the comparison is not valid ("" when it is)."""
+        if self.valid:
+            return ""
+        moved = "; ".join(f"{d.label} {d.a:.2f} ms -> {d.b:.2f} ms (x{d.ratio.point:.2f}, 95% interval "
+                          f"{d.ratio.low:.2f}-{d.ratio.high:.2f})" for d in self.machine_changed)
+        return (f"the machine changed: {moved} per step on the same workload, beyond the band ±{DEVICE_BAND:.0%}; "
+                f"the period and idle of the two runs cannot be compared")
+
+    def get(self, key: str) -> Difference | None:
+        return next((d for d in self.differences + self.device if d.key == key), None)
+
+
+def workload_differs(a: dict, b: dict, free: frozenset[str] = DEVICE_FREE) -> list[str]:
+    """The settings (other than ``free``) in which two runs' recorded settings differ."""
+    sa = {k: v for k, v in (a or {}).items() if k not in free}
+    sb = {k: v for k, v in (b or {}).items() if k not in free}
+    return sorted(k for k in sa.keys() | sb.keys() if sa.get(k) != sb.get(k))
+
+
+def _decode(steps: list[StepStats]) -> list[StepStats]:
+    """Decode steps when there are any (as ``steps.median_ms`` takes its medians)."""
+    return [s for s in steps if s.kind == "decode"] or list(steps)
+
+
+def _ms(steps: list[StepStats], name: str) -> np.ndarray:
+    return np.array([getattr(s, name) for s in steps], dtype=float) / 1e6
+
+
+def _device_shift(da: list[StepStats], db: list[StepStats], period_a: float) -> float:
+    """How much A's period would move were its device as fast as B's: A's period times the ratio of
+    the runs' median device time per step (forward and sample), less A's period. On one workload a
+    period that moved with the device is the machine, not the code."""
+    dev_a = np.median(_ms(da, "forward_ns") + _ms(da, "sample_ns"))
+    dev_b = np.median(_ms(db, "forward_ns") + _ms(db, "sample_ns"))
+    return float(period_a * (dev_b / dev_a - 1)) if dev_a else 0.0
+
+
+def compare(a: Report, b: Report, *, band: float = BAND, band_pp: float = BAND_PP,
+            device_band: float = DEVICE_BAND) -> Comparison:
+    """B compared with A (see the module docstring); ``band`` relative, ``band_pp`` for shares."""
+    if not a.steps or not b.steps:
+        raise ValueError("a run with no steps in its window cannot be compared")
+    da, db = _decode(a.steps), _decode(b.steps)
+    differs = workload_differs(a.settings, b.settings)
+    diffs = []
+    pa, pb = _ms(da, "period_ns"), _ms(db, "period_ns")
+    period_a = float(np.median(pa))
+    d, r = compare_stat(pa, pb, median)
+    diffs.append(Difference("period", "median period", "ms", period_a, float(np.median(pb)), d, r, band * period_a,
+                            expected=0.0 if differs else _device_shift(da, db, period_a)))
+    ia = np.c_[_ms(a.steps, "idle_ns"), _ms(a.steps, "period_ns")]
+    ib = np.c_[_ms(b.steps, "idle_ns"), _ms(b.steps, "period_ns")]
+    d, r = compare_stat(ia, ib, share)
+    diffs.append(Difference("idle_fraction", "idle fraction", "%", float(share(ia[None])[0]),
+                            float(share(ib[None])[0]), d, r, band_pp))
+    d, r = compare_stat(ia[:, 0], ib[:, 0], mean)
+    diffs.append(Difference("idle_per_step", "idle per step", "ms", float(ia[:, 0].mean()), float(ib[:, 0].mean()),
+                            d, r, band * period_a))
+    device = []
+    for label, name in DEVICE_OPS:
+        xa, xb = _ms(da, name), _ms(db, name)
+        if not np.median(xa) or not np.median(xb):
+            continue    # an op one run does not have per step (an imported trace: no sampling)
+        d, r = compare_stat(xa, xb, median)
+        device.append(Difference(label, label, "ms", float(np.median(xa)), float(np.median(xb)), d, r,
+                                 device_band * float(np.median(xa))))
+    same = not differs
+    changed = [x for x in device if x.decided] if same else []
+    return Comparison(diffs, device, same, differs, changed)
