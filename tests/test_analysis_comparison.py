@@ -102,3 +102,14 @@ def test_the_gate_cannot_decide_when_the_device_changed_and_says_so():
     assert r.exit_code == EXIT_PASS and r.undecided.startswith("the machine changed: forward")
     assert f"{UNDECIDED} against the baseline: the machine changed" in r.summary()
     assert all(g.message.startswith(UNDECIDED) for g in r.gates if g.name.endswith("_regression"))
+
+
+def test_a_run_whose_engine_thread_mostly_waited_for_a_cpu_is_too_busy_to_compare():
+    a, b = with_steps([2.0, 2.4] * 100), with_steps([2.6, 3.0] * 100)
+    quiet = {"cpu_ns": 900, "runq_ns": 5, "wall_ns": 1000, "load_avg": [0.4, 0.3, 0.2], "cpus": 2}
+    burned = {**quiet, "runq_ns": 970, "load_avg": [4.1, 3.0, 2.0]}
+    assert compare(a, b, host_runs=(quiet, quiet)).valid
+    c = compare(a, b, host_runs=(quiet, burned))
+    assert not c.valid and c.why_not.startswith("the machine was too busy: run B's engine thread waited for a CPU "
+                                                "97% of the run (load average 4.1 on 2 CPUs)")
+    assert compare(a, b, host_runs=(None, None)).valid          # a trace that does not say claims nothing

@@ -23,6 +23,14 @@ moved ("the machine changed: forward 3.30 ms -> 12.22 ms"). A code change that m
 work itself slower reads the same; the comparison says so rather than guess which it was.
 Two runs of different workloads (``same_workload``) have device times that differ by design:
 their device rows are differences like any other, and no validity is claimed either way.
+
+**The machine was too busy.** The host's side has no such per-op yardstick, but the trace header
+says how long the engine's thread waited for a CPU over the run (``host_run``, Linux:
+``recording/run_cpu.py``). When it waited more than ``HOST_BUSY`` of either run, the machine
+ran something else for most of it and the run's period measures the machine: two identical
+blocking runs beside two CPU burners (engine thread waiting 97-99% of the run, its spin-waits
+included) had median periods of 4.0 and 20.0 ms, while runs beside the other engineers' tests
+(waiting 22-24%) stayed within 4% of a quiet run's (0.1-0.5%). The pair is then not valid either.
 """
 from __future__ import annotations
 
@@ -37,6 +45,7 @@ from photon_trace.telemetry.analysis.steps import StepStats
 BAND = 0.05             # a relative difference smaller than this is no verdict (times, rates)
 BAND_PP = 0.005         # shares: half a percentage point
 DEVICE_BAND = 0.10      # the device's time per op moving more than this between runs: the machine changed
+HOST_BUSY = 0.5         # the engine thread waiting for a CPU more than this share of a run: too busy to tell
 
 DEVICE_OPS = (("forward", "forward_ns"), ("sample", "sample_ns"))
 """The device ops compared per step: the model's (stage, prefill, forward) and sampling's."""
@@ -98,21 +107,26 @@ class Comparison:
     same_workload: bool
     workload_differs: list[str] = field(default_factory=list)   # the settings that differ, when not the same
     machine_changed: list[Difference] = field(default_factory=list)
+    too_busy: str = ""      # which run's engine thread waited for a CPU most of the run, when one did
 
     @property
     def valid(self) -> bool:
-        """False when the device's own speed changed between two runs of one workload."""
-        return not self.machine_changed
+        """False when the device's own speed changed between two runs of one workload, or the
+        machine kept either run's engine thread waiting for a CPU most of the run."""
+        return not self.machine_changed and not self.too_busy
 
     @property
     def why_not(self) -> str:
         """Why the comparison is not valid ("" when it is)."""
-        if self.valid:
-            return ""
-        moved = "; ".join(f"{d.label} {d.a:.2f} ms -> {d.b:.2f} ms (x{d.ratio.point:.2f}, 95% interval "
-                          f"{d.ratio.low:.2f}-{d.ratio.high:.2f})" for d in self.machine_changed)
-        return (f"the machine changed: {moved} per step on the same workload, beyond the band ±{DEVICE_BAND:.0%}; "
-                f"the period and idle of the two runs cannot be compared")
+        why = []
+        if self.machine_changed:
+            moved = "; ".join(f"{d.label} {d.a:.2f} ms -> {d.b:.2f} ms (x{d.ratio.point:.2f}, 95% interval "
+                              f"{d.ratio.low:.2f}-{d.ratio.high:.2f})" for d in self.machine_changed)
+            why.append(f"the machine changed: {moved} per step on the same workload, beyond the band "
+                       f"±{DEVICE_BAND:.0%}")
+        if self.too_busy:
+            why.append(f"the machine was too busy: {self.too_busy}")
+        return "; ".join(why) + ("; the period and idle of the two runs cannot be compared" if why else "")
 
     def get(self, key: str) -> Difference | None:
         return next((d for d in self.differences + self.device if d.key == key), None)
@@ -143,9 +157,32 @@ def _device_shift(da: list[StepStats], db: list[StepStats], period_a: float) -> 
     return float(period_a * (dev_b / dev_a - 1)) if dev_a else 0.0
 
 
+def runq_share(host_run: dict | None) -> float | None:
+    """The share of a run its engine thread waited for a CPU (None when the trace does not say)."""
+    if not host_run or not host_run.get("wall_ns"):
+        return None
+    return host_run["runq_ns"] / host_run["wall_ns"]
+
+
+def busy_runs(host_runs: tuple[dict | None, dict | None], limit: float = HOST_BUSY) -> str:
+    """Which of the two runs (A, B) kept its engine thread waiting for a CPU over ``limit`` of the
+    run, with the load average at its end ("" when neither did, or the traces do not say)."""
+    said = []
+    for name, h in zip("AB", host_runs):
+        share = runq_share(h)
+        if share is not None and share > limit:
+            load = h.get("load_avg") or [float("nan")]
+            said.append(f"run {name}'s engine thread waited for a CPU {share:.0%} of the run (load average "
+                        f"{load[0]:.1f} on {h.get('cpus')} CPUs)")
+        # the share counts a spin-wait's time too: a thread spinning on the device wanted the CPU
+    return " and ".join(said)
+
+
 def compare(a: Report, b: Report, *, band: float = BAND, band_pp: float = BAND_PP,
-            device_band: float = DEVICE_BAND) -> Comparison:
-    """B compared with A (see the module docstring); ``band`` relative, ``band_pp`` for shares."""
+            device_band: float = DEVICE_BAND, host_runs: tuple[dict | None, dict | None] = (None, None)
+            ) -> Comparison:
+    """B compared with A (see the module docstring); ``band`` relative, ``band_pp`` for shares;
+    ``host_runs``: each trace header's ``host_run`` (what the OS did with the engine thread)."""
     if not a.steps or not b.steps:
         raise ValueError("a run with no steps in its window cannot be compared")
     da, db = _decode(a.steps), _decode(b.steps)
@@ -174,4 +211,4 @@ def compare(a: Report, b: Report, *, band: float = BAND, band_pp: float = BAND_P
                                  device_band * float(np.median(xa))))
     same = not differs
     changed = [x for x in device if x.decided] if same else []
-    return Comparison(diffs, device, same, differs, changed)
+    return Comparison(diffs, device, same, differs, changed, busy_runs(host_runs))

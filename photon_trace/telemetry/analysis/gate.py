@@ -13,7 +13,8 @@
   variability excludes no change as well (``comparison.compare``; the period's part
   that the device's own change per step explains is not the code's). When the device's
   own time per op changed between the two runs of one workload beyond its noise (the
-  machine changed: another load, another clock), the two cannot decide: they pass, saying
+  machine changed: another load, another clock), or either run's engine thread waited
+  for a CPU most of the run (too busy to tell), the two cannot decide: they pass, saying
   ``cannot decide`` and why, and the summary line says it (``CheckResult.undecided``):
   exit 0, since a CI job cannot fix the machine, with the reason in its log.
 
@@ -224,14 +225,15 @@ def _capture_gate(trace: Trace) -> Gate:
 
 
 def _gates(report: Report | None, trace: Trace | None, baseline: Report | None,
-           max_idle_fraction: float, tolerance: float, allow_syncs: tuple[str, ...] = ()) -> tuple[list[Gate], str]:
+           max_idle_fraction: float, tolerance: float, allow_syncs: tuple[str, ...] = (),
+           hosts: tuple[dict | None, dict | None] = (None, None)) -> tuple[list[Gate], str]:
     """Each gate in order, timed (its JUnit test case's time), and why the regression gates could
     not decide ("" when they could, or there is no baseline)."""
     undecided = ""
 
     def regressions() -> list[Gate]:
         nonlocal undecided
-        gates, undecided = _regressions(report, baseline, tolerance)
+        gates, undecided = _regressions(report, baseline, tolerance, hosts)
         return gates
 
     if report is None:      # a capture-only trace: its syncs alone
@@ -299,12 +301,13 @@ def _sync_gate(report: Report | None, trace: Trace | None, allow_syncs: tuple[st
     return Gate("accidental_syncs", count == 0, msg, count, 0)
 
 
-def _regressions(report: Report, baseline: Report, tolerance: float) -> tuple[list[Gate], str]:
+def _regressions(report: Report, baseline: Report, tolerance: float,
+                 hosts: tuple[dict | None, dict | None] = (None, None)) -> tuple[list[Gate], str]:
     """Idle per step and the median period against the baseline's, each a verdict only where
     its interval and the band decide (``comparison.compare``, band: ``tolerance`` of the baseline's
     period); none at all when the device's own speed changed between the runs (``UNDECIDED``)."""
     try:
-        c = compare(baseline, report, band=tolerance)
+        c = compare(baseline, report, band=tolerance, host_runs=hosts)
     except ValueError as e:
         raise BadInput(f"cannot compare with the baseline: {e}") from None
     gates = []
@@ -344,7 +347,7 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     load = {"allow_partial": allow_partial, "step_annotation": step_annotation}
     try:
         report, trace, source, warned = _analyse(trace_or_path, "trace", load)
-        base = _analyse(baseline, "baseline", load)[0] if baseline is not None else None
+        base, base_trace = _analyse(baseline, "baseline", load)[:2] if baseline is not None else (None, None)
         if baseline is not None and base is None:     # no steady state: the regression gates would vanish
             raise BadInput("baseline: a CUDA-graph capture only (captured, no graph ran): no steady state to "
                            "compare against")
@@ -352,7 +355,8 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
         result = CheckResult(EXIT_BAD_INPUT, source=str(trace_or_path) if not isinstance(trace_or_path, Trace)
                              else "<trace>", error=str(e))
     else:
-        gates, undecided = _gates(report, trace, base, max_idle_fraction, tolerance, allow_syncs)
+        hosts = tuple((t.header.get("host_run") if t is not None else None) for t in (base_trace, trace))
+        gates, undecided = _gates(report, trace, base, max_idle_fraction, tolerance, allow_syncs, hosts)
         code = EXIT_PASS if all(g.passed for g in gates) else EXIT_FAIL
         result = CheckResult(code, gates, report, base, source, notes=_notes(trace) + warned, undecided=undecided)
     result.started, result.seconds = started, time.perf_counter() - t0
