@@ -5,6 +5,7 @@
 * the median step **period** (decode steps), relative band;
 * the **idle fraction** (idle over period of the window's steps), band in percentage points;
 * the mean **idle per step**, band relative to A's period (what the CI gate's idle regression reads);
+* **tokens/s** (tokens over time of the window's steps), relative band;
 * the **device time** of each op, per decode step (``forward``, ``sample``): medians, relative band.
 
 Each ``Difference`` carries B − A and B / A with a bootstrap interval from the two runs' own
@@ -64,7 +65,7 @@ class Difference:
     (in the measure's unit) a difference must exceed to be a verdict."""
     key: str
     label: str
-    unit: str               # "ms" or "%" (a fraction; its differences are in percentage points)
+    unit: str               # "ms", "/s" (a rate) or "%" (a fraction; its differences are in percentage points)
     a: float
     b: float
     delta: Interval         # B − A
@@ -86,6 +87,9 @@ class Difference:
 
     def describe(self) -> str:
         """One line: the values, the change with its interval, the band."""
+        if self.unit == "/s":
+            return (f"{self.label} {self.a:,.1f} -> {self.b:,.1f}, x{self.ratio.point:.3f} (95% interval "
+                    f"x{self.ratio.low:.3f}-{self.ratio.high:.3f}; band ±{self.band:,.1f})")
         if self.unit == "%":
             change = (f"{100 * self.delta.point:+.2f} pp (95% interval {100 * self.delta.low:+.2f} to "
                       f"{100 * self.delta.high:+.2f} pp; band ±{100 * self.band:.2f} pp)")
@@ -198,6 +202,11 @@ def compare(a: Report, b: Report, *, band: float = BAND, band_pp: float = BAND_P
     d, r = compare_stat(ia, ib, share)
     diffs.append(Difference("idle_fraction", "idle fraction", "%", float(share(ia[None])[0]),
                             float(share(ib[None])[0]), d, r, band_pp))
+    ta = np.c_[[s.tokens for s in a.steps], _ms(a.steps, "period_ns") / 1e3]
+    tb = np.c_[[s.tokens for s in b.steps], _ms(b.steps, "period_ns") / 1e3]
+    d, r = compare_stat(ta, tb, share)
+    diffs.append(Difference("tokens_per_s", "tokens/s", "/s", float(share(ta[None])[0]), float(share(tb[None])[0]),
+                            d, r, band * float(share(ta[None])[0]), better="higher"))
     d, r = compare_stat(ia[:, 0], ib[:, 0], mean)
     diffs.append(Difference("idle_per_step", "idle per step", "ms", float(ia[:, 0].mean()), float(ib[:, 0].mean()),
                             d, r, band * period_a))
