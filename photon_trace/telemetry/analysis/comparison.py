@@ -168,11 +168,12 @@ def runq_share(host_run: dict | None) -> float | None:
     return host_run["runq_ns"] / host_run["wall_ns"]
 
 
-def busy_runs(host_runs: tuple[dict | None, dict | None], limit: float = HOST_BUSY) -> str:
-    """Which of the two runs (A, B) kept its engine thread waiting for a CPU over ``limit`` of the
+def busy_runs(host_runs: tuple[dict | None, dict | None], limit: float = HOST_BUSY,
+              names: tuple[str, str] = ("A", "B")) -> str:
+    """Which of the two runs (named ``names``) kept its engine thread waiting for a CPU over ``limit`` of the
     run, with the load average at its end ("" when neither did, or the traces do not say)."""
     said = []
-    for name, h in zip("AB", host_runs):
+    for name, h in zip(names, host_runs):
         share = runq_share(h)
         if share is not None and share > limit:
             load = h.get("load_avg") or [float("nan")]
@@ -183,8 +184,8 @@ def busy_runs(host_runs: tuple[dict | None, dict | None], limit: float = HOST_BU
 
 
 def compare(a: Report, b: Report, *, band: float = BAND, band_pp: float = BAND_PP,
-            device_band: float = DEVICE_BAND, host_runs: tuple[dict | None, dict | None] = (None, None)
-            ) -> Comparison:
+            device_band: float = DEVICE_BAND, host_runs: tuple[dict | None, dict | None] = (None, None),
+            names: tuple[str, str] = ("A", "B")) -> Comparison:
     """B compared with A (see the module docstring); ``band`` relative, ``band_pp`` for shares;
     ``host_runs``: each trace header's ``host_run`` (what the OS did with the engine thread)."""
     if not a.steps or not b.steps:
@@ -220,4 +221,4 @@ def compare(a: Report, b: Report, *, band: float = BAND, band_pp: float = BAND_P
                                  device_band * float(np.median(xa))))
     same = not differs
     changed = [x for x in device if x.decided] if same else []
-    return Comparison(diffs, device, same, differs, changed, busy_runs(host_runs))
+    return Comparison(diffs, device, same, differs, changed, busy_runs(host_runs, names=names))
