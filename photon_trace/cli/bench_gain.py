@@ -31,7 +31,7 @@ def gain_of(reports: dict[str, list], runs: dict[str, list]) -> dict[str, Any]:
     """The row's gain with its interval, the device ops per mode, and why the gain is not valid ("")."""
     c = compare(_pooled(reports["blocking"]), _pooled(reports["pipelined"]),
                 host_runs=tuple(_busiest([x.get("host_run") for x in runs[m]]) for m in ("blocking", "pipelined")),
-                names=("the blocking", "the pipelined"))
+                names=("the blocking run", "the pipelined run"))
     tps = c.get("tokens_per_s")
     return {"gain": tps.ratio.point, "gain_low": tps.ratio.low, "gain_high": tps.ratio.high,
             "verdict": tps.verdict, "valid": c.valid, "why_not": c.why_not,

@@ -169,7 +169,7 @@ def runq_share(host_run: dict | None) -> float | None:
 
 
 def busy_runs(host_runs: tuple[dict | None, dict | None], limit: float = HOST_BUSY,
-              names: tuple[str, str] = ("A", "B")) -> str:
+              names: tuple[str, str] = ("run A", "run B")) -> str:
     """Which of the two runs (named ``names``) kept its engine thread waiting for a CPU over ``limit`` of the
     run, with the load average at its end ("" when neither did, or the traces do not say)."""
     said = []
@@ -177,7 +177,7 @@ def busy_runs(host_runs: tuple[dict | None, dict | None], limit: float = HOST_BU
         share = runq_share(h)
         if share is not None and share > limit:
             load = h.get("load_avg") or [float("nan")]
-            said.append(f"run {name}'s engine thread waited for a CPU {share:.0%} of the run (load average "
+            said.append(f"{name}'s engine thread waited for a CPU {share:.0%} of the run (load average "
                         f"{load[0]:.1f} on {h.get('cpus')} CPUs)")
         # the share counts a spin-wait's time too: a thread spinning on the device wanted the CPU
     return " and ".join(said)
@@ -185,7 +185,7 @@ def busy_runs(host_runs: tuple[dict | None, dict | None], limit: float = HOST_BU
 
 def compare(a: Report, b: Report, *, band: float = BAND, band_pp: float = BAND_PP,
             device_band: float = DEVICE_BAND, host_runs: tuple[dict | None, dict | None] = (None, None),
-            names: tuple[str, str] = ("A", "B")) -> Comparison:
+            names: tuple[str, str] = ("run A", "run B")) -> Comparison:
     """B compared with A (see the module docstring); ``band`` relative, ``band_pp`` for shares;
     ``host_runs``: each trace header's ``host_run`` (what the OS did with the engine thread)."""
     if not a.steps or not b.steps:
