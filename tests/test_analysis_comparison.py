@@ -113,3 +113,15 @@ def test_a_run_whose_engine_thread_mostly_waited_for_a_cpu_is_too_busy_to_compar
     assert not c.valid and c.why_not.startswith("the machine was too busy: run B's engine thread waited for a CPU "
                                                 "97% of the run (load average 4.1 on 2 CPUs)")
     assert compare(a, b, host_runs=(None, None)).valid          # a trace that does not say claims nothing
+
+
+def test_check_exits_0_when_it_cannot_decide_or_the_code_ci_asks_for(tmp_path, capsys):
+    from photon_trace.cli.check import main
+    from photon_trace.telemetry.trace.file import write_trace
+    base = write_trace(sim(1), tmp_path / "base.trace.jsonl")
+    moved = write_trace(sim(2, costs=LoopCosts(forward_ns=4 * MS)), tmp_path / "moved.trace.jsonl")
+    args = [str(moved), "--baseline", str(base), "--max-idle", "1"]
+    assert main(args) == EXIT_PASS
+    assert "cannot decide against the baseline: the machine changed: forward" in capsys.readouterr().out
+    assert main(args + ["--undecided-exit", "3"]) == 3
+    assert main([str(base), "--baseline", str(base), "--max-idle", "1", "--undecided-exit", "3"]) == EXIT_PASS
