@@ -123,5 +123,6 @@ def test_check_exits_0_when_it_cannot_decide_or_the_code_ci_asks_for(tmp_path, c
     args = [str(moved), "--baseline", str(base), "--max-idle", "1"]
     assert main(args) == EXIT_PASS
     assert "cannot decide against the baseline: the machine changed: forward" in capsys.readouterr().out
-    assert main(args + ["--undecided-exit", "3"]) == 3
+    assert main(args + ["--undecided-exit", "3", "--markdown", str(tmp_path / "check.md")]) == 3
+    assert "**Cannot decide against the baseline:** `the machine changed: forward" in (tmp_path / "check.md").read_text()
     assert main([str(base), "--baseline", str(base), "--max-idle", "1", "--undecided-exit", "3"]) == EXIT_PASS
