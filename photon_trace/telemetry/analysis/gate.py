@@ -55,7 +55,8 @@ EXIT_BAD_INPUT = 2
 
 UNDECIDED = "cannot decide"
 """What a regression gate says, passing, when the device's own speed changed between the trace and
-its baseline: their periods are not comparable (``comparison``); the summary line says it too."""
+its baseline, or the machine kept either run's engine thread off the CPU most of the run: their
+periods are not comparable (``comparison``); the summary line says it too."""
 
 DEFAULT_MAX_IDLE_FRACTION = 0.05
 DEFAULT_TOLERANCE = 0.10
@@ -96,7 +97,7 @@ class CheckResult:
     seconds: float = 0.0            # the whole check: loading, analysing, the gates
     started: float = field(default_factory=time.time)   # wall clock, for the JUnit timestamp
     sections: list[str] = field(default_factory=list)   # more Markdown for the summary (a job's ranks)
-    undecided: str = ""     # why the regression gates could not decide: the machine changed (they pass)
+    undecided: str = ""     # why the regression gates could not decide: the machine changed or was too busy (they pass)
 
     @property
     def passed(self) -> bool:
@@ -305,7 +306,8 @@ def _regressions(report: Report, baseline: Report, tolerance: float,
                  hosts: tuple[dict | None, dict | None] = (None, None)) -> tuple[list[Gate], str]:
     """Idle per step and the median period against the baseline's, each a verdict only where
     its interval and the band decide (``comparison.compare``, band: ``tolerance`` of the baseline's
-    period); none at all when the device's own speed changed between the runs (``UNDECIDED``)."""
+    period); none at all when the pair is not valid (``UNDECIDED``: the machine changed or was too
+    busy). Also why it is not valid ("" when it is)."""
     try:
         c = compare(baseline, report, band=tolerance, host_runs=hosts)
     except ValueError as e:
