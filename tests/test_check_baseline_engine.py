@@ -1,6 +1,6 @@
-"""``check --baseline`` through the real engine (issue 28 item 5): two runs of identical code pass
-beside two CPU burners, and a real regression (the host 20% of the measured period slower every
-step) still fails, naming the period.
+"""``check --baseline`` through the real engine (issue 28 item 5): identical code passes when its
+run had two CPU burners beside it, and a real regression (the host 20% of the measured period
+slower every step) still fails, naming the period.
 
 The engine is blocking (depth 1), where every host delay is on the step's path, so the
 regression is +20% of the period by construction, on a fast machine and a slow one alike. The
@@ -42,10 +42,13 @@ def _run(engine, path, fault=None):
     return trace
 
 
-def test_identical_runs_pass_beside_two_cpu_burners(engine, tmp_path, capsys):
+def test_identical_code_passes_when_its_run_had_two_cpu_burners_beside_it(engine, tmp_path, capsys):
+    # The baseline as CI records it, then the same code's run beside two burners: the machine,
+    # not the code, makes the second slower (by 1.7-8x on the 2-core box), and the gate must not
+    # call that a regression.
+    _run(engine, tmp_path / "r1.trace.jsonl")
     burners = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(2)]
     try:
-        _run(engine, tmp_path / "r1.trace.jsonl")
         _run(engine, tmp_path / "r2.trace.jsonl")
     finally:
         for p in burners:
