@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from photon_trace.telemetry.recording.run_cpu import RunCpu
 from photon_trace.telemetry.tracer import NULL_TRACER, TraceLevel, Tracer
 from photon_trace.workload import PreparedWorkload, RunResult, Workload, drive, engine_settings, prepare
 
@@ -74,8 +75,12 @@ def trace_run(engine, prepared: PreparedWorkload, trace_path: str | Path,
         from photon_trace.telemetry.recording.profiler_ranges import ProfilerRanges, profiled
         engine_tracer = ProfilerRanges(tracer)
         profiling = profiled(torch_profiler, cuda=engine.device.backend == "cuda")
+    cpu = RunCpu.start()
     with attached(engine, engine_tracer), (capture if capture is not None else _nothing()), profiling:
         run = drive(engine, prepared.requests, on_tokens)
+    host_run = cpu.stop() if cpu is not None else None
+    if host_run is not None:     # what the OS did with this thread: comparison.py reads it
+        tracer.describe(host_run=host_run)
     tracer.close()
     trace = tracer.snapshot()
     summary = summarize(trace, run, prepared, trace_path, analyse=analyse)

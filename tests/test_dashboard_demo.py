@@ -18,8 +18,15 @@ def test_the_demo_benches_the_pipelining_pair_and_the_mask_upload_bug_and_fix(tm
                                       "--repeats", "1", "--out", str(tmp_path), "--no-serve", "--no-progress"])
     assert args.model == "tiny"
     assert args.func(args) == 0
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.err
     assert err.index("1/3 blocking vs pipelined") < err.index("2/3 the mask-upload bug") < err.index("3/3 the fix")
+    # the story in numbers: every speed with its interval, or why the machine was too busy to tell
+    story = captured.out[captured.out.index("The story in numbers"):].splitlines()[1:]
+    assert any(line.startswith("  pipelining, 1 stream(s): ") for line in story)
+    assert any(line.startswith("  the mask-upload fix: accidental syncs per run ") for line in story)
+    speeds = [line for line in story if "pipelining," in line or "fix's speed" in line]
+    assert len(speeds) == 2 and all("95% interval" in line or "too busy to tell" in line for line in speeds), story
     names = {p.name for p in tmp_path.glob("*.trace.jsonl")}
     assert any(n.startswith("bench-tiny-async-s1-blocking") for n in names)
     assert any(n.startswith("bench-tiny-async-s1-pipelined") for n in names)

@@ -75,7 +75,7 @@ def test_bench_writes_traces_and_a_summary_and_prints_both_tables(tmp_path, caps
                                      "--tokens", "16", "--out", str(tmp_path), "--no-progress"])
     assert args.func(args) == 0
     out = capsys.readouterr().out
-    assert "Per mode" in out and "Per row" in out and "predicted" in out
+    assert "Per mode" in out and "Per row" in out and "predicted" in out and "Pipelining gain" in out
     summary = json.loads((tmp_path / "bench_summary.json").read_text())
     assert [r["streams"] for r in summary["rows"]] == [1, 3]
     for row in summary["rows"]:
@@ -84,6 +84,9 @@ def test_bench_writes_traces_and_a_summary_and_prints_both_tables(tmp_path, caps
         assert c["T_block_ms"] > 0 and c["T_pipe_ms"] > 0 and c["observed"] > 0 and c["L"] > 0
         assert c["pairs"] == 1 and c["pipelined_wins"] == int(c["observed"] > 1)
         assert c["observed_min"] == c["observed_max"] == c["observed"]
+        g = row["gain"]
+        assert g["gain_low"] <= g["gain"] <= g["gain_high"] and set(g["device"]) == {"forward", "sample"}
+        assert all(run["host_run"]["wall_ns"] > 0 for mode in ("blocking", "pipelined") for run in row["runs"][mode])
         m = row["modes"]["blocking"]
         assert 0 <= m["host_idle_fraction"] <= m["idle_fraction"] < 1 and 0 < m["bookkeeping_share"] < 1
         settings = {}

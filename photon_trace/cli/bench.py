@@ -10,7 +10,9 @@ swapping which goes first each round, so machine noise hits both alike.
 
 It prints the source's two tables: per mode, the steady-state medians of
 forward, sample and period; per stream count, T_block, T_pipe, L, z and the cost
-model's predicted speedup beside the observed one (end-to-end tokens/s). Every
+model's predicted speedup beside the observed one (end-to-end tokens/s); then the
+pipelining gain with its 95% interval, and a warning where the two modes' device
+times differ beyond noise (``bench_gain.py``). Every
 run's trace goes under ``--out`` with a JSON summary (``bench_summary.json``, or ``--summary``).
 Numbers are printed, never judged: a benchmark does not fail on speed.
 """
@@ -27,6 +29,7 @@ from typing import Any
 
 from photon_trace.cli.argtypes import HelpFormatter, at_least, positive_int
 from photon_trace.cli.bench_equality import NEAR_TIE_ULPS, ReferenceScores, compare_runs
+from photon_trace.cli.bench_gain import gain_of, render_gains
 from photon_trace.cli.preflight import refuse_gpu_only_on_cpu
 from photon_trace.traced_run import trace_run
 from photon_trace.workload import DEFAULT_TOKENS, Workload, engine_settings, prepare, warm_up
@@ -40,8 +43,10 @@ count both engines run the same prepared requests (prompts, seeds, lengths, stop
 an untraced warm-up replay; the measured runs alternate modes so machine noise hits both alike.
 
 Prints, per mode, the steady-state medians of forward, sample and period, and per stream count
-the cost model's predicted speedup beside the observed one. Every run's trace and a JSON summary
-go under --out. Numbers are printed, never judged: a slow run does not fail the bench."""
+the cost model's predicted speedup beside the observed one, then the pipelining gain with its 95%
+interval; it warns where the two modes' device times differ beyond noise (the machine changed
+between them) or the machine kept a run's engine thread off the CPU most of the run. Every
+run's trace and a JSON summary go under --out. Numbers are printed, never judged: a slow run does not fail the bench."""
 
 
 def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -147,13 +152,14 @@ def run_bench(args: argparse.Namespace) -> int:
                         summary["torch_profiler"] = _profiler_check(trace, profiler)
                     report = analyze(trace)
                     summary["analysis"] = report.to_dict(tables=False)
+                    summary["host_run"] = trace.header.get("host_run")   # what the OS did with the engine thread
                     reports[mode].append(report)
                     runs[mode].append(summary)
                     bar.update()
             eq = _equality(engines["pipelined"], prepared, outputs, args.near_tie_ulps)
             equalities.append(eq)
             rows.append({**_row(s, prepared, reports, runs, cost_model), "outputs_identical": eq.identical == eq.requests,
-                         "equality": eq.to_dict()})
+                         "equality": eq.to_dict(), "gain": gain_of(reports, runs)})
     finally:
         bar.close()
         for eng in engines.values():
@@ -315,6 +321,7 @@ def render_tables(summary: dict[str, Any]) -> str:
                    f"   {c['predicted_median_periods']:>13.3f}x {c['error_pts_median_periods']:>+6.1f}p"
                    f"   {c['observed_min']:>6.3f}-{c['observed_max']:.3f}x {c['pipelined_wins']:>2}/{c['pairs']}"
                    + ("" if row["outputs_identical"] else "   OUTPUTS DIFFER"))
+    out += render_gains(summary["rows"])
     out += ["", "Outputs, blocking against pipelined over every run (per row):"]
     for row in summary["rows"]:
         if "equality" in row:

@@ -35,7 +35,15 @@ exit codes:
      than --tolerance of the baseline's period
   {EXIT_BAD_INPUT}  bad input: no trace given, or a trace/baseline that is unreadable, foreign,
      corrupt, holds impossible times, is truncated or stopped early (a full disk; unless
-     --allow-partial) or has nothing to analyse (also argparse's usage errors)"""
+     --allow-partial) or has nothing to analyse (also argparse's usage errors)
+
+with --baseline, a growth is a regression only when its 95% interval (from each run's own
+per-step variability) excludes no change too. When the device's own time per op moved
+between the two runs (beyond 10%, interval excluding no change: the machine changed) or
+either run's engine thread waited for a CPU over half of it (too busy), the regression
+gates cannot decide: they pass, and the verdict line says "cannot decide against the
+baseline" and why. That is exit 0 (the other gates still count), or --undecided-exit CODE
+for a CI that wants to tell it apart (e.g. 3, to rerun on a quieter machine)."""
 
 
 def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -55,6 +63,9 @@ def add_check_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--tokens", type=at_least(2), default=48, help="--run: mean generated tokens per request")
     p.add_argument("--out", default="traces", help="--run: folder for the trace")
     p.add_argument("--baseline", help="trace file to compare against")
+    p.add_argument("--undecided-exit", type=int, default=EXIT_PASS, metavar="CODE",
+                   help="with --baseline: the exit code when every gate passed but the regression gates could not "
+                        "decide (the machine changed between the runs, or was too busy); default 0")
     p.add_argument("--max-idle", type=fraction, default=DEFAULT_MAX_IDLE_FRACTION, metavar="FRACTION",
                    help="largest steady-state idle fraction of the compute stream, 0 to 1 (0.05 is 5%%)")
     p.add_argument("--tolerance", type=non_negative, default=DEFAULT_TOLERANCE, metavar="FRACTION",
@@ -101,11 +112,12 @@ def run_check_cli(args: argparse.Namespace) -> int:
     return _gate(lambda: run_check(
         trace, args.baseline, max_idle_fraction=args.max_idle, tolerance=args.tolerance, out_md=args.markdown,
         out_junit=args.junit, allow_syncs=tuple(args.allow_sync), allow_partial=args.allow_partial,
-        step_annotation=args.step_annotation))
+        step_annotation=args.step_annotation), undecided_exit=getattr(args, "undecided_exit", EXIT_PASS))
 
 
-def _gate(check) -> int:
-    """Run ``check`` (one trace's gate or a job's), print its verdict, notes and warnings; its exit code."""
+def _gate(check, undecided_exit: int = EXIT_PASS) -> int:
+    """Run ``check`` (one trace's gate or a job's), print its verdict, notes and warnings; its exit
+    code (``undecided_exit`` for a pass whose regression gates could not decide)."""
     with warnings.catch_warnings(record=True) as caught:   # said below, one line each
         warnings.simplefilter("always")
         result = check()
@@ -116,6 +128,9 @@ def _gate(check) -> int:
         print(f"  note: {one_line(note)}", file=sys.stderr)
     for w in caught:
         print(f"  warning: {one_line(str(w.message))}", file=sys.stderr)
+    if result.passed and getattr(result, "undecided", ""):
+        print(f"  warning: cannot decide against the baseline: {one_line(result.undecided)}", file=sys.stderr)
+        return undecided_exit
     return result.exit_code
 
 

@@ -8,7 +8,9 @@
    selected, its bubble and call site shown, the diagnosis row highlighted) and the fixed
    run offered as B for the Compare tab.
 
-Each bench writes its own JSON summary in ``--out`` (``SUMMARIES``), beside its traces.
+Each bench writes its own JSON summary in ``--out`` (``SUMMARIES``), beside its traces. After
+the benches the story is told in numbers, each speed with its interval, or the reason the
+machine was too busy to tell (``demo_story.py``).
 """
 from __future__ import annotations
 
@@ -29,7 +31,10 @@ The tool's story on real runs, then the dashboard on its punchline:
 then the dashboard on the buggy run with a guided first view (the flagged sync selected, its
 bubble and call site shown, the diagnosis row highlighted) and the fixed run as B to compare.
 
-Each bench prints its tables and writes its traces and its own JSON summary under --out:
+Each bench prints its tables; then the story is told in numbers, each speed with its 95%
+interval, or why the machine was too busy to tell (the device's time moved between the runs,
+or a run's engine thread waited for a CPU most of it; the load average). Each bench writes
+its traces and its own JSON summary under --out:
 """
 
 # One summary per bench, so that the three runs do not overwrite one file
@@ -67,6 +72,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         rc = run_bench(parser.parse_args(["bench", *common, *extra, "--summary", summary]))
         if rc != 0:
             return rc
+    from photon_trace.cli.demo_story import story_lines
+    print("\n".join(story_lines(out, SUMMARIES)), flush=True)
     if args.no_serve:
         return 0
     pair = demo_pair(out, args.model, args.mask_streams)

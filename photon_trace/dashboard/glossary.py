@@ -100,7 +100,11 @@ GLOSSARY: dict[str, str] = {
     "B − A": "The difference; shares in percentage points.",
     "B / A": "The ratio.",
     "verdict": "better / worse only when the difference is outside the noise band stated above the "
-               "table; otherwise 'within noise'.",
+               "table and, where a 95% interval is shown, the interval excludes no change; otherwise "
+               "'within noise' or 'no clear change'. 'not valid': the machine changed between the runs "
+               "(the device's own time per op moved) or was too busy, so no time is compared.",
+    "95% interval": "B − A's bootstrap interval from each run's own per-step variability (steps resampled "
+                    "in blocks; seeded, so the same pair gives the same interval).",
     "quantity": "An input or output of the cost model.",
     "value": "Its value.",
     "T_block": "The blocking run's mean step period over the whole run.",

@@ -35,7 +35,8 @@ CELL = {"borderBottom": "1px solid #eee", "padding": "3px 8px", "textAlign": "le
         "overflowWrap": "anywhere", "wordBreak": "break-word"}
 HEAD = {**CELL, "borderBottom": "2px solid #ccc", "background": "#f6f6f6", "cursor": "help"}
 TERM = {"borderBottom": "1px dotted #999", "cursor": "help"}
-VERDICT = {"better": "#1b7f3b", "worse": "#b00020", "same": "#666", "within noise": "#666"}
+VERDICT = {"better": "#1b7f3b", "worse": "#b00020", "same": "#666", "within noise": "#666",
+           "no clear change": "#666", "not valid": "#b00020"}
 HIGHLIGHT = {"background": "#fff3c4"}
 SMALL = {"color": "#666", "fontSize": "12px"}
 

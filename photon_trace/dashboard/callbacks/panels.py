@@ -9,6 +9,7 @@ from photon_trace.dashboard.callbacks.timeline import LIVE, ZOOM_FILTER
 from photon_trace.dashboard.layout import SMALL, error_box, section, table
 from photon_trace.dashboard.panels import figures
 from photon_trace.dashboard.panels.device_ops import device_finding_lines, device_op_rows
+from photon_trace.dashboard.panels.compare import comparison_of, validity_text
 from photon_trace.dashboard.panels import ranks as rank_tables
 from photon_trace.dashboard.panels.idle_views import idle_view_rows, rule_detail_rows, rule_rows
 from photon_trace.dashboard.panels.stats import idle_breakdown, idle_breakdown_figure
@@ -17,6 +18,7 @@ from photon_trace.dashboard.timeline.figure import compare_figure, placeholder_f
 from photon_trace.dashboard.timeline.view import View, x_range_from_relayout
 
 BUBBLE_ROWS = 100
+VALIDITY = {"color": "#b00020", "fontWeight": 600, "fontSize": "13px"}   # a pair the machine made incomparable
 
 
 def panel_children(loaded: Loaded) -> list:
@@ -144,9 +146,12 @@ def register(app: dash.Dash, state) -> None:
                 cost = error_box(f"cost model unavailable: {type(e).__name__}: {e}")
         else:
             cost = [section("Cost model", html.Div(f"not shown: {why}.", id="cost-model-why", style=SMALL))]
+        c = comparison_of(a.report, b.report, headers)
         summary = section("Summary: A vs B", html.Div(f"A = {a.label}    B = {b.label}", style=SMALL),
+                          html.Div(validity_text(c), id="compare-validity",
+                                   style=VALIDITY if c is not None and not c.valid else SMALL),
                           html.Div(figures.NOISE_NOTE, style=SMALL, id="noise-note"),
-                          table(figures.compare_rows(a.report, b.report), "compare-table"))
+                          table(figures.compare_rows(a.report, b.report, c), "compare-table"))
         return compare_parts(a, b, View()), summary, cost, []
 
     app.clientside_callback(ZOOM_FILTER, Output("zoom-compare", "data"), Input("compare-timeline", "relayoutData"),

@@ -70,7 +70,9 @@ NOISE_PP = 0.005    # shares (idle): half a percentage point
 NOISE_NOTE = (f"A difference is called better or worse only outside the noise band: ±{NOISE_REL:.0%} for times "
               f"and rates, ±{100 * NOISE_PP:.1f} pp for shares (counts: ±{NOISE_REL:.0%} or ±1; accidental syncs: "
               "any); inside it the verdict is "
-              "'within noise' (one run on a shared machine moves that much).")
+              "'within noise' (one run on a shared machine moves that much). The period, idle fraction, tokens/s, "
+              "forward and sample also need their 95% interval (from each run's steps) to exclude no change, else "
+              "'no clear change'.")
 
 
 def metric_values(report: Any, metrics: tuple = METRICS) -> dict[str, float]:
@@ -152,8 +154,11 @@ def _short(name: str, n: int) -> str:
     return name if len(name) <= n else name[:n - 1] + "…"
 
 
-def compare_rows(a: Any, b: Any) -> list[dict[str, str]]:
-    """Metric, A, B, the difference B − A and whether B is better, worse or the same."""
+def compare_rows(a: Any, b: Any, comparison: Any = None) -> list[dict[str, str]]:
+    """Metric, A, B, the difference B − A and whether B is better, worse or the same; with
+    ``comparison`` (``panels/compare.py``), the period, idle fraction and device times are decided
+    by their intervals (shown in "95% interval"), and nothing a changed machine moves is decided."""
+    from photon_trace.dashboard.panels.compare import decide
     metrics = metrics_for(a, b)
     va, vb = metric_values(a, metrics), metric_values(b, metrics)
     rows = []
@@ -178,8 +183,11 @@ def compare_rows(a: Any, b: Any) -> list[dict[str, str]]:
                 verdict = "within noise"
             else:
                 verdict = "better" if (d < 0) == (better == "lower") else "worse"
-        rows.append({"metric": label, "A": fmt(x, unit), "B": fmt(y, unit), "B − A": delta,
-                     "B / A": ratio, "verdict": verdict})
+        verdict, interval = decide(key, verdict, comparison) if verdict != "same" else (verdict, "")
+        row = {"metric": label, "A": fmt(x, unit), "B": fmt(y, unit), "B − A": delta, "B / A": ratio}
+        if comparison is not None:
+            row["95% interval"] = interval
+        rows.append({**row, "verdict": verdict})
     return rows
 
 
@@ -368,7 +376,10 @@ def pipeline_depth(report: Any, header: dict | None = None) -> int | None:
     return None
 
 
-WORKLOAD_FREE = frozenset({"depth", "mode", "planned_stops"})   # settings a blocking/pipelined pair may differ in
+# settings a blocking/pipelined pair may differ in; the engine's seed only draws the seeds of
+# requests that carry none, and the bench's requests all carry theirs (issue 28: the bench's own
+# pairs were refused for it)
+WORKLOAD_FREE = frozenset({"depth", "mode", "planned_stops", "seed"})
 
 
 def cost_model_applies(a: Any, b: Any, headers: tuple[dict, dict] = ({}, {}),

@@ -11,7 +11,15 @@
 * with a baseline, ``idle_regression``: the mean idle per step grew by no more
   than ``tolerance`` of the baseline's median period, and ``period_regression``:
   the median period grew by no more than ``tolerance`` (both relative to the
-  baseline's period, so one knob says "this much slower is a regression").
+  baseline's period, so one knob says "this much slower is a regression"), where a
+  growth is a regression only when its 95% interval from the two runs' per-step
+  variability excludes no change as well (``comparison.compare``; the period's part
+  that the device's own change per step explains is not the code's). When the device's
+  own time per op changed between the two runs of one workload beyond its noise (the
+  machine changed: another load, another clock), or either run's engine thread waited
+  for a CPU most of the run (too busy to tell), the two cannot decide: they pass, saying
+  ``cannot decide`` and why, and the summary line says it (``CheckResult.undecided``):
+  exit 0, since a CI job cannot fix the machine, with the reason in its log.
 
 Exit codes: 0 every gate passed, 1 a gate failed, 2 bad input (unreadable,
 foreign or corrupt trace or baseline, or one with nothing to analyse). A truncated
@@ -34,6 +42,7 @@ from typing import NamedTuple, Union
 from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
 from photon_trace.telemetry.analysis.causes import DEPLOYMENT, Cause, who_fixes
 from photon_trace.telemetry.analysis.device_report import device_lines
+from photon_trace.telemetry.analysis.comparison import NO_CLEAR_CHANGE, compare
 from photon_trace.telemetry.analysis.diagnosis import ranked
 from photon_trace.telemetry.analysis.gate_report import (  # noqa: F401 (the renderers, as gate's API)
     _diagnosis_markdown, device_markdown, md_code, render_junit, render_markdown, steady_state_line)
@@ -47,6 +56,11 @@ from photon_trace.telemetry.trace.rows import TraceFormatError
 EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_BAD_INPUT = 2
+
+UNDECIDED = "cannot decide"
+"""What a regression gate says, passing, when the device's own speed changed between the trace and
+its baseline, or the machine kept either run's engine thread off the CPU most of the run: their
+periods are not comparable (``comparison``); the summary line says it too."""
 
 DEFAULT_MAX_IDLE_FRACTION = 0.05
 DEFAULT_TOLERANCE = 0.10
@@ -88,6 +102,7 @@ class CheckResult:
     started: float = field(default_factory=time.time)   # wall clock, for the JUnit timestamp
     sections: list[str] = field(default_factory=list)   # more Markdown for the summary (a job's ranks)
     tolerance: float | None = None  # with a baseline: the growth a regression gate allows
+    undecided: str = ""     # why the regression gates could not decide: the machine changed or was too busy (they pass)
 
     @property
     def passed(self) -> bool:
@@ -107,6 +122,8 @@ class CheckResult:
             text = f"photon-trace check: BAD INPUT: {self.error}"
         elif self.passed:
             text = f"photon-trace check: PASS ({len(self.gates)} gates) on {self.source}"
+            if self.undecided:
+                text += f"; {UNDECIDED} against the baseline: {self.undecided}"
         else:
             text = "photon-trace check: FAIL: " + "; ".join(g.message for g in self.failures)
         return one_line(text)
@@ -215,21 +232,30 @@ def _capture_gate(trace: Trace) -> Gate:
 
 
 def _gates(report: Report | None, trace: Trace | None, baseline: Report | None,
-           max_idle_fraction: float, tolerance: float, allow_syncs: tuple[str, ...] = ()) -> list[Gate]:
-    """Each gate in order, timed (its JUnit test case's time)."""
+           max_idle_fraction: float, tolerance: float, allow_syncs: tuple[str, ...] = (),
+           hosts: tuple[dict | None, dict | None] = (None, None)) -> tuple[list[Gate], str]:
+    """Each gate in order, timed (its JUnit test case's time), and why the regression gates could
+    not decide ("" when they could, or there is no baseline)."""
+    undecided = ""
+
+    def regressions() -> list[Gate]:
+        nonlocal undecided
+        gates, undecided = _regressions(report, baseline, tolerance, hosts)
+        return gates
+
     if report is None:      # a capture-only trace: its syncs alone
         checks = [lambda: _capture_gate(trace), lambda: _sync_gate(None, trace, allow_syncs)]
     else:
         checks = [lambda: _idle_gate(report, max_idle_fraction), lambda: _sync_gate(report, trace, allow_syncs)]
     if report is not None and baseline is not None:
-        checks += [lambda: _idle_regression(report, baseline, tolerance),
-                   lambda: _period_regression(report, baseline, tolerance)]
+        checks.append(regressions)
     gates = []
     for check in checks:
         t0 = time.perf_counter()
-        gate = check()
-        gates.append(gate._replace(seconds=time.perf_counter() - t0))
-    return gates
+        made = check()
+        made = made if isinstance(made, list) else [made]
+        gates += [g._replace(seconds=(time.perf_counter() - t0) / len(made)) for g in made]
+    return gates, undecided
 
 
 def descheduled_fraction(report: Report) -> float:
@@ -297,25 +323,28 @@ def _sync_gate(report: Report | None, trace: Trace | None, allow_syncs: tuple[st
     return Gate("accidental_syncs", count == 0, msg, count, 0)
 
 
-def _idle_regression(report: Report, baseline: Report, tolerance: float) -> Gate:
-    base_period = baseline.period_ms * 1e6
-    cur_idle = report.idle_ns / len(report.steps)
-    base_idle = baseline.idle_ns / len(baseline.steps) if baseline.steps else 0.0
-    grew = cur_idle - base_idle
-    limit = tolerance * base_period
-    ok = grew <= limit
-    return Gate("idle_regression", ok,
-                f"idle per step {_ms(cur_idle)} vs baseline {_ms(base_idle)}: {'+' if grew >= 0 else ''}{_ms(grew)} "
-                f"({'within' if ok else 'over'} {tolerance:.0%} of the baseline period, {_ms(limit)})", grew, limit)
-
-
-def _period_regression(report: Report, baseline: Report, tolerance: float) -> Gate:
-    ratio = report.period_ms / baseline.period_ms if baseline.period_ms else float("inf")
-    ok = ratio <= 1 + tolerance
-    return Gate("period_regression", ok,
-                f"median period {report.period_ms:.3f} ms vs baseline {baseline.period_ms:.3f} ms "
-                f"({ratio - 1:+.1%}, {'within' if ok else 'over'} the tolerance {tolerance:.0%})",
-                ratio - 1, tolerance)
+def _regressions(report: Report, baseline: Report, tolerance: float,
+                 hosts: tuple[dict | None, dict | None] = (None, None)) -> tuple[list[Gate], str]:
+    """Idle per step and the median period against the baseline's, each a verdict only where
+    its interval and the band decide (``comparison.compare``, band: ``tolerance`` of the baseline's
+    period); none at all when the pair is not valid (``UNDECIDED``: the machine changed or was too
+    busy). Also why it is not valid ("" when it is)."""
+    try:
+        c = compare(baseline, report, band=tolerance, host_runs=hosts)
+    except ValueError as e:
+        raise BadInput(f"cannot compare with the baseline: {e}") from None
+    gates = []
+    for name, key in (("idle_regression", "idle_per_step"), ("period_regression", "period")):
+        d = c.get(key)
+        if not c.valid:
+            gates.append(Gate(name, True, f"{UNDECIDED}: {c.why_not}; {d.describe()}", d.delta.point, d.band))
+            continue
+        ok = d.verdict != "worse"
+        word = {"worse": "a regression", "better": "better", NO_CLEAR_CHANGE: NO_CLEAR_CHANGE}[d.verdict]
+        gates.append(Gate(name, ok, f"{d.describe()} against the baseline: {word}; device per step: "
+                                    + ", ".join(f"{x.label} x{x.ratio.point:.3f}" for x in c.device),
+                          d.delta.point, d.band))
+    return gates, c.why_not
 
 
 def _notes(trace: Trace | None) -> list[str]:
@@ -341,7 +370,7 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
     load = {"allow_partial": allow_partial, "step_annotation": step_annotation}
     try:
         report, trace, source, warned = _analyse(trace_or_path, "trace", load)
-        base = _analyse(baseline, "baseline", load)[0] if baseline is not None else None
+        base, base_trace = _analyse(baseline, "baseline", load)[:2] if baseline is not None else (None, None)
         if baseline is not None and base is None:     # no steady state: the regression gates would vanish
             raise BadInput("baseline: a CUDA-graph capture only (captured, no graph ran): no steady state to "
                            "compare against")
@@ -349,10 +378,11 @@ def run_check(trace_or_path: TraceLike, baseline: TraceLike | Report | None = No
         result = CheckResult(EXIT_BAD_INPUT, source=str(trace_or_path) if not isinstance(trace_or_path, Trace)
                              else "<trace>", error=str(e))
     else:
-        gates = _gates(report, trace, base, max_idle_fraction, tolerance, allow_syncs)
+        hosts = tuple((t.header.get("host_run") if t is not None else None) for t in (base_trace, trace))
+        gates, undecided = _gates(report, trace, base, max_idle_fraction, tolerance, allow_syncs, hosts)
         code = EXIT_PASS if all(g.passed for g in gates) else EXIT_FAIL
         result = CheckResult(code, gates, report, base, source, notes=_notes(trace) + warned,
-                             tolerance=tolerance if base is not None else None)
+                             tolerance=tolerance if base is not None else None, undecided=undecided)
     result.started, result.seconds = started, time.perf_counter() - t0
     if out_md is not None:
         Path(out_md).write_text(render_markdown(result), encoding="utf-8")

@@ -48,6 +48,8 @@ def render_markdown(result) -> str:
         return "\n".join(out + [f"**Error:** {md_code(result.error, in_table=False)}", ""])
     out += ["| gate | result | detail |", "|---|---|---|"]
     out += [f"| {g.name} | {'pass' if g.passed else '**FAIL**'} | {md_code(g.message)} |" for g in result.gates]
+    if getattr(result, "undecided", ""):   # the regression gates passed without deciding: say it above the figures
+        out += ["", f"**Cannot decide against the baseline:** {md_code(result.undecided, in_table=False)}"]
     r = result.report
     if r is not None:       # None: a capture-only trace, gated on its syncs alone
         out += ["", "## Steady state", ""] + steady_state_lines(r, lambda text: md_code(text, in_table=False))
