@@ -104,6 +104,19 @@ def test_the_gate_cannot_decide_when_the_device_changed_and_says_so():
     assert all(g.message.startswith(UNDECIDED) for g in r.gates if g.name.endswith("_regression"))
 
 
+def test_a_host_regression_the_device_change_cannot_explain_still_fails():
+    # the device 25% faster, the host's plan 3 ms slower a step: the period grew by far more than any
+    # machine change could make it (a faster device only shortens it), so the gate decides; the same
+    # runs with the plan unchanged are a device change only: no verdict
+    base = sim(1, depth=1)
+    faster = LoopCosts(forward_ns=int(1.5 * MS))
+    r = run_check(sim(2, depth=1, costs=dataclasses.replace(faster, plan_ns=3 * MS)), base, max_idle_fraction=1.0)
+    assert r.exit_code == EXIT_FAIL and "period_regression" in {g.name for g in r.failures}, r.summary()
+    assert "beyond what the device's own change explains" in r.summary()
+    r = run_check(sim(2, depth=1, costs=faster), base, max_idle_fraction=1.0)
+    assert r.exit_code == EXIT_PASS and r.undecided.startswith("the machine changed: forward"), r.summary()
+
+
 def test_a_run_whose_engine_thread_mostly_waited_for_a_cpu_is_too_busy_to_compare():
     a, b = with_steps([2.0, 2.4] * 100), with_steps([2.6, 3.0] * 100)
     quiet = {"cpu_ns": 900, "runq_ns": 5, "wall_ns": 1000, "load_avg": [0.4, 0.3, 0.2], "cpus": 2}

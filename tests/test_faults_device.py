@@ -19,7 +19,7 @@ import pytest
 from helpers.code_sites import ROOT
 from helpers.device_faults import control, slowable
 from helpers.fault_families import BY_NAME, two_faults
-from helpers.fault_helpers import GATE, Runs
+from helpers.fault_helpers import GATE, Runs, phase_rows
 from photon_trace.telemetry.analysis import Cause
 from photon_trace.telemetry.analysis.gate import run_check
 from photon_trace.workload import Workload, engine_settings, prepare
@@ -110,7 +110,11 @@ def test_two_faults_at_once_charge_the_slow_plan_its_time_on_the_critical_path(r
     ((trace, rep, _),) = runs["two_faults"]
     fam = BY_NAME["two_faults"]
     rows = {(d.cause, d.site_or_phase): d for d in rep.diagnosis}
-    sync, plan = rows[(fam.cause, fam.detail)], rows[(Cause.HOST_BOUND, "plan")]
+    sync = rows[(fam.cause, fam.detail)]
+    # the plan's rows, whether or not the host ran in it (a loaded machine descheduled part of
+    # the delay): one row of the phase's (``row_of``), charged their sum
+    charges = phase_rows(rep)
+    plan_charged = charges[(Cause.HOST_BOUND, "plan")]
     # The read leaves the device idle until the host has planned and launched the next step: all
     # the time the host spent in plan while the device waited is the plan's to give back, though
     # the read's charge took most of it in the partition (the issue: 4% of the idle).
@@ -119,9 +123,8 @@ def test_two_faults_at_once_charge_the_slow_plan_its_time_on_the_critical_path(r
     # run (the worker, run dry by the read, wakes up late under load): ``bench_attribution.py``
     # prints them beside the charges, and ``test_analysis_charging.py`` checks the rule exactly.
     covered = plan_in_late_gaps(trace, rep)
-    assert 0.9 * covered <= plan.charged_ns, (plan, covered)
+    assert 0.9 * covered <= plan_charged, (charges, covered)
     # the read keeps its own: its charge is at most its bubbles (the critical path may cap it)
     assert 0 < sync.charged_ns <= sync.idle_ns
-    host = [d for d in rep.diagnosis if not d.cause.queued]
-    assert {(d.cause, d.site_or_phase) for d in host[:2]} == {(sync.cause, sync.site_or_phase),
-                                                             (plan.cause, plan.site_or_phase)}
+    top_two = sorted(charges, key=charges.get, reverse=True)[:2]
+    assert set(top_two) == {(sync.cause, sync.site_or_phase), (Cause.HOST_BOUND, "plan")}, charges

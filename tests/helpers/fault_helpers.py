@@ -182,11 +182,28 @@ def row_of(cause: str, detail: str) -> tuple[str, str]:
     return (Cause.HOST_BOUND if cause in NOT_RUNNING else cause), detail
 
 
+def machine_made(d) -> bool:
+    """A row of the host not running at a wait's call site (``engine.py:206``): the thread woke
+    late from a wait whose copy had landed. On this shared machine that is the load, never a
+    fault's (a fault in a phase shows at the phase)."""
+    return d.cause in NOT_RUNNING and ".py:" in d.site_or_phase
+
+
+def phase_rows(report) -> dict[tuple[str, str], int]:
+    """Per ``row_of`` row of the host's making, its charge (``Diagnosis.charged_ns``) summed."""
+    out: dict[tuple[str, str], int] = {}
+    for d in report.diagnosis:
+        if not device_made(d) and not machine_made(d):
+            key = row_of(d.cause, d.site_or_phase)
+            out[key] = out.get(key, 0) + d.charged_ns
+    return out
+
+
 def top_host_cause(report) -> tuple[str, str]:
     """(cause, detail) of the costliest idle the host caused (``row_of``'s rows, by charge)."""
     idle: dict[tuple[str, str], int] = {}
     for d in report.diagnosis:
-        if not device_made(d):
+        if not device_made(d) and not machine_made(d):
             key = row_of(d.cause, d.site_or_phase)
             idle[key] = idle.get(key, 0) + d.charged_ns   # what the report ranks by (charging)
     return max(idle, key=idle.get)

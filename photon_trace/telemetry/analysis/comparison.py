@@ -58,6 +58,9 @@ the mask-upload bug against its fix, another engine seed for the same seeded req
 
 NO_CLEAR_CHANGE = "no clear change"
 
+EXPLAINED = frozenset({"period", "idle_per_step"})
+"""The measures whose ``Difference.explained`` is what a change of the device's own speed explains."""
+
 
 @dataclass(frozen=True, slots=True)
 class Difference:
@@ -72,18 +75,30 @@ class Difference:
     ratio: Interval         # B / A
     band: float
     better: str = "lower"   # which way is better: "lower" or "higher"
-    expected: float = 0.0   # the part of B − A the device's own change explains (the period's; 0 elsewhere)
+    # what the device's own change can explain of B − A, as a range (low, high) with 0 in it: a
+    # device slower by x ms a step can lengthen the period by up to x and hide up to x of idle, and
+    # need not (the host may be on the critical path); (0, 0) where it explains nothing
+    explained: tuple[float, float] = (0.0, 0.0)
+
+    @property
+    def beyond(self) -> float:
+        """How far B − A lies beyond what the device explains (signed; 0 inside the range)."""
+        lo, hi = self.explained
+        return self.delta.point - hi if self.delta.point > hi else self.delta.point - lo if self.delta.point < lo else 0.0
 
     @property
     def decided(self) -> bool:
-        """The interval excludes no change (beyond ``expected``) and the difference is larger than the band."""
-        return self.delta.excludes(self.expected) and abs(self.delta.point - self.expected) > self.band
+        """The interval of B − A lies wholly outside no change (and what the device's own change
+        explains), and the difference beyond it is larger than the band."""
+        lo, hi = self.explained
+        outside = self.delta.low > hi or self.delta.high < lo
+        return outside and abs(self.beyond) > self.band
 
     @property
     def verdict(self) -> str:
         if not self.decided:
             return NO_CLEAR_CHANGE
-        return "better" if (self.delta.point < 0) == (self.better == "lower") else "worse"
+        return "better" if (self.beyond < 0) == (self.better == "lower") else "worse"
 
     def describe(self) -> str:
         """One line: the values, the change with its interval, the band."""
@@ -94,7 +109,8 @@ class Difference:
             change = (f"{100 * self.delta.point:+.2f} pp (95% interval {100 * self.delta.low:+.2f} to "
                       f"{100 * self.delta.high:+.2f} pp; band ±{100 * self.band:.2f} pp)")
             return f"{self.label} {100 * self.a:.2f}% -> {100 * self.b:.2f}%, {change}"
-        device = f"; the device's own change explains {self.expected:+.3f} ms" if self.expected else ""
+        lo, hi = self.explained
+        device = f"; the device's own change explains {lo:+.3f} to {hi:+.3f} ms" if (lo, hi) != (0.0, 0.0) else ""
         if np.isfinite([self.ratio.low, self.ratio.high]).all():
             interval = f"x{self.ratio.point:.3f} (95% interval x{self.ratio.low:.3f}-{self.ratio.high:.3f}"
         else:   # A was 0 (no idle): the difference's own interval
@@ -132,6 +148,18 @@ class Comparison:
             why.append(f"the machine was too busy: {self.too_busy}")
         return "; ".join(why) + ("; the period and idle of the two runs cannot be compared" if why else "")
 
+    def decides(self, d: Difference) -> bool:
+        """Whether ``d``'s verdict stands. On a valid pair, always. On a pair too busy to tell,
+        never. On one whose device changed, only for a measure that knows what that change explains
+        (``Difference.explained``: the period, idle per step) and only where the difference is
+        beyond it: a host delay that made the period 6 times longer while the worker, left the
+        CPU, ran twice as fast is a regression the machine cannot have made."""
+        if self.too_busy:
+            return False
+        if self.machine_changed:
+            return d.key in EXPLAINED and d.decided
+        return True
+
     def get(self, key: str) -> Difference | None:
         return next((d for d in self.differences + self.device if d.key == key), None)
 
@@ -152,13 +180,16 @@ def _ms(steps: list[StepStats], name: str) -> np.ndarray:
     return np.array([getattr(s, name) for s in steps], dtype=float) / 1e6
 
 
-def _device_shift(da: list[StepStats], db: list[StepStats], period_a: float) -> float:
-    """How much A's period would move were its device as fast as B's: A's period times the ratio of
-    the runs' median device time per step (forward and sample), less A's period. On one workload a
-    period that moved with the device is the machine, not the code."""
-    dev_a = np.median(_ms(da, "forward_ns") + _ms(da, "sample_ns"))
-    dev_b = np.median(_ms(db, "forward_ns") + _ms(db, "sample_ns"))
-    return float(period_a * (dev_b / dev_a - 1)) if dev_a else 0.0
+def _device_slower(da: list[StepStats], db: list[StepStats]) -> float:
+    """How much longer B's device ran a step than A's (ms; negative: shorter): the runs' median
+    device time per step, forward and sample."""
+    return float(np.median(_ms(db, "forward_ns") + _ms(db, "sample_ns"))
+                 - np.median(_ms(da, "forward_ns") + _ms(da, "sample_ns")))
+
+
+def _span(x: float) -> tuple[float, float]:
+    """The range from 0 to ``x``: what a change of ``x`` explains, none of it or all."""
+    return (min(0.0, x), max(0.0, x))
 
 
 def runq_share(host_run: dict | None) -> float | None:
@@ -197,7 +228,7 @@ def compare(a: Report, b: Report, *, band: float = BAND, band_pp: float = BAND_P
     period_a = float(np.median(pa))
     d, r = compare_stat(pa, pb, median)
     diffs.append(Difference("period", "median period", "ms", period_a, float(np.median(pb)), d, r, band * period_a,
-                            expected=0.0 if differs else _device_shift(da, db, period_a)))
+                            explained=(0.0, 0.0) if differs else _span(_device_slower(da, db))))
     ia = np.c_[_ms(a.steps, "idle_ns"), _ms(a.steps, "period_ns")]
     ib = np.c_[_ms(b.steps, "idle_ns"), _ms(b.steps, "period_ns")]
     d, r = compare_stat(ia, ib, share)
@@ -210,7 +241,7 @@ def compare(a: Report, b: Report, *, band: float = BAND, band_pp: float = BAND_P
                             d, r, band * float(share(ta[None])[0]), better="higher"))
     d, r = compare_stat(ia[:, 0], ib[:, 0], mean)
     diffs.append(Difference("idle_per_step", "idle per step", "ms", float(ia[:, 0].mean()), float(ib[:, 0].mean()),
-                            d, r, band * period_a))
+                            d, r, band * period_a, explained=(0.0, 0.0) if differs else _span(-_device_slower(da, db))))
     device = []
     for label, name in DEVICE_OPS:
         xa, xb = _ms(da, name), _ms(db, name)

@@ -327,24 +327,27 @@ def _regressions(report: Report, baseline: Report, tolerance: float,
                  hosts: tuple[dict | None, dict | None] = (None, None)) -> tuple[list[Gate], str]:
     """Idle per step and the median period against the baseline's, each a verdict only where
     its interval and the band decide (``comparison.compare``, band: ``tolerance`` of the baseline's
-    period); none at all when the pair is not valid (``UNDECIDED``: the machine changed or was too
-    busy). Also why it is not valid ("" when it is)."""
+    period); none when the pair is too busy to tell, and where the device's own speed changed only
+    those beyond what that change explains (``Comparison.decides``; the others ``UNDECIDED``). Also
+    why a gate could not decide ("" when each did)."""
     try:
         c = compare(baseline, report, band=tolerance, host_runs=hosts)
     except ValueError as e:
         raise BadInput(f"cannot compare with the baseline: {e}") from None
-    gates = []
+    gates, undecided = [], ""
     for name, key in (("idle_regression", "idle_per_step"), ("period_regression", "period")):
         d = c.get(key)
-        if not c.valid:
+        if not c.decides(d):
             gates.append(Gate(name, True, f"{UNDECIDED}: {c.why_not}; {d.describe()}", d.delta.point, d.band))
+            undecided = c.why_not
             continue
         ok = d.verdict != "worse"
         word = {"worse": "a regression", "better": "better", NO_CLEAR_CHANGE: NO_CLEAR_CHANGE}[d.verdict]
-        gates.append(Gate(name, ok, f"{d.describe()} against the baseline: {word}; device per step: "
+        beyond = " beyond what the device's own change explains" if not c.valid else ""
+        gates.append(Gate(name, ok, f"{d.describe()} against the baseline: {word}{beyond}; device per step: "
                                     + ", ".join(f"{x.label} x{x.ratio.point:.3f}" for x in c.device),
                           d.delta.point, d.band))
-    return gates, c.why_not
+    return gates, undecided
 
 
 def _notes(trace: Trace | None) -> list[str]:
