@@ -57,10 +57,9 @@ START=$(date +%s)
 declare -A RC SECS
 
 if [ "$BACKEND" = cuda ]; then
-  MODEL=1.5b DTYPE=bfloat16 STREAMS="1 8 32" TOKENS=96 REPEATS=2
+  MODEL=1.5b DTYPE=bfloat16 STREAMS="1 8 32" TOKENS=96
 else
-  # the dry run proves each stage works, not its numbers: one short repeat (the suite runs it)
-  MODEL=tiny DTYPE=float32 STREAMS="1 8" TOKENS=16 REPEATS=1
+  MODEL=tiny DTYPE=float32 STREAMS="1 8" TOKENS=32
 fi
 
 log() { echo "[gpu_check $(( $(date +%s) - START ))s] $*" | tee -a "$SUMMARY"; }
@@ -114,7 +113,7 @@ grep -q 'short test summary' "$W/pytest-gpu.log" || tail -n 3 "$W/pytest-gpu.log
 log "photon-trace bench --model $MODEL --dtype $DTYPE --streams $STREAMS"
 # shellcheck disable=SC2086
 run bench "$T_BENCH" "$W/bench.log" "$PY" -m photon_trace.cli bench --model "$MODEL" --backend "$BACKEND" \
-    --dtype "$DTYPE" --cuda-graphs on --sync-debug --streams $STREAMS --tokens "$TOKENS" --repeats "$REPEATS" \
+    --dtype "$DTYPE" --cuda-graphs on --sync-debug --streams $STREAMS --tokens "$TOKENS" --repeats 2 \
     --no-progress --out "$W/bench"
 tail -n 30 "$W/bench.log" >> "$SUMMARY"
 
