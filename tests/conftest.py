@@ -1,6 +1,6 @@
 """Test-wide setup: the engine-test helpers are importable; GPU and browser tests skip cleanly;
-what the session shares, each made once: the fault modules' traced runs, one Chromium, and
-two tiny engines."""
+what the session shares, each made once: the fault modules' traced runs, one Chromium, two
+tiny engines, and one tiny server behind an API key."""
 from __future__ import annotations
 
 import os
@@ -101,3 +101,15 @@ def tiny_engines(shared_tiny_engines):
             with unpinned():
                 shared_tiny_engines[depth] = tiny_engine(depth, seed=0)
     assert not wrong, f"the test left a shared engine unclean: {wrong}"
+
+
+@pytest.fixture(scope="session")
+def keyed_tiny_server():
+    """The tiny server behind ``helpers.serving.SHARED_KEY`` (``tiny_server``), shared by the
+    server modules that only send it requests (test_server_api, _openai, _vllm_fields), each
+    start being an engine. Each takes it through a module fixture that checks, when the module
+    is done, that it left the server idle and healthy (``left_clean``)."""
+    from helpers.serving import SHARED_KEY, tiny_server
+
+    with tiny_server(SHARED_KEY) as srv:
+        yield srv

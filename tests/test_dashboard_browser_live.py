@@ -65,23 +65,50 @@ def wait_status(page, text: str, timeout_ms: int = 30_000, start: bool = False) 
     return time.perf_counter() - t0
 
 
-@pytest.fixture
-def live(browser, tmp_path):
-    """An engine server under load, the dashboard following it, and a page on the dashboard."""
-    port = free_port()
-    srv = engine_server(port)
+def following(browser, tmp_path, srv: ServerThread, port: int) -> dict:
+    """Load on ``srv``, the dashboard following it, and a page on the dashboard."""
     load = Load(srv.url)
     dash = Server([], [tmp_path], live=srv.url)
     ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
     pg = ctx.new_page()
     pg.goto(dash.url)
     figure(pg, "#timeline", timeout_ms=60_000, until="f.meta.spans_total > 0")
-    state = {"srv": srv, "load": load, "dash": dash, "port": port, "page": pg}
-    yield state
+    return {"srv": srv, "load": load, "dash": dash, "port": port, "page": pg, "ctx": ctx}
+
+
+def stop_following(state: dict) -> None:
     state["load"].stop()
-    ctx.close()
-    dash.close()
+    state["ctx"].close()
+    state["dash"].close()
+
+
+@pytest.fixture
+def live(browser, tmp_path):
+    """An engine server of its own under load (the test may stop or replace it), the dashboard
+    following it, and a page on the dashboard."""
+    port = free_port()
+    state = following(browser, tmp_path, engine_server(port), port)
+    yield state
+    stop_following(state)
     state["srv"].stop()
+
+
+@pytest.fixture(scope="module")
+def kept_server():
+    """An engine server for the tests that leave it running (each brings its own load and
+    dashboard): it sits idle between them, so it costs the module's other tests nothing."""
+    port = free_port()
+    srv = engine_server(port)
+    yield srv, port
+    srv.stop()
+
+
+@pytest.fixture
+def live_kept(browser, tmp_path, kept_server):
+    """As ``live``, on the module's engine server (which the test must not stop)."""
+    state = following(browser, tmp_path, *kept_server)
+    yield state
+    stop_following(state)
 
 
 def test_a_restarted_server_is_followed_from_its_new_run(live):
@@ -127,8 +154,8 @@ def test_an_idle_then_dead_server_is_shown_stale_with_the_time_of_its_last_data(
           f"the server began to stop (page tick 0.5 s, poll 0.5 s, stale after {STALE_S} s)")
 
 
-def test_zooming_in_live_mode_pauses_following_until_follow(live):
-    pg, follower = live["page"], live["dash"].app_state.follower
+def test_zooming_in_live_mode_pauses_following_until_follow(live_kept):
+    pg, follower = live_kept["page"], live_kept["dash"].app_state.follower
     fig = figure(pg, "#timeline")
     lo, hi = fig["meta"]["x_range"]
     a, b = lo + (hi - lo) * 0.3, lo + (hi - lo) * 0.4
@@ -150,12 +177,12 @@ def test_zooming_in_live_mode_pauses_following_until_follow(live):
     assert not pg.locator("#follow").is_visible()
 
 
-def test_a_live_redraw_landing_after_a_zoom_leaves_the_view_where_the_user_put_it(live):
+def test_a_live_redraw_landing_after_a_zoom_leaves_the_view_where_the_user_put_it(live_kept):
     """The race behind the test above's old flake, forced: live re-draws pass the server's
     staleness check before the zoom's pause reaches the server (held there, then let go), and
     land after the zoom's figure. The page drops them (``apply_live``, dashboard/assets/clientside.js);
     the summary still updates."""
-    pg, state = live["page"], live["dash"].app_state
+    pg, state = live_kept["page"], live_kept["dash"].app_state
     figure(pg, "#timeline")
     held, release = threading.Event(), threading.Event()
     real_check = state.live_redraw_is_stale

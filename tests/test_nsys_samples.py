@@ -72,9 +72,10 @@ def test_the_samples_hold_what_their_notice_says(loaded):
 @pytest.mark.parametrize("name", SAMPLES)
 def test_nvtx_ranges_per_domain_equal_sql(loaded, name):
     trace, con = loaded[name]
-    assert trace.header["source"]["nvtx_ranges"] == sql.nvtx_per_domain(con)
+    per_domain = sql.nvtx_per_domain(con)
+    assert trace.header["source"]["nvtx_ranges"] == per_domain
     nvtx = [h for h in trace.host_spans if trace.header["categories"]["host"].get(h.phase) == "nvtx"]
-    assert len(nvtx) == sum(sql.nvtx_per_domain(con).values())
+    assert len(nvtx) == sum(per_domain.values())
 
 
 def test_saxpy_names_its_mpi_ranges_through_text_ids():

@@ -10,15 +10,16 @@ import httpx
 import jsonschema
 import pytest
 
-from helpers.serving import TINY_SERVER, tiny_server
+from helpers.serving import SHARED_KEY, TINY_SERVER, left_clean
 
-KEY = "test-key"
+KEY = SHARED_KEY
 
 
 @pytest.fixture(scope="module")
-def server():
-    with tiny_server(KEY) as srv:
-        yield srv
+def server(keyed_tiny_server):
+    """The session's tiny server behind KEY (conftest), left idle and healthy for the next module."""
+    yield keyed_tiny_server
+    left_clean(keyed_tiny_server, KEY)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """What the server shows when things go wrong below it: the mask-upload bug's accidental syncs
 in /metrics, and an engine that heals: a failed or killed device fails only the requests in
 flight, a fresh engine takes over, and nobody sees a traceback. Each destructive test has a
-server of its own, so the tests run in any order."""
+server of its own, so the tests run in any order; the 500 tests, which break nothing, share one."""
 from __future__ import annotations
 
 import http.client
@@ -189,28 +189,36 @@ def post_on(conn: http.client.HTTPConnection, path: str, body: dict) -> tuple[in
     return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
 
 
+@pytest.fixture(scope="module")
+def healthy_server():
+    """One server for the 500 tests: each puts the handler back and leaves the engine whole."""
+    with serving(tiny_factory(), model_name="tiny") as server:
+        yield server
+
+
 @pytest.mark.parametrize("body", [{"prompt": "x", "max_tokens": 4}, {"prompt": "x", "max_tokens": 4, "stream": True}])
-def test_an_unexpected_error_is_a_500_that_keeps_the_connection(body):
+def test_an_unexpected_error_is_a_500_that_keeps_the_connection(healthy_server, body):
     """A handler bug answers 500 with the request id, and the same keep-alive connection serves on
     (http.client does not reconnect behind our back: a closed connection would raise)."""
-    with serving(tiny_factory(), model_name="tiny") as server:
-        st = server.app.state.server
+    server = healthy_server
+    st = server.app.state.server
+    failed = "photon_http_requests_total{endpoint=/v1/completions,status=500}"
+    before = metric_samples(server.url).get(failed, 0)
 
-        def broken(*a, **k):
-            raise KeyError("/internal/detail.py")
+    def broken(*a, **k):
+        raise KeyError("/internal/detail.py")
 
-        conn = http.client.HTTPConnection(server.host, server.port, timeout=60)
-        real, st.span_info = st.span_info, broken
-        try:
-            status, headers, text = post_on(conn, "/v1/completions", body)
-        finally:
-            st.span_info = real
-        assert status == 500 and json.loads(text)["error"]["type"] == "server_error", text
-        assert headers["x-request-id"] in json.loads(text)["error"]["message"]
-        assert headers.get("connection") != "close"
-        no_internals(text)
-        status, _, text = post_on(conn, "/v1/completions", {"prompt": "again", "max_tokens": 4})
-        assert status == 200, text
-        conn.close()
-        m = metric_samples(server.url)
-        assert m["photon_http_requests_total{endpoint=/v1/completions,status=500}"] == 1
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=60)
+    real, st.span_info = st.span_info, broken
+    try:
+        status, headers, text = post_on(conn, "/v1/completions", body)
+    finally:
+        st.span_info = real
+    assert status == 500 and json.loads(text)["error"]["type"] == "server_error", text
+    assert headers["x-request-id"] in json.loads(text)["error"]["message"]
+    assert headers.get("connection") != "close"
+    no_internals(text)
+    status, _, text = post_on(conn, "/v1/completions", {"prompt": "again", "max_tokens": 4})
+    assert status == 200, text
+    conn.close()
+    assert metric_samples(server.url)[failed] == before + 1

@@ -12,16 +12,17 @@ import pytest
 openai = pytest.importorskip("openai")
 
 from photon_trace.engine.params import SamplingParams  # noqa: E402
-from helpers.serving import tiny_server  # noqa: E402
+from helpers.serving import SHARED_KEY, left_clean  # noqa: E402
 
-KEY = "sk-test"
+KEY = SHARED_KEY
 HAS_PENALTIES = "presence_penalty" in {f.name for f in dataclasses.fields(SamplingParams)}
 
 
 @pytest.fixture(scope="module")
-def server():
-    with tiny_server(KEY) as srv:
-        yield srv
+def server(keyed_tiny_server):
+    """The session's tiny server behind KEY (conftest), left idle and healthy for the next module."""
+    yield keyed_tiny_server
+    left_clean(keyed_tiny_server, KEY)
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
-from helpers.serving import tiny_server  # noqa: E402
+from helpers.serving import SHARED_KEY, left_clean  # noqa: E402
 
-KEY = "sk-test"
+KEY = SHARED_KEY
 CHAT = dict(model="tiny", messages=[{"role": "user", "content": "Answer"}], temperature=1.0)
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
           "additionalProperties": False}
@@ -22,9 +22,10 @@ GRAMMAR = 'root ::= "id-" [0-9] [0-9] [0-9]'
 
 
 @pytest.fixture(scope="module")
-def server():
-    with tiny_server(KEY) as srv:
-        yield srv
+def server(keyed_tiny_server):
+    """The session's tiny server behind KEY (conftest), left idle and healthy for the next module."""
+    yield keyed_tiny_server
+    left_clean(keyed_tiny_server, KEY)
 
 
 @pytest.fixture(scope="module")

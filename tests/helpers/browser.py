@@ -68,7 +68,8 @@ class Server:
         self.httpd = make_server("127.0.0.1", 0, self.app.server, threaded=True)
         self.url = f"http://127.0.0.1:{self.httpd.server_port}/"
         self.app_state = self.app.photon_trace_state
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # shutdown() waits for serve_forever's next poll: 0.5 s by default, at every close
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     def close(self):

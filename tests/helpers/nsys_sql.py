@@ -82,11 +82,15 @@ def nvtx_per_domain(con: sqlite3.Connection) -> dict[str, int]:
     """Closed push/pop and start/end ranges per domain name (from the domains' create events)."""
     if "NVTX_EVENTS" not in tables(con):
         return {}
+    # The names in one pass, then a join: a subquery per range scanned the whole table for each
+    # of nvFuser's 13.5k ranges (6 s, quadratic). No export here names a domain twice in a process.
     rows = con.execute("""
-        SELECT COALESCE((SELECT COALESCE(d.text, ds.value) FROM NVTX_EVENTS d LEFT JOIN StringIds ds ON ds.id = d.textId
-                         WHERE d.eventType = 75 AND d.domainId = n.domainId
-                           AND (d.globalTid >> 24) = (n.globalTid >> 24)), ''), count(*)
-        FROM NVTX_EVENTS n WHERE n.eventType IN (59, 60) AND n.end IS NOT NULL GROUP BY 1""").fetchall()
+        WITH names AS (SELECT d.domainId AS domain, d.globalTid >> 24 AS process, COALESCE(d.text, ds.value) AS name
+                       FROM NVTX_EVENTS d LEFT JOIN StringIds ds ON ds.id = d.textId
+                       WHERE d.eventType = 75 GROUP BY 1, 2)
+        SELECT COALESCE(names.name, ''), count(*)
+        FROM NVTX_EVENTS n LEFT JOIN names ON names.domain = n.domainId AND names.process = (n.globalTid >> 24)
+        WHERE n.eventType IN (59, 60) AND n.end IS NOT NULL GROUP BY 1""").fetchall()
     return dict(rows)
 
 

@@ -1,5 +1,6 @@
 """A real uvicorn server on a thread, on an ephemeral loopback port: for tests and benchmarks;
-``tiny_server``: the tiny preset on the CPU backend served, as the server tests use it."""
+``tiny_server``: the tiny preset on the CPU backend served, as the server tests use it;
+``left_clean``: what a module that shares the session's server leaves behind."""
 from __future__ import annotations
 
 import socket
@@ -104,3 +105,14 @@ def tiny_server(api_key: str | None = None, **overrides) -> Iterator[ServerThrea
     settings = {**TINY_SERVER, **overrides}
     with serving(lambda tracer: Engine(tracer=tracer, **settings), api_key=api_key, model_name="tiny") as srv:
         yield srv
+
+
+# The key of the session's shared tiny server (conftest's ``keyed_tiny_server``).
+SHARED_KEY = "sk-test"
+
+
+def left_clean(srv: ServerThread, api_key: str) -> None:
+    """Fail unless ``srv`` is idle (nothing running, waiting or streaming), its engine healthy
+    and its invariants held: a module sharing the session's server must leave it so."""
+    health = wait_idle(srv.url, headers={"Authorization": f"Bearer {api_key}"})
+    assert health["status"] == "ok" and health["invariants"] == "ok", health
