@@ -93,7 +93,15 @@ def test_check_passes_the_clean_runs_and_fails_every_fault(runs):
         assert gate in {g.name for g in result.failures}, (name, result.summary())
     # against the clean run as baseline, the delay is also a period regression
     result = run_check(runs["long_plan_delay"][0][0], runs["clean"][0][0], max_idle_fraction=GATE_IDLE)
-    assert {"idle_regression", "period_regression"} <= {g.name for g in result.failures}, (result.summary(), result.undecided)
+    if result.undecided:
+        # beside other jobs the engine thread can wait for a CPU most of a run, and then two runs of
+        # identical code differ by 5x (comparison.py): the gate says it cannot decide, and why
+        assert "the machine was too busy" in result.undecided, result.undecided
+        assert all(g.message.startswith("cannot decide: the machine was too busy")
+                   or g.message.startswith("cannot decide: the machine changed")
+                   for g in result.gates if g.name.endswith("_regression")), result.gates
+    else:
+        assert {"idle_regression", "period_regression"} <= {g.name for g in result.failures}, result.summary()
 
 
 def test_the_check_command_exits_1_on_a_faulty_trace_and_says_why(runs, tmp_path):
