@@ -27,6 +27,13 @@ def _load_now() -> str:
     return f"load average {load:.1f} on {os.cpu_count()} CPUs now"
 
 
+def cannot_tell(why_not: str) -> str:
+    """The words for a pair that does not decide: "too busy to tell" only when the machine was;
+    a device whose own time moved between the runs is "cannot tell" (on the host-process device
+    the host's own waiting moves the worker's speed too: it need not be the machine's load)."""
+    return "too busy to tell" if "too busy" in why_not else "cannot tell"
+
+
 def pipelining_lines(summary: dict) -> list[str]:
     """One line per stream count of the blocking/pipelined bench (its summary JSON)."""
     out = []
@@ -36,7 +43,7 @@ def pipelining_lines(summary: dict) -> list[str]:
             continue
         head = f"  pipelining, {row['streams']} stream(s): "
         if not g["valid"]:
-            out.append(head + f"too busy to tell: {g['why_not']} ({_load_now()})")
+            out.append(head + f"{cannot_tell(g['why_not'])}: {g['why_not']} ({_load_now()})")
             continue
         said = (f"{g['gain']:.3f}x steady-state tokens/s (95% interval {g['gain_low']:.3f}-{g['gain_high']:.3f}x), "
                 f"the device's time per step unchanged")
@@ -71,10 +78,17 @@ def mask_fix_lines(bug: dict, fix: dict) -> list[str]:
     out = [f"  the mask-upload fix: accidental syncs per run {', '.join(map(str, sa))} with the bug, "
            f"{', '.join(map(str, sb))} fixed (a count: no noise in it)"]
     c = compare(a, b, host_runs=(ha, hb), names=("the bug's run", "the fix's run"))
+    period = c.get("period")
+    if not c.valid and c.decides(period):
+        # the device's time moved, but the period moved beyond anything that explains
+        word = "faster" if period.verdict == "better" else "slower, against the story"
+        return out + [f"  the mask-upload fix's speed: {word}, beyond what the device's own change explains: "
+                      f"{period.describe()}; device per step "
+                      + ", ".join(f"{d.label} {d.a:.2f} -> {d.b:.2f} ms" for d in c.device)]
     if not c.valid:
         spread = ", ".join(f"{d.label} {d.a:.2f} -> {d.b:.2f} ms" for d in c.device)
-        return out + [f"  the mask-upload fix's speed: too busy to tell: {c.why_not} (device time per step {spread}; "
-                      f"{_load_now()})"]
+        return out + [f"  the mask-upload fix's speed: {cannot_tell(c.why_not)}: {c.why_not} (device time per step "
+                      f"{spread}; {_load_now()})"]
     tps = c.get("tokens_per_s")
     said = (f"{tps.ratio.point:.3f}x steady-state tokens/s (95% interval {tps.ratio.low:.3f}-{tps.ratio.high:.3f}x), "
             f"median period {c.get('period').a:.3f} -> {c.get('period').b:.3f} ms")
