@@ -59,9 +59,10 @@ class _Span:
 
     def __exit__(self, *exc) -> None:
         tr = self.tracer
-        if self.phase < tr._limit:
+        if tr._keeps[self.phase]:
             i = tr._host_spans_n
-            tr._host_spans[i & tr._mask] = (self.phase, self.step, self.slot, self.t0, tr._now(), current_thread())
+            tr._host_spans[i & tr._mask] = (self.phase, self.step, self.slot, self.t0, tr._now(), current_thread(),
+                                            None, None)   # no thread counters: the bracket alone is timed
             tr._host_spans_n = i + 1
 
 
@@ -85,9 +86,9 @@ class BracketRecording(RecordingTracer):
 
     def __exit__(self, *exc) -> None:
         phase, step, slot, t0 = self._open.pop()
-        if phase < self._limit:
+        if self._keeps[phase]:
             i = self._host_spans_n
-            self._host_spans[i & self._mask] = (phase, step, slot, t0, self._now(), current_thread())
+            self._host_spans[i & self._mask] = (phase, step, slot, t0, self._now(), current_thread(), None, None)
             self._host_spans_n = i + 1
 
 

@@ -81,8 +81,6 @@ from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKin
 
 log = logging.getLogger(__name__)
 
-_FIRST_FULL_PHASE = int(Phase.STAGE)  # the sub-phases, from here to STREAM_OUT, are recorded at FULL only
-_LAST_FULL_PHASE = int(Phase.STREAM_OUT)
 _BUF = {k: ("_" + k, "_" + k + "_n") for k in RECORD_KINDS}  # each ring and its write count
 
 
@@ -115,8 +113,8 @@ class RecordingTracer(Tracer):
             setattr(self, n, 0)
         self._read = dict.fromkeys(RECORD_KINDS, 0)
         self.dropped = dict.fromkeys(RECORD_KINDS, 0)   # ring wrap-around, per record kind
-        # phases at least this one and at most _LAST_FULL_PHASE are not kept (the sub-phases below FULL)
-        self._limit = _LAST_FULL_PHASE + 1 if self.level >= TraceLevel.FULL else _FIRST_FULL_PHASE
+        # per phase code, whether its spans are kept: all at FULL, all but the sub-phases below it
+        self._keeps = tuple(self.level >= TraceLevel.FULL or not p.sub for p in sorted(Phase))
 
         self.header = new_header(self.level.name.lower(), **(header or {}))
         # the calling thread's counters, unparsed; none on a stand-in clock (a synthetic run's
@@ -172,12 +170,12 @@ class RecordingTracer(Tracer):
     # -- hot path ----------------------------------------------------------------------
     def begin(self, phase: Phase, step: int, slot: int) -> int:
         t0 = self._now()
-        if phase < self._limit or phase > _LAST_FULL_PHASE:
+        if self._keeps[phase]:
             self._began[t0] = self._counters()
         return t0
 
     def end(self, phase: Phase, step: int, slot: int, t0: int) -> None:
-        if phase < self._limit or phase > _LAST_FULL_PHASE:
+        if self._keeps[phase]:
             c1 = self._counters()
             i = self._host_spans_n
             self._host_spans[i & self._mask] = (phase, step, slot, t0, self._now(), current_thread(),
@@ -185,7 +183,7 @@ class RecordingTracer(Tracer):
             self._host_spans_n = i + 1
 
     def _begin_nvtx(self, phase: Phase, step: int, slot: int) -> int:
-        if phase < self._limit or phase > _LAST_FULL_PHASE:
+        if self._keeps[phase]:
             self.nvtx.push(phase, step)
             t0 = self._now()
             self._began[t0] = self._counters()
@@ -193,7 +191,7 @@ class RecordingTracer(Tracer):
         return self._now()
 
     def _end_nvtx(self, phase: Phase, step: int, slot: int, t0: int) -> None:
-        if phase < self._limit or phase > _LAST_FULL_PHASE:
+        if self._keeps[phase]:
             c1 = self._counters()
             t1 = self._now()
             self.nvtx.pop()
