@@ -73,7 +73,10 @@ RECORD_KINDS = ("host_spans", "device_spans", "waits", "steps", "requests")
 @dataclass
 class Trace:
     """A whole trace. ``header`` holds settings, model, backend, device, host,
-    clock anchors (``clock``: {"wall_ns", "mono_ns", "device_error_ns"}) and version."""
+    clock anchors (``clock``: {"wall_ns", "mono_ns", "device_error_ns"}) and version.
+
+    A record list may be a ``columns.Columns`` instead (large imports): the same
+    ``Sequence`` of records, one array per field; ``columns.column`` reads either."""
     header: dict
     host_spans: list[HostSpan] = field(default_factory=list)
     device_spans: list[DeviceSpan] = field(default_factory=list)
