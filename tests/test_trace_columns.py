@@ -52,3 +52,10 @@ def test_take_and_encode():
 def test_mismatched_columns_are_refused():
     with pytest.raises(ValueError, match="one array of one length"):
         Columns(HostSpan, {"t0": np.zeros(2)}, {})
+
+
+def test_fields_with_defaults_may_be_left_out():
+    c = Columns(HostSpan, {f: np.arange(3) for f in ("step", "slot", "t0", "t1")}
+                | {"phase": np.zeros(3, np.int32), "thread": np.zeros(3, np.int32)},
+                {"phase": ["plan"], "thread": ["main"]})
+    assert c[2] == HostSpan("plan", 2, 2, 2, 2, "main")     # cpu_ns, runq_ns: their default -1

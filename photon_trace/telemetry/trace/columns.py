@@ -47,6 +47,10 @@ class Columns(Sequence, Generic[R]):
 
     def __init__(self, kind: type[R], arrays: dict[str, np.ndarray], tables: dict[str, list[str]]):
         lengths = {len(a) for a in arrays.values()}
+        if len(lengths) == 1:   # a field added later with a default (e.g. -1: not recorded) need not be given
+            n = next(iter(lengths))
+            arrays = {**{f: np.full(n, d, dtype=bool if isinstance(d, bool) else np.int64)
+                         for f, d in kind._field_defaults.items() if f not in arrays}, **arrays}
         if set(arrays) != set(kind._fields) or len(lengths) > 1:
             raise ValueError(f"columns for {kind.__name__} need one array of one length per field "
                              f"{kind._fields}, got {sorted(arrays)} of lengths {sorted(lengths)}")
