@@ -4,6 +4,8 @@ expected commit wait or host code.
 
 * A CPU burner (``yes``) pinned to the core the engine's host thread runs on: the thread is
   runnable but the machine runs something else, through its waits and its phases.
+* A CPU burner on the core the engine keeps for its device worker, the worker at a lower priority
+  (nice 5): the worker waits for its core with ops queued, ``device_descheduled``, not ``dispatch``.
 * Two CPU burners beside a clean run, wherever the OS puts them: the idle while the host was
   descheduled is said beside the gate's figure, not counted in it, and no host-code row holds it.
 * Another Python thread holding the GIL: at every 4th commit wait a thread holds it for 3
@@ -18,6 +20,7 @@ idle charged to another in the same run.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 import time
@@ -108,9 +111,17 @@ def runs(tmp_path_factory):
         burner = None
         device_cpus = set(range(os.cpu_count() or 1)) - host_cpus   # the core the engine kept for its worker
         if device_cpus:
+            # The worker at nice 5 beside a burner on its core: at equal priority the scheduler's
+            # wake-up preference gives a waking worker the core at once (no run-queue wait to
+            # see); a quarter of the burner's weight, it waits with its ops queued.
             burner = subprocess.Popen(["yes"], stdout=subprocess.DEVNULL)
             os.sched_setaffinity(burner.pid, device_cpus)
-            res.run("burner_on_device_core", eng, prepared)
+            worker = int(re.search(r"pid (\d+)", eng.device.device_name).group(1))
+            os.setpriority(os.PRIO_PROCESS, worker, 5)
+            try:
+                res.run("burner_on_device_core", eng, prepared)
+            finally:
+                os.setpriority(os.PRIO_PROCESS, worker, 0)
             burner.kill()
             burner.wait()
             burner = None
