@@ -14,9 +14,10 @@ from photon_trace.telemetry.analysis.causes import (
 
 # The serialised form: JSON reports, check's Markdown and JUnit, Prometheus labels, Perfetto args.
 KEYS = ["host_bound", "commit_wait", "accidental_sync", "copy_wait", "stream_wait", "device_busy", "dispatch",
-        "host_descheduled", "host_blocked"]
+        "host_descheduled", "host_blocked", "device_descheduled"]
 LABELS = ["host-bound launch", "expected commit wait", "accidental sync", "copy wait", "wait on another stream",
-          "device busy on another stream", "device dispatch", "host descheduled", "host blocked"]
+          "device busy on another stream", "device dispatch", "host descheduled", "host blocked",
+          "device descheduled"]
 
 
 def test_each_cause_keeps_its_key_and_its_words_in_order():
@@ -38,19 +39,23 @@ def test_who_can_fix_each_cause():
     host = {c for c in Cause if c.fixable_by_host}
     # a wait on another stream is the device's (an NCCL kernel waiting on other ranks), not host code's (issue 30)
     assert host == {Cause.HOST_BOUND, Cause.COMMIT_WAIT, Cause.ACCIDENTAL_SYNC, Cause.COPY_WAIT}
-    # the host not running is no code's in the phase: the machine's (descheduled) or another thread's (blocked)
+    # the host not running is no code's in the phase: the machine's (descheduled) or another thread's (blocked);
+    # a host-process device's worker waiting for a CPU with work queued is the machine's too
     not_running = {Cause.HOST_DESCHEDULED: DEPLOYMENT, Cause.HOST_BLOCKED: ANOTHER_THREAD}
-    assert all(c.who_fixes == (HOST_CODE if c in host else not_running.get(c, DEVICE_SIDE)) for c in Cause)
+    device_not_running = {Cause.DEVICE_DESCHEDULED: DEPLOYMENT}
+    assert all(c.who_fixes == (HOST_CODE if c in host else {**not_running, **device_not_running}.get(c, DEVICE_SIDE))
+               for c in Cause)
     assert (HOST_CODE, DEVICE_SIDE) == ("host code", "device-side latency")
     assert (DEPLOYMENT, ANOTHER_THREAD) == ("the deployment", "another thread")
-    assert {c.part for c in not_running} == {HOST_LATE}
+    assert {c.part for c in not_running} == {HOST_LATE} and not any(c.part == HOST_LATE for c in device_not_running)
     # the lookups take a key as read back from JSON too
     assert [fixable_by_host(k) for k in KEYS] == [c.fixable_by_host for c in Cause]
     assert [who_fixes(k) for k in KEYS] == [c.who_fixes for c in Cause]
 
 
 def test_the_queued_causes_are_what_the_device_makes_of_a_gap():
-    assert {c for c in Cause if c.queued} == {Cause.COPY_WAIT, Cause.STREAM_WAIT, Cause.DEVICE_BUSY, Cause.DISPATCH}
+    assert {c for c in Cause if c.queued} == {Cause.COPY_WAIT, Cause.STREAM_WAIT, Cause.DEVICE_BUSY, Cause.DISPATCH,
+                                              Cause.DEVICE_DESCHEDULED}
 
 
 def test_a_cause_we_do_not_know_keeps_its_key():

@@ -21,6 +21,7 @@ from helpers.device_faults import control, slowable
 from helpers.fault_families import BY_NAME, two_faults
 from helpers.fault_helpers import GATE, Runs, phase_rows
 from photon_trace.telemetry.analysis import Cause
+from photon_trace.telemetry.analysis.causes import DEPLOYMENT, who_fixes
 from photon_trace.telemetry.analysis.gate import run_check
 from photon_trace.workload import Workload, engine_settings, prepare
 
@@ -126,5 +127,6 @@ def test_two_faults_at_once_charge_the_slow_plan_its_time_on_the_critical_path(r
     assert 0.9 * covered <= plan_charged, (charges, covered)
     # the read keeps its own: its charge is at most its bubbles (the critical path may cap it)
     assert 0 < sync.charged_ns <= sync.idle_ns
-    top_two = sorted(charges, key=charges.get, reverse=True)[:2]
+    # ranked as reports rank: the machine's own (a worker or host descheduled on a loaded machine) apart
+    top_two = sorted((k for k in charges if who_fixes(k[0]) != DEPLOYMENT), key=charges.get, reverse=True)[:2]
     assert set(top_two) == {(sync.cause, sync.site_or_phase), (Cause.HOST_BOUND, "plan")}, charges

@@ -13,7 +13,7 @@ from helpers.loop_sim import SyntheticRun, synthetic_trace
 from photon_trace.telemetry.recording.file_writer import TraceFileWriter
 from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning, load_trace, write_trace
 from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, new_header
-from photon_trace.telemetry.trace.records import HostSpan, HostWait
+from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait
 from photon_trace.telemetry.tracer import StepKind, TraceLevel
 
 
@@ -131,18 +131,22 @@ def test_a_row_of_the_wrong_shape_is_an_error_naming_the_fields(tmp_path):
         load_trace(p)
 
 
-def test_a_version_1_file_loads_with_its_counters_not_recorded(tmp_path):
-    """Version 1 had no ``cpu_ns``/``runq_ns``: its six-field host spans and waits load as -1."""
+def test_older_files_load_with_their_counters_not_recorded(tmp_path):
+    """Version 1 had no ``cpu_ns``/``runq_ns``: its six-field host spans and waits load as -1;
+    versions 1-2 had no device ``runq_t0``/``runq_t1``: seven-field device spans load as -1."""
     p = tmp_path / "v1.trace.jsonl"
     chunk = {"chunk": 1, "host_spans": [["plan", 1, 0, 5, 6, "MainThread"]],
+             "device_spans": [["compute", "forward", 1, 0, 6, 8, 5]],
              "waits": [["commit: copy-back", True, 7, 9, "engine/engine.py:1", 1]]}
     p.write_text(json.dumps({**new_header(), "version": 1}) + "\n" + json.dumps(chunk) + "\n")
     t = load_trace(p)
     assert t.host_spans == [HostSpan("plan", 1, 0, 5, 6, "MainThread", -1, -1)]
+    assert t.device_spans == [DeviceSpan("compute", "forward", 1, 0, 6, 8, 5, -1, -1)]
     assert t.waits == [HostWait("commit: copy-back", True, 7, 9, "engine/engine.py:1", 1, -1, -1)]
-    # written again, it is a version-2 file with the same records
-    back = load_trace(write_trace(t, tmp_path / "v2.trace.jsonl"))
-    assert back.header["version"] == FORMAT_VERSION == 2 and back.host_spans == t.host_spans
+    # written again, it is a file of this version with the same records
+    back = load_trace(write_trace(t, tmp_path / "v3.trace.jsonl"))
+    assert back.header["version"] == FORMAT_VERSION == 3 and back.host_spans == t.host_spans
+    assert back.device_spans == t.device_spans
 
 
 def test_a_newer_version_asks_for_an_upgrade(tmp_path):

@@ -125,16 +125,18 @@ class Tracer:
         ``t0`` from ``begin_wait`` where the caller could call it (a wait found after the fact has none)."""
 
     def device_op(self, stream: Stream, op: DeviceOp, step: int, slot: int,
-                  t0: int, t1: int, enqueued: int) -> None:
-        """A completed device op, on the host clock; ``enqueued`` is when the host issued it."""
+                  t0: int, t1: int, enqueued: int, runq_t0: int = -1, runq_t1: int = -1) -> None:
+        """A completed device op, on the host clock; ``enqueued`` is when the host issued it;
+        ``runq_t0``/``runq_t1`` the device thread's run-queue counter at its start and end (the
+        host-process worker's; -1: not measured)."""
 
     def device_ops(self, step: int, slot: int, read) -> None:
         """A committed step's device ops: ``read()`` returns them as (stream, op, t0, t1,
-        enqueued) tuples. Called lazily, only by a tracer that records: reading a
-        backend's op times (event queries on CUDA) costs nothing when tracing is off."""
+        enqueued[, runq_t0, runq_t1]) tuples. Called lazily, only by a tracer that records:
+        reading a backend's op times (event queries on CUDA) costs nothing when tracing is off."""
         if self.level:
-            for stream, op, t0, t1, enqueued in read():
-                self.device_op(stream, op, step, slot, t0, t1, enqueued)
+            for stream, op, *times in read():
+                self.device_op(stream, op, step, slot, *times)
 
     def step(self, step: int, *, kind: StepKind, slot: int, rows: int, zombie_rows: int,
              constrained_rows: int, tokens: int) -> None:

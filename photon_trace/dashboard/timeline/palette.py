@@ -39,8 +39,8 @@ BUBBLE_COLOURS = {
     Cause.HOST_BOUND: "#FFC387", Cause.COMMIT_WAIT: "#C3A5E1", Cause.ACCIDENTAL_SYNC: "#FF7878",
     Cause.COPY_WAIT: "#D2B4A5", Cause.DISPATCH: "#C3C3C3", Cause.STREAM_WAIT: "#87E1F0",
     Cause.DEVICE_BUSY: "#E1E1C3",
-    # the host not running: dark, apart from the pastel causes code can fix (the light end is full)
-    Cause.HOST_DESCHEDULED: "#5A3C00", Cause.HOST_BLOCKED: "#78004B",
+    # the host or the device worker not running: dark, apart from the pastel causes code can fix (the light end is full)
+    Cause.HOST_DESCHEDULED: "#5A3C00", Cause.HOST_BLOCKED: "#78004B", Cause.DEVICE_DESCHEDULED: "#2D0000",
 }
 """Every cause's colour: the one thing besides its ``Cause`` member that a new cause needs
 (a test fails while a cause has none). Opaque: a bubble is drawn where nothing else is."""

@@ -63,6 +63,8 @@ class CompletedOp(NamedTuple):
     t0: int
     t1: int
     enqueued: int          # when the device could first see it (the flush that carried it)
+    runq_t0: int = -1      # the device's run-queue counter at t0 and t1 (ns its thread was runnable but
+    runq_t1: int = -1      # not running, cumulative): the host-process worker's own; -1 on a GPU
 
 
 def _in_device_layer(path: str) -> bool:

@@ -32,6 +32,7 @@ EV_SAMPLED, EV_COPIED, EV_MASK = 0, 1, 2
 EVENTS_PER_SLOT = 3
 EV_DRAIN, EV_READ = 0, 1  # offsets after the slots' events
 N_OPS = 8                 # DeviceOp values fit below this
+OP_FIELDS = 4             # per op: t0, t1, and the worker's run-queue counter at each
 
 
 class SharedState:
@@ -40,7 +41,7 @@ class SharedState:
     def __init__(self, num_slots: int, path: str | None = None) -> None:
         self.num_events = num_slots * EVENTS_PER_SLOT + 2
         self.num_slots = num_slots
-        n = 8 * (2 * self.num_events + num_slots * N_OPS * 2 + 6)
+        n = 8 * (2 * self.num_events + num_slots * N_OPS * OP_FIELDS + 6)
         if path is None:
             self.path, self._map = _shm.create(n)
         else:
@@ -49,8 +50,8 @@ class SharedState:
         e = self.num_events
         self.ev_gen = buf[:e]
         self.ev_time = buf[e:2 * e]
-        self.op_times = buf[2 * e:2 * e + num_slots * N_OPS * 2].reshape(num_slots, N_OPS, 2)
-        tail = buf[2 * e + num_slots * N_OPS * 2:]
+        self.op_times = buf[2 * e:2 * e + num_slots * N_OPS * OP_FIELDS].reshape(num_slots, N_OPS, OP_FIELDS)
+        tail = buf[2 * e + num_slots * N_OPS * OP_FIELDS:]
         self.error = tail[0:1]   # non-zero once the worker failed
         self.scalar = tail[1:2]  # READ_TABLE result
         self.ready = tail[2:3]   # worker finished start-up

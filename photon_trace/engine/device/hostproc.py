@@ -273,7 +273,7 @@ class HostProcessDevice(Device):
 
     def completed_ops(self, slot: int) -> list[CompletedOp]:
         times = self.state.op_times[slot]
-        return [CompletedOp(stream, op, int(times[op, 0]), int(times[op, 1]), enq)
+        return [CompletedOp(stream, op, *map(int, times[op, :2]), enq, *map(int, times[op, 2:]))
                 for op, (stream, enq) in self._issued[slot].items()]
 
     def close(self) -> None:

@@ -113,10 +113,24 @@ class _Queue:
         return msg
 
 
+def runq_clock():
+    """The calling thread's run-queue counter (ns it was runnable but not running, cumulative),
+    read from its schedstat file kept open: ~1 us. A dispatch gap the worker spent waiting for a
+    CPU is the machine's doing, not the host's nor the device's (``analysis/device_running.py``).
+    Where the file is missing: -1, not measured."""
+    try:
+        fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        int(os.pread(fd, 64, 0).split()[1])
+    except (OSError, ValueError, IndexError):
+        return lambda: -1
+    return lambda: int(os.pread(fd, 64, 0).split()[1])
+
+
 def _run(queue: _Queue, conn: Connection, program: DeviceProgram, state: P.SharedState, host: list[dict]) -> None:
     streams = (deque(), deque())  # compute, copy: (arrival index, command)
     arrived = batches = 0
-    timed: list[tuple[int, int, int, int]] = []   # (slot, op, t0, t1) not yet in shared memory
+    timed: list[tuple] = []   # (slot, op, t0, t1, runq at t0, runq at t1) not yet in shared memory
+    runq = runq_clock()
     ev_gen, ev_time, op_times, waiter = state.ev_gen, state.ev_time, state.op_times, state.waiter
     from_wire = FromWire()
 
@@ -150,41 +164,41 @@ def _run(queue: _Queue, conn: Connection, program: DeviceProgram, state: P.Share
         if op == P.STAGE_FORWARD:
             _, _, slot, wire, fop = cmd
             shape = from_wire.shape(wire)
-            t0 = time.monotonic_ns()
+            q0, t0 = runq(), time.monotonic_ns()
             program.stage(slot, host[slot][BLOCK], shape.num_rows)
-            t1 = time.monotonic_ns()
+            t1, q1 = time.monotonic_ns(), runq()
             program.forward(slot, shape)
             t2 = time.monotonic_ns()
-            timed += ((slot, DeviceOp.STAGE, t0, t1), (slot, fop, t1, t2))
+            timed += ((slot, DeviceOp.STAGE, t0, t1, q0, q1), (slot, fop, t1, t2, q1, runq()))
         elif op == P.SAMPLE:
             _, _, slot, lo, hi, masked, wire, sop = cmd
             mode = from_wire.mode(wire)
-            t0 = time.monotonic_ns()
+            q0, t0 = runq(), time.monotonic_ns()
             program.sample(slot, lo, hi, masked=masked, mode=mode)
-            timed.append((slot, sop, t0, time.monotonic_ns()))
+            timed.append((slot, sop, t0, time.monotonic_ns(), q0, runq()))
         elif op == P.UPLOAD_MASK:
             _, _, slot, lo, hi = cmd
-            t0 = time.monotonic_ns()
+            q0, t0 = runq(), time.monotonic_ns()
             program.upload_mask(slot, host[slot]["mask"], lo, hi)
-            timed.append((slot, DeviceOp.MASK_UPLOAD, t0, time.monotonic_ns()))
+            timed.append((slot, DeviceOp.MASK_UPLOAD, t0, time.monotonic_ns(), q0, runq()))
         elif op == P.UPLOAD_MASK_INLINE:
             _, _, slot, lo, hi, data = cmd
-            t0 = time.monotonic_ns()
+            q0, t0 = runq(), time.monotonic_ns()
             words = program.shape.mask_words
             mask = torch.from_numpy(np.frombuffer(bytearray(data), dtype=np.int32).reshape(hi - lo, words))
             program.slots[slot].mask[lo:hi].copy_(mask)
-            timed.append((slot, DeviceOp.MASK_UPLOAD, t0, time.monotonic_ns()))
+            timed.append((slot, DeviceOp.MASK_UPLOAD, t0, time.monotonic_ns(), q0, runq()))
         elif op == P.COPY_BACK:
             _, _, slot, B, logprobs = cmd
-            t0 = time.monotonic_ns()
+            q0, t0 = runq(), time.monotonic_ns()
             program.copy_back(slot, host[slot], B, logprobs)
-            timed.append((slot, DeviceOp.COPY_BACK, t0, time.monotonic_ns()))
+            timed.append((slot, DeviceOp.COPY_BACK, t0, time.monotonic_ns(), q0, runq()))
         elif op == P.RECORD:
             # Op times reach shared memory here, before any event the host could wait
             # on: writing them right after a forward costs ~25 us with cold caches,
             # on the device's critical path.
-            for slot, dop, a, b in timed:
-                op_times[slot, dop] = (a, b)
+            for slot, dop, *times in timed:
+                op_times[slot, dop] = times
             timed.clear()
             # timestamp before generation: a reader that sees the generation sees the time
             ev_time[cmd[2]] = time.monotonic_ns()

@@ -47,6 +47,9 @@ by what actually covers it, so a cause is charged only its own time:
   whose lateness let it run dry. Without anything in the trace to measure the device
   by, all of it stays ``dispatch``. The host's lateness comes
   first: a copy enqueued in the same flush as the op never takes the time before it.
+  Where the host-process device's worker waited for a CPU inside the gap (its own run-queue
+  counter, ``device_running.py``), that much of ``dispatch`` and ``device_busy`` is
+  ``device_descheduled``: the machine's doing, not the device's.
 
 **What a sync costs.** A host wait the design did not expect delays everything the
 host does after it by the wait's length ``w``; with the wait removed the host would
@@ -77,6 +80,7 @@ from collections import defaultdict
 from statistics import median
 from typing import NamedTuple
 
+from photon_trace.telemetry.analysis import device_running
 from photon_trace.telemetry.analysis._index import IntervalIndex
 from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.analysis.host_running import PhaseCounters, Running, landings, of_wait
@@ -244,6 +248,7 @@ class Attribution:
                 parts = _relabel(parts, late_end, tail_end, Cause.DEVICE_BUSY, tail_op[1])
         self._last = (g1, min(nxt.enqueued, late_end))
         late_ns = late_end - g0 - self.no_work.overlap_ns(g0, late_end)
+        parts = device_running.split(parts, prev, nxt)   # a worker that waited for a CPU: the deployment's
         return GapSplit(prev, nxt, self.no_work.cut(parts), late_ns, dict(chain), regained, launch, tail_end - g0,
                         no_work_ns=self.no_work.overlap_ns(g0, g1), shared=tuple(self._shared))
 

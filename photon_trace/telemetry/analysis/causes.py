@@ -29,7 +29,9 @@ descheduled*, runnable but not running (the machine ran something else: the depl
 fixes it, with CPU pinning or fewer processes per core), and *host blocked*, off the CPU
 and not waiting on the device (the GIL another thread held, a lock, I/O, a sleep: that
 other thread, or the call, fixes it). Neither is the phase's code, and neither is fixed
-by pipelining; a diagnosis ranks them apart from what host code can fix.
+by pipelining; a diagnosis ranks them apart from what host code can fix. Their device-side
+twin is *device descheduled*: the host-process device's worker (a process that plays the GPU)
+runnable but not running while it had work queued (``device_running.py``): the deployment's too.
 """
 from __future__ import annotations
 
@@ -76,6 +78,7 @@ class Cause(str, Enum):
     DISPATCH        = "dispatch",        "device dispatch",                DEVICE_SIDE,    QUEUED
     HOST_DESCHEDULED = "host_descheduled", "host descheduled",             DEPLOYMENT,     HOST_LATE
     HOST_BLOCKED    = "host_blocked",    "host blocked",                   ANOTHER_THREAD, HOST_LATE
+    DEVICE_DESCHEDULED = "device_descheduled", "device descheduled",       DEPLOYMENT,     QUEUED
 
     # Written and formatted as the key it is ("host_bound"), never as "Cause.HOST_BOUND":
     # f-strings, str() and Prometheus' label values all go through these.

@@ -274,8 +274,8 @@ def _idle_gate(report: Report, max_idle_fraction: float) -> Gate:
     desched = descheduled_fraction(report)
     fraction = report.idle_fraction - desched
     ok = fraction <= max_idle_fraction
-    besides = (f" (of {report.idle_fraction:.2%} in all: {desched:.2%} with the host descheduled, the machine "
-               f"running something else, is not counted)") if desched else ""
+    besides = (f" (of {report.idle_fraction:.2%} in all: {desched:.2%} with the host or its device worker "
+               f"descheduled, the machine running something else, is not counted)") if desched else ""
     # The gate is on the analysed stream; the device view (all streams together) is said beside it.
     shared = [d for d in report.devices if d.streams > 1]
     devices = ("; per device, all streams together: " + ", ".join(f"{d.device} {d.idle_fraction:.2%}"

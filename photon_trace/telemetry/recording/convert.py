@@ -28,8 +28,8 @@ def _host_spans(raw: list) -> list[HostSpan]:
 
 
 def _device_spans(raw: list) -> list[DeviceSpan]:
-    return [DeviceSpan(_STREAM[st], _OP[op], int(s), int(sl), int(t0), int(t1), int(q))
-            for st, op, s, sl, t0, t1, q in raw]
+    return [DeviceSpan(_STREAM[st], _OP[op], int(s), int(sl), int(t0), int(t1), int(q), int(r0), int(r1))
+            for st, op, s, sl, t0, t1, q, r0, r1 in raw]
 
 
 def _waits(raw: list) -> list[HostWait]:

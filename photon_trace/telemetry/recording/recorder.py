@@ -213,9 +213,9 @@ class RecordingTracer(Tracer):
         self._waits_n = i + 1
 
     def device_op(self, stream: Stream, op: DeviceOp, step: int, slot: int,
-                  t0: int, t1: int, enqueued: int) -> None:
+                  t0: int, t1: int, enqueued: int, runq_t0: int = -1, runq_t1: int = -1) -> None:
         i = self._device_spans_n
-        self._device_spans[i & self._mask] = (stream, op, step, slot, t0, t1, enqueued)
+        self._device_spans[i & self._mask] = (stream, op, step, slot, t0, t1, enqueued, runq_t0, runq_t1)
         self._device_spans_n = i + 1
 
     def step(self, step: int, *, kind: StepKind, slot: int, rows: int, zombie_rows: int,

@@ -16,8 +16,9 @@ import socket
 import time
 
 FORMAT_NAME = "photon_trace"
-FORMAT_VERSION = 2
-"""2: host spans and waits end in ``cpu_ns`` and ``runq_ns``; version-1 rows load with -1 there."""
+FORMAT_VERSION = 3
+"""2: host spans and waits end in ``cpu_ns`` and ``runq_ns``; 3: device spans in ``runq_t0`` and
+``runq_t1``. Older rows load with -1 there (``rows.OLDER_WIDTH``)."""
 
 
 def photon_trace_version() -> str:

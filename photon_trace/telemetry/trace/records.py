@@ -32,6 +32,8 @@ class DeviceSpan(NamedTuple):
     t0: int
     t1: int
     enqueued: int  # host time the op was issued: a gap whose next op was enqueued late is host-bound
+    runq_t0: int = -1  # the device thread's run-queue counter (cumulative ns runnable, not running) at
+    runq_t1: int = -1  # t0 and t1: the host-process worker's own; -1: not measured (a GPU, imports, v1-2 files)
 
 
 COMPUTE_OPS = frozenset({"stage", "prefill", "forward", "sample", "masked_sample"})

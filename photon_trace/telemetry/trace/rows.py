@@ -29,14 +29,15 @@ except ImportError:   # pragma: no cover - depends on the environment
 
 ROW_TYPES = {
     "host_spans": (HostSpan, (str, int, int, int, int, str, int, int)),
-    "device_spans": (DeviceSpan, (str, str, int, int, int, int, int)),
+    "device_spans": (DeviceSpan, (str, str, int, int, int, int, int, int, int)),
     "waits": (HostWait, (str, bool, int, int, str, int, int, int)),
     "steps": (StepRecord, (int, str, int, int, int, int, int)),
     "requests": (RequestRecord, (int, str, int, int)),
 }
-VERSION_1_WIDTH = {"host_spans": 6, "waits": 6}
-"""Rows that grew in version 2 (``cpu_ns``, ``runq_ns``): a version-1 file's rows are this wide,
-and load padded with -1 (not recorded)."""
+OLDER_WIDTH = {"host_spans": 6, "waits": 6, "device_spans": 7}
+"""Rows that grew since version 1, and how wide they were before: host spans and waits gained
+``cpu_ns``, ``runq_ns`` in version 2, device spans ``runq_t0``, ``runq_t1`` in version 3. Older
+files' rows are this wide and load padded with -1 (not recorded)."""
 _PAD = [-1, -1]
 
 
@@ -87,8 +88,8 @@ def check_rows(path: Path, lineno: int, kind: str, rows: list) -> list:
     500k-span trace in C-speed passes); only when a column is off does the row-by-row check
     run, to name the first bad row and field."""
     cls, types = ROW_TYPES[kind]
-    if rows and kind in VERSION_1_WIDTH and all(type(r) is list and len(r) == VERSION_1_WIDTH[kind] for r in rows):
-        rows = [r + _PAD for r in rows]    # a version-1 file: the counters were not recorded
+    if rows and kind in OLDER_WIDTH and all(type(r) is list and len(r) == OLDER_WIDTH[kind] for r in rows):
+        rows = [r + _PAD for r in rows]    # an older file: the counters were not recorded
     if rows and set(map(type, rows)) == {list} and set(map(len, rows)) == {len(types)}:
         # JSON gives exact types, so a set of types per column is the whole check (bool is not int)
         if all(set(map(type, col)) <= {want} for col, want in zip(zip(*rows), types)):
