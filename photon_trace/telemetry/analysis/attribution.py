@@ -51,8 +51,10 @@ by what actually covers it, so a cause is charged only its own time:
 **What a sync costs.** A host wait the design did not expect delays everything the
 host does after it by the wait's length ``w``; with the wait removed the host would
 have enqueued the next op ``w`` earlier. So a sync is charged its own stretch of the
-host-late part plus the host work right after it, up to ``w`` in all (a drain that
-ends as the gap opens covers none of it, yet costs the host work that follows). What
+host-late part plus the host time right after it, up to ``w`` in all (a drain that
+ends as the gap opens covers none of it, yet costs the host work that follows): a phase's
+time whether or not the host ran in it (a sleep after the sync starts ``w`` earlier too), or
+time outside the phases; not an expected wait's, whose end the device's copy sets. What
 the gap's host-late part does not absorb carries to the next gaps until the host has
 regained its lead (a step began with its first op queued at least ``min_gap_ns``
 early): the mask-upload bug leaves two or three gaps per step. A sync in a run whose
@@ -176,7 +178,7 @@ class Attribution:
         covers = [_Cover(w.t0, w.t1, (1 if w.expected else 0, -w.t0),
                          Cause.COMMIT_WAIT if w.expected else Cause.ACCIDENTAL_SYNC, w.site,
                          of_wait(w, landed, slack_ns)) for w in waits]
-        phases = host_phases(trace)
+        phases = self.phases = host_phases(trace)
         own = PhaseCounters(waits)
         self.no_work = NoWork(trace)
         for h in trace.host_spans:
@@ -322,7 +324,7 @@ class Attribution:
         """Charge the syncs on the coverage ``parts`` of the host-late stretch [a, b)."""
         if self._carry is not None:
             c = self._carry
-            parts, left = _charge(parts, a, c.left_ns, c.site, self._shared)
+            parts, left = _charge(parts, a, c.left_ns, c.site, self.phases, self._shared)
             self._carry = c._replace(left_ns=left) if left > 0 else None
         if not len(self.unexpected):
             return parts
@@ -334,7 +336,8 @@ class Attribution:
             # of the same site may sit right after it, merged into one part)
             own = sum(min(p.t1, w.t1) - max(p.t0, w.t0) for p in parts if p.cause == Cause.ACCIDENTAL_SYNC
                       and p.detail == w.site and p.t0 < w.t1 and p.t1 > w.t0)
-            parts, left = _charge(parts, max(a, min(w.t1, b)), (w.t1 - w.t0) - own, w.site, self._shared)
+            parts, left = _charge(parts, max(a, min(w.t1, b)), (w.t1 - w.t0) - own, w.site, self.phases,
+                                  self._shared)
             if left > 0:
                 self._carry = _Carry(w.site, left)
         return parts
@@ -374,13 +377,21 @@ def _timeline(covers: list[_Cover]) -> tuple[list[int], list[tuple[Cause, str, R
     return cuts, labels
 
 
-def _charge(parts: list[Part], start: int, budget: int, site: str,
+def _moves(p: Part, phases: frozenset[str]) -> bool:
+    """Whether ``p`` is host time a sync's removal moves earlier: host work (a phase's, or outside
+    the phases), or a phase's time the host did not run (a sleep, the GIL, the run queue: it starts
+    ``w`` earlier too). Not an expected wait's, whose end the device's copy sets."""
+    return p.cause == Cause.HOST_BOUND or (p.cause in (Cause.HOST_BLOCKED, Cause.HOST_DESCHEDULED)
+                                           and p.detail in phases)
+
+
+def _charge(parts: list[Part], start: int, budget: int, site: str, phases: frozenset[str],
             shared: list[Part] | None = None) -> tuple[list[Part], int]:
-    """Give ``site`` up to ``budget`` of the host-bound stretches from ``start`` on; (parts, budget left).
-    Each stretch given, under its own label, goes to ``shared``."""
+    """Give ``site`` up to ``budget`` of the host time a sync delays (``_moves``) from ``start`` on;
+    (parts, budget left). Each stretch given, under its own label, goes to ``shared``."""
     out = []
     for p in parts:
-        if budget <= 0 or p.cause != Cause.HOST_BOUND or p.t1 <= start:
+        if budget <= 0 or not _moves(p, phases) or p.t1 <= start:
             out.append(p)
             continue
         x = max(p.t0, start)
