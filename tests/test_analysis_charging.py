@@ -128,3 +128,32 @@ def test_a_blocking_loop_still_names_its_slow_phase_first():
     rep = analyze(blocking_trace(plan_delay_ns=2 * MS, **KW))
     top = ranked(rep.diagnosis)[0]
     assert (top.cause, top.site_or_phase) == (Cause.HOST_BOUND, "plan"), rep.diagnosis[:3]
+
+
+def late_start_trace(wait_from_ms: float):
+    """A read of a device value waits for step 2's forward (it ends at 20 ms); then plan (to 29.5
+    ms) and launch enqueue step 3's forward at 30 ms, which the device starts 4 ms later, though
+    it starts a queued step 0.1 ms after it can (step 2's): a device that ran dry, 3.9 ms late."""
+    b = TraceBuilder()
+    b.compute("forward", 1, 0, 10 * MS, enqueued=0)
+    b.compute("forward", 2, 10 * MS + MS // 10, 20 * MS, enqueued=5 * MS)
+    b.compute("forward", 3, 34 * MS, 40 * MS, enqueued=30 * MS)
+    b.wait("read", int(wait_from_ms * MS), 20 * MS, expected=False, site="x.py:1", step=2)
+    b.host("plan", 3, 20 * MS, 29 * MS + MS // 2).host("launch", 3, 29 * MS + MS // 2, 30 * MS)
+    return b.build()
+
+
+def test_a_sync_is_charged_a_late_start_only_from_what_is_left_of_its_wait():
+    sync, plan = (Cause.ACCIDENTAL_SYNC, "x.py:1"), (Cause.HOST_BOUND, "plan")
+
+    def charged(trace):
+        spans = charged_spans(split_gaps(trace, device_gaps(trace, (0, 40 * MS))))
+        return {k: sum(b - a for a, b in v) for k, v in spans.items()}
+    # an 8 ms wait moves the host 8 ms earlier, and nothing after it more: its charge (8 ms of the
+    # plan after it) is all of it; the device's late start is the plan's, whose 9.5 ms left it dry
+    # (before, the largest host-late cause took it, the sync: 11.9 ms for an 8 ms wait)
+    short = charged(late_start_trace(12))
+    assert short[sync] == 8 * MS
+    assert short[plan] == 9 * MS + MS // 2 + 3 * MS + 9 * MS // 10      # its own, what the sync took, the late start
+    # a 20 ms wait has 10 ms left after the host work: the late start is the sync's
+    assert charged(late_start_trace(0))[sync] == 10 * MS + 3 * MS + 9 * MS // 10
