@@ -1,0 +1,171 @@
+"""A row's charge against what removing its fault gave back, in the same switching runs, and
+whether the data decide.
+
+A switching run (``interleave.run_alternating``) turns one fault on and off every few ticks.
+Each block with the fault, against the mean of its two neighbours without it over the step
+positions all three have (``interleave.matched``'s blocks, less their first ``skip`` steps),
+gives per step:
+
+* the **period gain**: the period the fault's removal gave back;
+* the **idle gain**: the device idle it gave back (period less the compute stream's busy
+  time: the device's timeline alone, no attribution);
+* the **charge**: the row's charge (``charging.charged_spans``: its bubbles and the stretches
+  it shares with a sync) in those steps, less the same row's in the neighbours (without the
+  fault the row keeps the phase's own time: a slow plan's fault is its delay, not the plan).
+
+Both are read from the same steps of one run, so nothing between runs (a shared machine's
+drift, a faulty run recorded minutes from its switching runs) and no other window moves one
+against the other.
+
+The two gains differ by the device's own busy time per step, which changes when the fault
+does on a host-process device sharing two cores with its host (a host that sleeps in a fault
+leaves the worker a core; removing it, the host's work or spinning takes it back). The charge
+says what the removal gives back with the device at the speed the trace shows, and that gain
+lies between the two: where the host stays behind the device without the fault the period is
+the host's and a slower device costs none of it (the period gain); where the host waits for
+each op (a read of a device value) the device's slowdown adds to the period in full (the idle
+gain). So a charge is within the band when it is within it of some gain in that bracket.
+
+Intervals: the compared blocks (pooled over runs) are resampled together
+(``intervals.resampled``, one block at a time: blocks are tens of steps apart), so the charge,
+the gains and their ratio keep their correlation; the verdict is *within* where the ratio's
+interval lies inside 1 ± ``BAND``, *outside* where it lies outside, and *cannot decide* where it
+straddles an edge (or no gain was measured).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+import numpy as np
+
+from photon_trace.telemetry.analysis.bubbles import busy_intervals, device_gaps, split_gaps
+from photon_trace.telemetry.analysis.charging import charged_spans
+from photon_trace.telemetry.analysis.intervals import LEVEL, RESAMPLES, SEED, resampled
+from photon_trace.telemetry.analysis.window import steady_state_window, step_starts
+
+BAND = 0.25
+WITHIN, OUTSIDE, UNDECIDED = "within", "outside", "cannot decide"
+PERIOD, BUSY, CHARGE = 0, 1, 2      # columns of a step's row (one charge column per row compared)
+
+
+def _covered(spans: list[tuple[int, int]]) -> Callable[[np.ndarray], np.ndarray]:
+    """t -> the time of the disjoint, ordered ``spans`` before t."""
+    if not spans:
+        return lambda t: np.zeros(len(t))
+    a = np.array([s[0] for s in spans], dtype=np.int64)
+    b = np.array([s[1] for s in spans], dtype=np.int64)
+    before = np.concatenate([[0], np.cumsum(b - a)])
+
+    def f(t: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(a, t, side="right")       # spans starting at or before t
+        last = np.maximum(k - 1, 0)
+        inside = np.where(k > 0, np.clip(t - a[last], 0, b[last] - a[last]), 0)
+        return before[np.maximum(k - 1, 0)] * (k > 0) + inside
+    return f
+
+
+def _union(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def step_rows(trace, blocks: Iterable[tuple[int, int, bool]], rows: list[Callable[[tuple], bool]],
+              skip: int = 2) -> list[tuple[bool, np.ndarray]]:
+    """Per block (t0, t1, on), its steps as ``interleave.block_periods`` takes them (started inside
+    it, the next one too, less the first ``skip``): (on, array (steps, 2 + len(rows))) of the
+    step's period, the compute stream's busy time in it and, per row (a predicate on a (cause,
+    detail) key: a phase's rows whether or not the host ran), its charge in it; ns."""
+    window = steady_state_window(trace)
+    spans = charged_spans(split_gaps(trace, device_gaps(trace, window)))
+    counters = [_covered(busy_intervals(trace, window))] + [
+        _covered(_union(s for key, v in spans.items() if keep(key) for s in v)) for keep in rows]
+    starts = np.array([t for t, _ in step_starts(trace)], dtype=np.int64)
+    out = []
+    for b0, b1, on in blocks:
+        inside = starts[(starts >= b0) & (starts <= b1)]
+        a, b = inside[:-1][skip:], inside[1:][skip:]
+        cols = [b - a] + [f(b) - f(a) for f in counters]
+        out.append((on, np.stack(cols, axis=1).astype(float) if len(a) else np.zeros((0, len(cols)))))
+    return out
+
+
+def compared(blocks: list[tuple[bool, np.ndarray]]) -> np.ndarray:
+    """Per block with the fault between two without it, over the positions all three have (at
+    least 4): [its steps' sums..., the neighbours' mean sums..., steps]; (blocks, 2 * cols + 1)."""
+    out = []
+    for (_, before), (on, mid), (_, after) in zip(blocks, blocks[1:], blocks[2:]):
+        n = min(len(before), len(mid), len(after))
+        if on and n >= 4:
+            out.append(np.concatenate([mid[:n].sum(0), (before[:n].sum(0) + after[:n].sum(0)) / 2, [n]]))
+    return np.array(out)
+
+
+class Verdict(NamedTuple):
+    """One row against its fault's removal, in ms per step, each with its interval (low, high)."""
+    charge: tuple[float, float, float]
+    period_gain: tuple[float, float, float]
+    idle_gain: tuple[float, float, float]
+    busy_change: tuple[float, float, float]    # the device's busy time per step without the fault, less with it
+    ratio: tuple[float, float, float]          # the charge over the nearest gain in the bracket
+    verdict: str
+    blocks: int
+
+    @property
+    def why(self) -> str:
+        """The verdict in words, with the numbers that decide it."""
+        c, p, i, r = self.charge, self.period_gain, self.idle_gain, self.ratio
+        return (f"{self.verdict}: charged {c[0]:.3f} ms/step [{c[1]:.3f}-{c[2]:.3f}] against a gain of "
+                f"{p[0]:.3f} [{p[1]:.3f}-{p[2]:.3f}] (period) to {i[0]:.3f} [{i[1]:.3f}-{i[2]:.3f}] (idle), "
+                f"ratio {r[0]:.2f} [{r[1]:.2f}-{r[2]:.2f}], band 1 +- {BAND}, {self.blocks} blocks")
+
+
+def decide(values: np.ndarray, row: int, *, seed: int = SEED, resamples: int = RESAMPLES,
+           level: float = LEVEL) -> Verdict:
+    """The verdict for the ``row``-th charge column of ``compared`` blocks (pooled over runs)."""
+    if not len(values):
+        raise ValueError("no block with the fault had neighbours with enough steps to compare")
+    cols = (values.shape[1] - 1) // 2
+
+    def stats(x: np.ndarray) -> dict[str, np.ndarray]:
+        s = x.sum(axis=-2)                     # (..., 2 * cols + 1)
+        on, off, n = s[..., :cols], s[..., cols:2 * cols], s[..., -1]
+        period = (on[..., PERIOD] - off[..., PERIOD]) / n / 1e6
+        busy = (off[..., BUSY] - on[..., BUSY]) / n / 1e6
+        charge = (on[..., CHARGE + row] - off[..., CHARGE + row]) / n / 1e6
+        idle = period + busy
+        nearest = np.clip(charge, np.minimum(period, idle), np.maximum(period, idle))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(nearest > 0, charge / np.where(nearest > 0, nearest, 1), np.nan)
+        return dict(charge=charge, period=period, idle=idle, busy=busy, ratio=ratio)
+
+    point = {k: float(v) for k, v in stats(values).items()}
+    # one generator seeded alike for each: the same resamples of blocks for every figure (jointly)
+    draws = {k: resampled(values, lambda x, k=k: stats(x)[k], np.random.default_rng(seed), resamples, block=1)
+             for k in point}
+    tail = 100 * (1 - level) / 2
+
+    def interval(k: str) -> tuple[float, float, float]:
+        d = draws[k]
+        if not np.isfinite(point[k]) or not np.isfinite(d).all():
+            return point[k], float("nan"), float("nan")
+        lo, hi = np.percentile(d, [tail, 100 - tail])
+        return point[k], float(min(lo, point[k])), float(max(hi, point[k]))
+
+    ratio = interval("ratio")
+    _, lo, hi = ratio
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        verdict = UNDECIDED        # no gain measured in some resamples: nothing to compare with
+    elif 1 - BAND <= lo and hi <= 1 + BAND:
+        verdict = WITHIN
+    elif hi < 1 - BAND or lo > 1 + BAND:
+        verdict = OUTSIDE
+    else:
+        verdict = UNDECIDED
+    return Verdict(interval("charge"), interval("period"), interval("idle"), interval("busy"), ratio, verdict,
+                   len(values))
