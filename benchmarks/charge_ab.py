@@ -17,20 +17,21 @@ Both are read from the same steps of one run, so nothing between runs (a shared 
 drift, a faulty run recorded minutes from its switching runs) and no other window moves one
 against the other.
 
-The two gains differ by the device's own busy time per step, which changes when the fault
-does on a host-process device sharing two cores with its host (a host that sleeps in a fault
-leaves the worker a core; removing it, the host's work or spinning takes it back). The charge
-says what the removal gives back with the device at the speed the trace shows, and that gain
-lies between the two: where the host stays behind the device without the fault the period is
-the host's and a slower device costs none of it (the period gain); where the host waits for
-each op (a read of a device value) the device's slowdown adds to the period in full (the idle
-gain). So a charge is within the band when it is within it of some gain in that bracket.
+The two gains differ by the device's own busy time per step, which may change when the fault
+does: a host-process device shares the machine's cores with its host, and a fault that makes the
+host sleep leaves the worker (and the host's own wake-ups) more of them; removing it takes them
+back (on a loaded 2-core machine, removing a plan that slept 30 ms a step made the device 9 ms a
+step slower). The charge says what the removal gives back with the machine at the speed the trace
+shows; where the device's busy time moved without the fault by more than the band could absorb
+(beyond its interval's noise, and more than ``BAND`` of the gain), the comparison is not valid:
+the machine changed, and the data cannot decide (as ``comparison.machine_change`` says of two
+runs).
 
 Intervals: the compared blocks (pooled over runs) are resampled together
 (``intervals.resampled``, one block at a time: blocks are tens of steps apart), so the charge,
-the gains and their ratio keep their correlation; the verdict is *within* where the ratio's
-interval lies inside 1 ± ``BAND``, *outside* where it lies outside, and *cannot decide* where it
-straddles an edge (or no gain was measured).
+the gains and their ratio keep their correlation. The verdict is *within* where the interval of
+the charge over the period gain lies inside 1 ± ``BAND``, *outside* where it lies outside, and
+*cannot decide* where it straddles an edge, no gain was measured, or the machine changed.
 """
 from __future__ import annotations
 
@@ -112,17 +113,19 @@ class Verdict(NamedTuple):
     period_gain: tuple[float, float, float]
     idle_gain: tuple[float, float, float]
     busy_change: tuple[float, float, float]    # the device's busy time per step without the fault, less with it
-    ratio: tuple[float, float, float]          # the charge over the nearest gain in the bracket
+    ratio: tuple[float, float, float]          # the charge over the period gain
     verdict: str
+    reason: str                                # why the data cannot decide ("" where they do)
     blocks: int
 
     @property
     def why(self) -> str:
         """The verdict in words, with the numbers that decide it."""
-        c, p, i, r = self.charge, self.period_gain, self.idle_gain, self.ratio
-        return (f"{self.verdict}: charged {c[0]:.3f} ms/step [{c[1]:.3f}-{c[2]:.3f}] against a gain of "
-                f"{p[0]:.3f} [{p[1]:.3f}-{p[2]:.3f}] (period) to {i[0]:.3f} [{i[1]:.3f}-{i[2]:.3f}] (idle), "
-                f"ratio {r[0]:.2f} [{r[1]:.2f}-{r[2]:.2f}], band 1 +- {BAND}, {self.blocks} blocks")
+        c, p, i, b, r = self.charge, self.period_gain, self.idle_gain, self.busy_change, self.ratio
+        return (f"{self.verdict}{f' ({self.reason})' if self.reason else ''}: charged {c[0]:.3f} ms/step "
+                f"[{c[1]:.3f}-{c[2]:.3f}], period given back {p[0]:.3f} [{p[1]:.3f}-{p[2]:.3f}], ratio {r[0]:.2f} "
+                f"[{r[1]:.2f}-{r[2]:.2f}] (band 1 +- {BAND}); idle given back {i[0]:.3f} [{i[1]:.3f}-{i[2]:.3f}], "
+                f"device busy {b[0]:+.3f} [{b[1]:+.3f} to {b[2]:+.3f}] without the fault; {self.blocks} blocks")
 
 
 def decide(values: np.ndarray, row: int, *, seed: int = SEED, resamples: int = RESAMPLES,
@@ -138,11 +141,9 @@ def decide(values: np.ndarray, row: int, *, seed: int = SEED, resamples: int = R
         period = (on[..., PERIOD] - off[..., PERIOD]) / n / 1e6
         busy = (off[..., BUSY] - on[..., BUSY]) / n / 1e6
         charge = (on[..., CHARGE + row] - off[..., CHARGE + row]) / n / 1e6
-        idle = period + busy
-        nearest = np.clip(charge, np.minimum(period, idle), np.maximum(period, idle))
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(nearest > 0, charge / np.where(nearest > 0, nearest, 1), np.nan)
-        return dict(charge=charge, period=period, idle=idle, busy=busy, ratio=ratio)
+            ratio = np.where(period > 0, charge / np.where(period > 0, period, 1), np.nan)
+        return dict(charge=charge, period=period, idle=period + busy, busy=busy, ratio=ratio)
 
     point = {k: float(v) for k, v in stats(values).items()}
     # one generator seeded alike for each: the same resamples of blocks for every figure (jointly)
@@ -157,15 +158,18 @@ def decide(values: np.ndarray, row: int, *, seed: int = SEED, resamples: int = R
         lo, hi = np.percentile(d, [tail, 100 - tail])
         return point[k], float(min(lo, point[k])), float(max(hi, point[k]))
 
-    ratio = interval("ratio")
+    ratio, busy, period = interval("ratio"), interval("busy"), interval("period")
     _, lo, hi = ratio
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        verdict = UNDECIDED        # no gain measured in some resamples: nothing to compare with
+    verdict, reason = UNDECIDED, ""
+    if (busy[1] > 0 or busy[2] < 0) and abs(busy[0]) > BAND * abs(period[0]):
+        reason = (f"the machine changed: the device ran {abs(busy[0]):.3f} ms a step "
+                  f"{'slower' if busy[0] > 0 else 'faster'} without the fault")
+    elif not (np.isfinite(lo) and np.isfinite(hi)) or period[1] <= 0:
+        reason = "no gain measured"
     elif 1 - BAND <= lo and hi <= 1 + BAND:
         verdict = WITHIN
     elif hi < 1 - BAND or lo > 1 + BAND:
         verdict = OUTSIDE
     else:
-        verdict = UNDECIDED
-    return Verdict(interval("charge"), interval("period"), interval("idle"), interval("busy"), ratio, verdict,
-                   len(values))
+        reason = "the ratio's interval straddles an edge of the band"
+    return Verdict(interval("charge"), period, interval("idle"), busy, ratio, verdict, reason, len(values))

@@ -28,10 +28,14 @@ A row's *charge* (``Diagnosis.charged_ns``; its share and its rank follow it) co
 A row no sync touched and no other cause holds on the critical path is charged exactly its
 bubbles, so where causes do not interact nothing changes; where they do, the charges of two rows
 may overlap, and their shares (of all bubble idle) add up to more than 100%: each says what its own
-fix gives back, not a slice of a pie. Measured on the two faults through the real engine
-(``benchmarks/bench_attribution.py``, family ``two_faults``): docs/measurements.md, "Two faults
-at once, and a slow device" (each charge equal to its predicted removal; on a shared, loaded
-2-core machine both ~30% above the A/B-measured gains).
+fix gives back, not a slice of a pie. A phase's time is the phase's whether or not the host ran in
+it (``host_running`` splits it into three rows: a sleeping slow plan is ``host_blocked`` in plan):
+a sync delays a sleep as it delays work, and each of the three is bounded as the phase is.
+
+Measured on the two faults through the real engine, each charge read in the blocks of a run that
+switches its fault on and off against what the switching gave back in the same steps
+(``benchmarks/charge_ab.py``; ``tests/test_faults_charging.py``): docs/measurements.md, "Two faults
+at once, and a slow device".
 """
 from __future__ import annotations
 
