@@ -245,13 +245,12 @@ def table_rows(runs: Runs, fams, delays: dict, ab: dict) -> list[dict]:
         preds = [prediction(r, next((d for d in r.diagnosis if (d.cause, d.site_or_phase) == row), None))
                  for r in faulty]
         said = f"{top.cause} @ {top.site_or_phase} ({top.share:.0%})" if top else "-"
-        right = top_host_cause(faulty[0]) == (fam.top or row)
-        if fam.also:        # several faults at once: theirs are the costliest host rows, in any order
-            mine = {row} | {(c, d) for c, d, _ in fam.also}
-            right = {(d.cause, d.site_or_phase) for d in faulty[0].diagnosis
-                     if not device_made(d)}.issuperset(mine) and {
-                (d.cause, d.site_or_phase) for d in [d for d in faulty[0].diagnosis if not device_made(d)][:len(mine)]
-            } == mine
+        # a device-side family has no host row at all: its finding decides below
+        right = not fam.device and top_host_cause(faulty[0]) == (fam.top or row)
+        if fam.also:        # several faults at once: theirs are the costliest host rows (a phase's whether
+            mine = {row} | {(c, d) for c, d, _ in fam.also}     # or not the host ran), in any order
+            charged = phase_rows(faulty[0])
+            right = set(sorted(charged, key=charged.get, reverse=True)[:len(mine)]) == mine
         if fam.device:      # no bubble: the device-side finding, and removing its tail
             finds = [next((f for f in r.device_findings if f.op == fam.detail), None) for r in faulty]
             said = finds[0].words if finds[0] else "no device-side finding"
@@ -359,8 +358,7 @@ def print_charges(rows: list[dict]) -> None:
         print(f"{r['family']:20} {r['row'][:48]:48} {r['share']:6.0%} {r['charged']:8.3f} {gain:>22} {err} {ok:>3}")
     decided = [r for r in rows if r.get("verdict")]
     if decided:
-        print("\n# the same rows in the switching runs' blocks (charge_ab): ms per step, 95% intervals; the gain at "
-              "the device's speed lies between the period's and the idle's")
+        print("\n# the same rows in the switching runs' blocks (charge_ab): ms per step, 95% intervals")
         for r in decided:
             print(f"{r['family']:20} {r['row'][:48]:48} {r['why']}")
 

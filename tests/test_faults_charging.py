@@ -8,9 +8,10 @@ switching that fault on and off every 13 ticks with the other left on
 it. The charge is read in the same steps (``benchmarks/charge_ab.py``): nothing between runs
 moves one against the other. Each verdict comes with its interval: within 1 +- 25% of the period
 given back, outside it, or the data cannot decide: the ratio's interval straddles an edge of the
-band, or the machine changed (the host-process worker shares the host's two cores, and runs
-slower when removing a fault that slept takes them back: ``charge_ab``). On this shared machine
-that happens; the rows that decide are still checked, and the test then says why and skips.
+band, or the machine changed (the host-process worker shares the host's two cores: removing a
+fault that slept gives them back to the engine's other work, and on a loaded machine the device
+runs slower and the host waits longer for a core, ``charge_ab``). On this shared machine that
+happens; the rows that decide are still checked, and the test then says why and skips.
 """
 from __future__ import annotations
 
