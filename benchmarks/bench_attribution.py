@@ -330,21 +330,22 @@ def charge_rows(runs: Runs, fams, ab: dict, switched: dict, folder: Path) -> lis
                 a = compare(blocks)
                 row.update(gain=1 - 1 / a.ratio, gain_low=1 - 1 / a.low, gain_high=1 - 1 / a.high)
                 row["err"] = row["charged"] / row["gain"] - 1 if row["gain"] > 0 else None
-            if switched.get(key) and not fam.device:
-                v = in_blocks(folder, switched[key], lambda k, row_=(cause, detail): row_of(*k) == row_)
+            v = in_blocks(folder, switched.get(key) or [], lambda k, row_=(cause, detail): row_of(*k) == row_)
+            if v is not None and not fam.device:
                 row.update(verdict=v.verdict, why=v.why, ab=v._asdict())
             out.append(row)
     return out
 
 
-def in_blocks(folder: Path, switched_runs: list[dict], keep) -> Verdict:
+def in_blocks(folder: Path, switched_runs: list[dict], keep) -> Verdict | None:
     """``charge_ab``'s verdict for the row ``keep`` picks, over the compared blocks of every
-    switching run of one fault (pooled)."""
+    switching run of one fault (pooled); None where no block could be compared."""
     from photon_trace.telemetry.trace.file import load_trace
 
     pooled = [compared(step_rows(load_trace(folder / r["trace"]), [tuple(b) for b in r["blocks"]], [keep]))
               for r in switched_runs]
-    return decide(np.concatenate([p for p in pooled if len(p)]), 0)
+    pooled = [p for p in pooled if len(p)]
+    return decide(np.concatenate(pooled), 0) if pooled else None
 
 
 def print_charges(rows: list[dict]) -> None:
