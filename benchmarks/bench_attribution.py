@@ -34,10 +34,14 @@ says with what was measured independently:
   prediction can see; the second **err** compares the prediction with that.
 
 A second table gives each family's rows with their charge (``analysis/charging.py``: what the
-analysis says removing that row gives back, as a part of the window) against the part of the
-period removing the fault gave back in the switching runs, with its 90% interval; a family of two
-faults at once (``two_faults``) has a row for each, each against switching runs that switch that
-fault alone and leave the other on.
+analysis says removing that row gives back, as a part of the window; a phase's rows whether or
+not the host ran) against the part of the period removing the fault gave back in the switching
+runs, with its 90% interval; a family of two faults at once (``two_faults``) has a row for each,
+each against switching runs that switch that fault alone and leave the other on. The charge there
+is the whole faulty runs', recorded minutes from the switching runs: the third table reads it in
+the switching runs' own blocks, beside the period and the device idle their removal gave back,
+each with its interval, and says whether the charge is within 25% of the gain, outside, or the
+data cannot decide (``charge_ab.py``).
 
 The last row of the first table is the pipelining the blocking loop lacks: the blocking run's prediction for
 removing every host-made cause at once, observed on one engine switched between the two
@@ -57,12 +61,15 @@ import tempfile
 from pathlib import Path
 from statistics import median
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))   # the fault families live with the tests that use them
 
 from helpers.fault_families import BASELINES, BY_NAME, ENGINES, FAMILIES, Family  # noqa: E402
 from helpers.device_faults import slowable  # noqa: E402
-from helpers.fault_helpers import GATE, Runs, device_made, median_ms, row_of, top_host_cause  # noqa: E402
+from helpers.fault_helpers import GATE, Runs, device_made, median_ms, phase_rows, row_of, top_host_cause  # noqa: E402
+from charge_ab import Verdict, compared, decide, step_rows  # noqa: E402
 from interleave import compare, depth_switch, run_alternating  # noqa: E402
 from photon_trace.workload import Workload, engine_settings, prepare  # noqa: E402
 
@@ -177,9 +184,11 @@ def record(args, fams) -> tuple[Path, dict]:
 
 def record_interleaved(args, fams, engines, workloads, periods, folder: Path) -> dict[str, list]:
     """Per family (and blocking -> pipelined): the compared blocks of ``--ab-repeats`` runs of its
-    engine with the fault switched on and off every ``--ab-ticks`` ticks (``interleave``)."""
+    engine with the fault switched on and off every ``--ab-ticks`` ticks (``interleave``); each
+    run's blocks go to ``switched.json`` beside its trace (the charges are read in them)."""
     folder.mkdir(parents=True, exist_ok=True)
     ab: dict[str, list] = {}
+    switched_runs: dict[str, list] = {}
     for i in range(args.ab_repeats):
         for fam in fams:
             eng = engines[fam.engine]
@@ -188,13 +197,15 @@ def record_interleaved(args, fams, engines, workloads, periods, folder: Path) ->
                     (switch_key(fam, sw), sw) for sw in [fam.switch] + [a[2] for a in fam.also]]:
                 fault = fam.inject(eng, periods[fam.engine], switched) if switched else fam.inject(
                     eng, periods[fam.engine])
-                ab.setdefault(key, []).extend(run_alternating(
-                    eng, workloads[fam.engine], folder / f"{key}-{i}.trace.jsonl", GATE.set, fault,
-                    args.ab_ticks, start_on=bool(i % 2)).pairs)
+                run = run_alternating(eng, workloads[fam.engine], folder / f"{key}-{i}.trace.jsonl", GATE.set,
+                                      fault, args.ab_ticks, start_on=bool(i % 2))
+                ab.setdefault(key, []).extend(run.pairs)
+                switched_runs.setdefault(key, []).append(dict(trace=run.path.name, blocks=run.blocks))
         eng = engines["plain"]
         ab.setdefault(PIPELINING, []).extend(run_alternating(
             eng, workloads["plain"], folder / f"pipelining-{i}.trace.jsonl", depth_switch(eng), None, args.ab_ticks,
             start_on=bool(i % 2), rest_on=False).pairs)
+    (folder / "switched.json").write_text(json.dumps(switched_runs))
     return ab
 
 
@@ -234,13 +245,12 @@ def table_rows(runs: Runs, fams, delays: dict, ab: dict) -> list[dict]:
         preds = [prediction(r, next((d for d in r.diagnosis if (d.cause, d.site_or_phase) == row), None))
                  for r in faulty]
         said = f"{top.cause} @ {top.site_or_phase} ({top.share:.0%})" if top else "-"
-        right = top_host_cause(faulty[0]) == (fam.top or row)
-        if fam.also:        # several faults at once: theirs are the costliest host rows, in any order
-            mine = {row} | {(c, d) for c, d, _ in fam.also}
-            right = {(d.cause, d.site_or_phase) for d in faulty[0].diagnosis
-                     if not device_made(d)}.issuperset(mine) and {
-                (d.cause, d.site_or_phase) for d in [d for d in faulty[0].diagnosis if not device_made(d)][:len(mine)]
-            } == mine
+        # a device-side family has no host row at all: its finding decides below
+        right = not fam.device and top_host_cause(faulty[0]) == (fam.top or row)
+        if fam.also:        # several faults at once: theirs are the costliest host rows (a phase's whether
+            mine = {row} | {(c, d) for c, d, _ in fam.also}     # or not the host ran), in any order
+            charged = phase_rows(faulty[0])
+            right = set(sorted(charged, key=charged.get, reverse=True)[:len(mine)]) == mine
         if fam.device:      # no bubble: the device-side finding, and removing its tail
             finds = [next((f for f in r.device_findings if f.op == fam.detail), None) for r in faulty]
             said = finds[0].words if finds[0] else "no device-side finding"
@@ -293,32 +303,49 @@ def busy_split(faulty, base) -> dict:
     return dict(busy_plus=busy_f - busy_c, idle_only=mean_period(faulty) / (busy_f + idle_c))
 
 
-def charge_rows(runs: Runs, fams, ab: dict) -> list[dict]:
+def charge_rows(runs: Runs, fams, ab: dict, switched: dict, folder: Path) -> list[dict]:
     """Fault x (cause, share, charged against the A/B-measured gain): per family and each row it
     charges (a two-fault family: both, each against the runs that switched that fault alone; a
-    device-side family: its op's time above the median), the charge as a part of the window (mean
-    over the faulty runs) beside the part of the period its removal gave back in the switching runs
-    (1 - 1/observed speedup, with the 90% interval)."""
+    device-side family: its op's time above the median). ``share`` and ``charged`` (a part of the
+    window) are the whole faulty runs' (a phase's rows whether or not the host ran, ``row_of``);
+    the verdict compares the charge with the gain in the switching runs' own blocks
+    (``charge_ab``: ms per step, each with its interval), where their blocks were kept."""
     out = []
     for fam in fams:
         faulty = runs.reports(fam.name)
         keys = [((fam.cause, fam.detail), fam.switch)] + [((c, d), sw) for c, d, sw in fam.also]
-        for (cause, detail), switched in keys:
-            blocks = ab.get(switch_key(fam, switched) if switched else fam.name)
+        for (cause, detail), switched_by in keys:
+            key = switch_key(fam, switched_by) if switched_by else fam.name
+            blocks = ab.get(key)
             if fam.device:
                 got = [next(((f.share, f.tail_ns / r.window_ns) for f in r.device_findings if f.op == detail),
                             (0.0, 0.0)) for r in faulty]
             else:
-                got = [next(((d.share, d.charged_ns / r.window_ns) for d in r.diagnosis
-                             if (d.cause, d.site_or_phase) == (cause, detail)), (0.0, 0.0)) for r in faulty]
+                got = [(sum(d.share for d in r.diagnosis if row_of(d.cause, d.site_or_phase) == (cause, detail)),
+                        phase_rows(r).get((cause, detail), 0) / r.window_ns) for r in faulty]
             row = dict(family=fam.name, row=f"{cause} @ {detail}", share=sum(g[0] for g in got) / len(got),
-                       charged=sum(g[1] for g in got) / len(got), gain=None, gain_low=None, gain_high=None, err=None)
+                       charged=sum(g[1] for g in got) / len(got), gain=None, gain_low=None, gain_high=None,
+                       err=None, verdict=None)
             if blocks:
                 a = compare(blocks)
                 row.update(gain=1 - 1 / a.ratio, gain_low=1 - 1 / a.low, gain_high=1 - 1 / a.high)
                 row["err"] = row["charged"] / row["gain"] - 1 if row["gain"] > 0 else None
+            v = in_blocks(folder, switched.get(key) or [], lambda k, row_=(cause, detail): row_of(*k) == row_)
+            if v is not None and not fam.device:
+                row.update(verdict=v.verdict, why=v.why, ab=v._asdict())
             out.append(row)
     return out
+
+
+def in_blocks(folder: Path, switched_runs: list[dict], keep) -> Verdict | None:
+    """``charge_ab``'s verdict for the row ``keep`` picks, over the compared blocks of every
+    switching run of one fault (pooled); None where no block could be compared."""
+    from photon_trace.telemetry.trace.file import load_trace
+
+    pooled = [compared(step_rows(load_trace(folder / r["trace"]), [tuple(b) for b in r["blocks"]], [keep]))
+              for r in switched_runs]
+    pooled = [p for p in pooled if len(p)]
+    return decide(np.concatenate(pooled), 0) if pooled else None
 
 
 def print_charges(rows: list[dict]) -> None:
@@ -330,6 +357,11 @@ def print_charges(rows: list[dict]) -> None:
         err = f"{r['err']:+6.0%}" if r["err"] is not None else "     -"
         ok = "-" if r["err"] is None else ("yes" if abs(r["err"]) <= 0.25 else "no")
         print(f"{r['family']:20} {r['row'][:48]:48} {r['share']:6.0%} {r['charged']:8.3f} {gain:>22} {err} {ok:>3}")
+    decided = [r for r in rows if r.get("verdict")]
+    if decided:
+        print("\n# the same rows in the switching runs' blocks (charge_ab): ms per step, 95% intervals")
+        for r in decided:
+            print(f"{r['family']:20} {r['row'][:48]:48} {r['why']}")
 
 
 def every(bubble) -> bool:
@@ -386,7 +418,9 @@ def main() -> None:
               f"{t['runs']:.3f} [{t['runs_low']:.3f}-{t['runs_high']:.3f}]")
     pipe = runs.reports("clean")
     print(f"clean pipelined period {mean_period(pipe):.3f} ms, blocking {mean_period(runs.reports('clean_blocking')):.3f} ms")
-    charges = charge_rows(runs, fams, ab)
+    folder = out / "interleaved"
+    switched = json.loads((folder / "switched.json").read_text()) if (folder / "switched.json").exists() else {}
+    charges = charge_rows(runs, fams, ab, switched, folder)
     print_charges(charges)
     if args.json:
         Path(args.json).write_text(json.dumps({"families": table, "charges": charges}, indent=1))

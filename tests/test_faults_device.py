@@ -5,9 +5,9 @@ fault sized from the clean run's measured period P:
   (its worker spins: ``helpers/device_faults.py``). No bubble shows it; the report's device-side
   row must, with the share of device time the worker says it injected, and ``check`` must say it;
 * two faults at once: a device read in finalize and a plan 1 P slower. The slow plan must be
-  charged the time it held the device idle, not the little the read's charge left it; what
-  removing each gives back, A/B within one run, is ``benchmarks/bench_attribution.py``'s (on this
-  shared machine it moves too much from run to run to be a test's verdict).
+  charged the time it held the device idle, not the little the read's charge left it; each
+  charge against what removing its fault gave back, A/B within one run, is
+  ``test_faults_charging.py``'s.
 """
 from __future__ import annotations
 
@@ -119,10 +119,9 @@ def test_two_faults_at_once_charge_the_slow_plan_its_time_on_the_critical_path(r
     # The read leaves the device idle until the host has planned and launched the next step: all
     # the time the host spent in plan while the device waited is the plan's to give back, though
     # the read's charge took most of it in the partition (the issue: 4% of the idle).
-    # Removing the plan's delay alone gives that back when the device runs at one speed; on this
-    # shared machine the A/B-measured gains of each fault moved by tens of percent from run to
-    # run (the worker, run dry by the read, wakes up late under load): ``bench_attribution.py``
-    # prints them beside the charges, and ``test_analysis_charging.py`` checks the rule exactly.
+    # Removing the plan's delay alone gives that back when the device runs at one speed: each
+    # charge against the gain its removal gave, in the same steps of switching runs, is
+    # ``test_faults_charging.py``'s; ``test_analysis_charging.py`` checks the rule exactly.
     covered = plan_in_late_gaps(trace, rep)
     assert 0.9 * covered <= plan_charged, (charges, covered)
     # the read keeps its own: its charge is at most its bubbles (the critical path may cap it)

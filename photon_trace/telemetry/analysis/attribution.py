@@ -44,7 +44,8 @@ by what actually covers it, so a cause is charged only its own time:
   (``LaunchLatency``, measured in the same trace) is the device's own; a device that
   ran dry starts later than that (a host-process worker that went to sleep, a GPU
   queue that emptied), and the excess goes to the host-late part's largest cause,
-  whose lateness let it run dry. Without anything in the trace to measure the device
+  whose lateness let it run dry (a sync only up to what is left of its charge, below; the
+  rest to the largest other cause). Without anything in the trace to measure the device
   by, all of it stays ``dispatch``. The host's lateness comes
   first: a copy enqueued in the same flush as the op never takes the time before it.
   Where the host-process device's worker waited for a CPU inside the gap (its own run-queue
@@ -54,8 +55,10 @@ by what actually covers it, so a cause is charged only its own time:
 **What a sync costs.** A host wait the design did not expect delays everything the
 host does after it by the wait's length ``w``; with the wait removed the host would
 have enqueued the next op ``w`` earlier. So a sync is charged its own stretch of the
-host-late part plus the host work right after it, up to ``w`` in all (a drain that
-ends as the gap opens covers none of it, yet costs the host work that follows). What
+host-late part plus the host time right after it, up to ``w`` in all (a drain that
+ends as the gap opens covers none of it, yet costs the host work that follows): a phase's
+time whether or not the host ran in it (a sleep after the sync starts ``w`` earlier too), or
+time outside the phases; not an expected wait's, whose end the device's copy sets. What
 the gap's host-late part does not absorb carries to the next gaps until the host has
 regained its lead (a step began with its first op queued at least ``min_gap_ns``
 early): the mask-upload bug leaves two or three gaps per step. A sync in a run whose
@@ -128,10 +131,14 @@ class GapSplit(NamedTuple):
                                   # (``charging``)
 
 
-def _late_start(e: int, x: int, late: list[Part], launch: int | None, detail: str = LAUNCH_LATENCY) -> list[Part]:
+def _late_start(e: int, x: int, late: list[Part], launch: int | None, detail: str = LAUNCH_LATENCY,
+                left: dict[str, int] | None = None) -> list[Part]:
     """[e, x): queued work not started. The device's own launch latency ``launch`` is
     ``dispatch`` (``detail``); any excess (a device that ran dry starts later) goes to the host-late
-    part's largest cause, whose lateness let it run dry (all ``dispatch`` without a measured latency)."""
+    part's largest cause, whose lateness let it run dry (all ``dispatch`` without a measured latency).
+    A sync takes only what is ``left`` of its charge (site -> ns; "What a sync costs": up to its
+    wait in all, which its removal moves the host by, and nothing after it by more); the rest goes
+    to the largest cause that is no sync (``dispatch`` where there is none)."""
     if x <= e:
         return []
     late = [p for p in late if p.cause != Cause.DEVICE_BUSY]   # the host's lateness let the device run dry
@@ -142,7 +149,14 @@ def _late_start(e: int, x: int, late: list[Part], launch: int | None, detail: st
     for p in late:
         share[p[2:]] += p.t1 - p.t0
     largest = max(share.items(), key=lambda kv: kv[1])[0]
-    return [Part(e, x - own, *largest), Part(x - own, x, Cause.DISPATCH, LAUNCH_LATENCY)]
+    end = x - own
+    out = [Part(e, end, *largest)]
+    if largest[0] == Cause.ACCIDENTAL_SYNC and left is not None:
+        took = min(end - e, left.get(largest[1], 0))
+        others = [kv for kv in share.items() if kv[0][0] != Cause.ACCIDENTAL_SYNC]
+        rest = max(others, key=lambda kv: kv[1])[0] if others else (Cause.DISPATCH, LAUNCH_LATENCY)
+        out = [Part(e, e + took, *largest), Part(e + took, end, *rest)]
+    return _merged(out + [Part(end, x, Cause.DISPATCH, LAUNCH_LATENCY)])
 
 
 class _Cover(NamedTuple):
@@ -180,7 +194,7 @@ class Attribution:
         covers = [_Cover(w.t0, w.t1, (1 if w.expected else 0, -w.t0),
                          Cause.COMMIT_WAIT if w.expected else Cause.ACCIDENTAL_SYNC, w.site,
                          of_wait(w, landed, slack_ns)) for w in waits]
-        phases = host_phases(trace)
+        phases = self.phases = host_phases(trace)
         own = PhaseCounters(waits)
         self.no_work = NoWork(trace)
         for h in trace.host_spans:
@@ -242,8 +256,9 @@ class Attribution:
         one_launch = self.one_launch(prev, nxt)
         launch = None if one_launch else self.launch.of(prev, nxt)
         if late_end < g1:
-            parts = _merged(parts + self._queued_parts(late_end, g1, nxt, parts, launch,
-                                                       GRAPH_NODES if one_launch else LAUNCH_LATENCY))
+            queued = self._queued_parts(late_end, g1, nxt, parts, launch, GRAPH_NODES if one_launch else LAUNCH_LATENCY)
+            self._spend([p for p in queued if p.cause == Cause.ACCIDENTAL_SYNC])
+            parts = _merged(parts + queued)
             if tail_op and tail_end > late_end:
                 parts = _relabel(parts, late_end, tail_end, Cause.DEVICE_BUSY, tail_op[1])
         self._last = (g1, min(nxt.enqueued, late_end))
@@ -288,8 +303,9 @@ class Attribution:
 
     def _queued_parts(self, e: int, g1: int, nxt: DeviceSpan, late: list[Part], launch: int | None,
                       detail: str = LAUNCH_LATENCY) -> list[Part]:
+        left = {self._carry.site: self._carry.left_ns} if self._carry is not None else {}
         if not self._copy_waited(e, g1, nxt):
-            return _late_start(e, g1, late, launch, detail)
+            return _late_start(e, g1, late, launch, detail, left)
         copies = [c for c in self.copies.get(nxt.step, ()) if e < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued]
         c = max(copies, key=lambda c: c.t1)
         wait = (Part(0, g1, Cause.COPY_WAIT, c.op) if c.stream == COPY
@@ -297,7 +313,13 @@ class Attribution:
         # the wait is the copy's own time; before the copy began, the device had started
         # nothing queued: a late start like any other (a worker that ran dry and slept)
         begun = min(max(e, c.t0), g1)
-        return _late_start(e, begun, late, launch, detail) + [wait._replace(t0=begun)]
+        return _late_start(e, begun, late, launch, detail, left) + [wait._replace(t0=begun)]
+
+    def _spend(self, taken: list[Part]) -> None:
+        """A late start given to the carried sync counts against what is left of its charge."""
+        if self._carry is not None and taken:
+            left = self._carry.left_ns - sum(p.t1 - p.t0 for p in taken if p.detail == self._carry.site)
+            self._carry = self._carry._replace(left_ns=left) if left > 0 else None
 
     def _copy_waited(self, e: int, g1: int, nxt: DeviceSpan) -> bool:
         """Whether a copy of ``nxt``'s step ended inside its queued time [e, g1]."""
@@ -327,7 +349,7 @@ class Attribution:
         """Charge the syncs on the coverage ``parts`` of the host-late stretch [a, b)."""
         if self._carry is not None:
             c = self._carry
-            parts, left = _charge(parts, a, c.left_ns, c.site, self._shared)
+            parts, left = _charge(parts, a, c.left_ns, c.site, self.phases, self._shared)
             self._carry = c._replace(left_ns=left) if left > 0 else None
         if not len(self.unexpected):
             return parts
@@ -339,7 +361,8 @@ class Attribution:
             # of the same site may sit right after it, merged into one part)
             own = sum(min(p.t1, w.t1) - max(p.t0, w.t0) for p in parts if p.cause == Cause.ACCIDENTAL_SYNC
                       and p.detail == w.site and p.t0 < w.t1 and p.t1 > w.t0)
-            parts, left = _charge(parts, max(a, min(w.t1, b)), (w.t1 - w.t0) - own, w.site, self._shared)
+            parts, left = _charge(parts, max(a, min(w.t1, b)), (w.t1 - w.t0) - own, w.site, self.phases,
+                                  self._shared)
             if left > 0:
                 self._carry = _Carry(w.site, left)
         return parts
@@ -379,13 +402,21 @@ def _timeline(covers: list[_Cover]) -> tuple[list[int], list[tuple[Cause, str, R
     return cuts, labels
 
 
-def _charge(parts: list[Part], start: int, budget: int, site: str,
+def _moves(p: Part, phases: frozenset[str]) -> bool:
+    """Whether ``p`` is host time a sync's removal moves earlier: host work (a phase's, or outside
+    the phases), or a phase's time the host did not run (a sleep, the GIL, the run queue: it starts
+    ``w`` earlier too). Not an expected wait's, whose end the device's copy sets."""
+    return p.cause == Cause.HOST_BOUND or (p.cause in (Cause.HOST_BLOCKED, Cause.HOST_DESCHEDULED)
+                                           and p.detail in phases)
+
+
+def _charge(parts: list[Part], start: int, budget: int, site: str, phases: frozenset[str],
             shared: list[Part] | None = None) -> tuple[list[Part], int]:
-    """Give ``site`` up to ``budget`` of the host-bound stretches from ``start`` on; (parts, budget left).
-    Each stretch given, under its own label, goes to ``shared``."""
+    """Give ``site`` up to ``budget`` of the host time a sync delays (``_moves``) from ``start`` on;
+    (parts, budget left). Each stretch given, under its own label, goes to ``shared``."""
     out = []
     for p in parts:
-        if budget <= 0 or p.cause != Cause.HOST_BOUND or p.t1 <= start:
+        if budget <= 0 or not _moves(p, phases) or p.t1 <= start:
             out.append(p)
             continue
         x = max(p.t0, start)

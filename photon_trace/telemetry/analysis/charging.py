@@ -28,10 +28,14 @@ A row's *charge* (``Diagnosis.charged_ns``; its share and its rank follow it) co
 A row no sync touched and no other cause holds on the critical path is charged exactly its
 bubbles, so where causes do not interact nothing changes; where they do, the charges of two rows
 may overlap, and their shares (of all bubble idle) add up to more than 100%: each says what its own
-fix gives back, not a slice of a pie. Measured on the two faults through the real engine
-(``benchmarks/bench_attribution.py``, family ``two_faults``): docs/measurements.md, "Two faults
-at once, and a slow device" (each charge equal to its predicted removal; on a shared, loaded
-2-core machine both ~30% above the A/B-measured gains).
+fix gives back, not a slice of a pie. A phase's time is the phase's whether or not the host ran in
+it (``host_running`` splits it into three rows: a sleeping slow plan is ``host_blocked`` in plan):
+a sync delays a sleep as it delays work, and each of the three is bounded as the phase is.
+
+Measured on the two faults through the real engine, each charge read in the blocks of a run that
+switches its fault on and off against what the switching gave back in the same steps
+(``benchmarks/charge_ab.py``; ``tests/test_faults_charging.py``): docs/measurements.md, "Two faults
+at once, and a slow device".
 """
 from __future__ import annotations
 
@@ -95,20 +99,48 @@ def host_work(trace: Trace, window: tuple[int, int], busy_ns: int) -> HostWork |
                     {p: _less(_union(v), waits) for p, v in spans.items()})
 
 
-def shared_idle(splits: Iterable[tuple[object, GapSplit]]) -> dict[tuple[Cause, str], int]:
-    """Per (cause, detail), the idle in other rows' bubbles its removal closes too: the host work a
-    sync's charge took from it (``GapSplit.shared``; a phase's, not time outside the phases), clipped
-    to the gaps' parts in the window
-    (``gap`` is a ``bubbles.Gap``: its ``t0``, ``t1`` are the window's part of the gap)."""
-    out: dict[tuple[Cause, str], int] = defaultdict(int)
+def _shared_parts(splits: Iterable[tuple[object, GapSplit]]) -> Iterable[tuple[tuple[Cause, str], int, int]]:
+    """(row, t0, t1) of each stretch a sync's charge took from a phase (``GapSplit.shared``; time
+    outside the phases is no phase's), clipped to its gap's part in the window (``gap`` is a
+    ``bubbles.Gap``: its ``t0``, ``t1`` are the window's part of the gap)."""
     for gap, s in splits:
         for p in s.shared:
             if p.detail.startswith(OUTSIDE_PHASES):
                 continue    # no phase recorded: nothing that a fix of one phase would remove
             a, b = max(p.t0, gap.t0), min(p.t1, gap.t1)
             if a < b:
-                out[(p.cause, p.detail)] += b - a
+                yield (p.cause, p.detail), a, b
+
+
+def shared_idle(splits: Iterable[tuple[object, GapSplit]]) -> dict[tuple[Cause, str], int]:
+    """Per (cause, detail), the idle in other rows' bubbles its removal closes too: the host time
+    a sync's charge took from it (``_shared_parts``)."""
+    out: dict[tuple[Cause, str], int] = defaultdict(int)
+    for key, a, b in _shared_parts(splits):
+        out[key] += b - a
     return dict(out)
+
+
+def charged_spans(splits: Iterable[tuple[object, GapSplit]]) -> dict[tuple[Cause, str], list[tuple[int, int]]]:
+    """Per (cause, detail), the stretches its charge holds before the cap, in time order: its
+    bubbles (the gaps' parts in the window) and the stretches it shares with a sync (as
+    ``shared_idle``). Their lengths add up to ``charges`` uncapped; where in the window they lie
+    lets a charge be read per step (an interval from the steps' variability, or the steps of
+    some blocks only)."""
+    splits = list(splits)
+    out: dict[tuple[Cause, str], list[tuple[int, int]]] = defaultdict(list)
+    for gap, s in splits:
+        for p in s.parts:
+            a, b = max(p.t0, gap.t0), min(p.t1, gap.t1)
+            if a < b:
+                out[(p.cause, p.detail)].append((a, b))
+    for key, a, b in _shared_parts(splits):
+        out[key].append((a, b))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+_PHASE_ROWS = (Cause.HOST_BOUND, Cause.HOST_BLOCKED, Cause.HOST_DESCHEDULED)
+"""The rows of a phase's time: its host code, and the host not running in it (``host_running``)."""
 
 
 def cap(key: tuple[Cause, str], work: HostWork | None) -> int | None:
@@ -119,8 +151,9 @@ def cap(key: tuple[Cause, str], work: HostWork | None) -> int | None:
         return None
     if cause in (Cause.ACCIDENTAL_SYNC, Cause.COMMIT_WAIT):
         own = 0                         # a wait: no host work of its own
-    elif cause == Cause.HOST_BOUND and detail in work.phase_ns:
-        own = work.phase_ns[detail]
+    elif cause in _PHASE_ROWS and detail in work.phase_ns:
+        own = work.phase_ns[detail]     # the phase's whole time: for a part of it (the host not
+                                        # running in it), a bound that is looser, never wrong
     else:
         return None                     # host time outside the phases: its own work is not known
     return max(0, work.window_ns - max(work.busy_ns, work.host_ns - own))
