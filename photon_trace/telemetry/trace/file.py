@@ -94,7 +94,8 @@ def chunk_lines(chunk: Chunk) -> Generator[None, None, tuple[bytes, dict] | None
             if rows:
                 pieces = []
                 for i in range(0, len(rows), PIECE):
-                    pieces.append(_dumps(rows[i:i + PIECE])[1:-1])
+                    piece = rows[i:i + PIECE]     # a list, or Columns (an import's): tuples built here
+                    pieces.append(_dumps(piece if isinstance(piece, list) else list(piece))[1:-1])
                     yield
                 parts.append(f',"{kind}":[{",".join(pieces)}]')
                 counts[kind] = len(rows)
