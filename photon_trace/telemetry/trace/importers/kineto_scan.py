@@ -89,15 +89,21 @@ class Source:
             return
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         for piece in _chain([first], raw):
-            try:
-                out = d.decompress(piece)
-            except zlib.error as e:
-                raise CorruptGzip(str(e)) from None
-            if out:
-                self.total += len(out)
-                yield out
-            if d.eof:      # a second gzip member (rare) is not read: json.loads of the first never was either
-                return
+            while piece:      # at most _READ bytes out at once: a block stays ~BLOCK, whatever the ratio
+                try:
+                    out = d.decompress(piece, _READ)
+                except zlib.error as e:
+                    raise CorruptGzip(str(e)) from None
+                if out:
+                    self.total += len(out)
+                    yield out
+                if d.eof:     # a second gzip member (rare) is not read: json.loads of the first never was either
+                    return
+                piece = d.unconsumed_tail
+        rest = d.flush()      # output zlib held back when the last input ran out at the size limit
+        if rest:
+            self.total += len(rest)
+            yield rest
         self.cut = not d.eof
 
 
@@ -270,9 +276,11 @@ class Stream:
             if len(rest) > 64 << 20:
                 raise Unstreamable("more than 64 MB after the events")
         text = rest.strip()
-        if self.bare or text == b"}":
+        if self.bare:
             if text:
                 raise Unstreamable("not JSON after the events")
+            return
+        if text == b"}":
             return
         if not text:
             self.truncated = True
