@@ -45,6 +45,7 @@ import zlib
 from collections.abc import Generator
 from pathlib import Path
 
+from photon_trace.telemetry.trace.fit import check_fits
 from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, add_dropped, merge_header
 from photon_trace.telemetry.trace.line_file import LineFile, WriteStopped
 from photon_trace.telemetry.trace.pieces import PIECE, run_to_end
@@ -200,6 +201,7 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
 
 
 def _load(path: Path, strict: bool) -> Trace:
+    check_fits(path, "ours")   # refused up front when it cannot fit in memory (fit.py)
     try:
         data, gzip_cut = _read_bytes(path)
     except OSError as e:

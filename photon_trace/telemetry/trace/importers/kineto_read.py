@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning
+from photon_trace.telemetry.trace.fit import check_fits
 from photon_trace.telemetry.trace.importers.kineto_events import (  # noqa: F401  (re-exported)
     DEVICE_CATS, DEVICE_CODES, HOST_CATS, HOST_CODES, KINDS, SYNC_CAT, Event, EventBuilder, EventTable, Flows)
 from photon_trace.telemetry.trace.importers.kineto_scan import CorruptGzip, Source, Stream, Unstreamable
@@ -105,6 +106,8 @@ def read_kineto(path: str | Path, data: bytes | None = None, *, strict: bool = T
             open(path, "rb").close()
     except OSError as e:
         raise KinetoFormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    if data is None:
+        check_fits(path, "kineto")     # refused up front when it cannot fit in memory
     problems = Problems(str(path), strict, defer=True)
     builder = EventBuilder(problems)
     source = Source(path, data)
