@@ -58,7 +58,7 @@ def estimate(path: Path, kind: str) -> Estimate:
     if head.startswith(b"\x1f\x8b"):
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            text = d.decompress(head, 64 * _SAMPLE)
+            text = d.decompress(head, _SAMPLE)
         except zlib.error:
             return Estimate(0, 0, "a corrupt gzip stream")      # the reader says what is wrong
         used = len(head) - len(d.unconsumed_tail)

@@ -116,6 +116,7 @@ def read_kineto(path: str | Path, data: bytes | None = None, *, strict: bool = T
         try:
             for block in stream.blocks():
                 builder.add(block)
+                del block             # not held while the next block is decoded
         except CorruptGzip as e:
             raise KinetoFormatError(f"{path}: a corrupt gzip stream ({e})") from None
         except Unstreamable as e:

@@ -89,9 +89,9 @@ class Source:
             return
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         for piece in _chain([first], raw):
-            while piece:      # at most _READ bytes out at once: a block stays ~BLOCK, whatever the ratio
+            while piece:      # a quarter block out at once: a block stays ~BLOCK, whatever the ratio
                 try:
-                    out = d.decompress(piece, _READ)
+                    out = d.decompress(piece, max(BLOCK // 4, 1))
                 except zlib.error as e:
                     raise CorruptGzip(str(e)) from None
                 if out:
@@ -217,9 +217,10 @@ class Stream:
 
     def blocks(self) -> Iterator[list]:
         buf = self._head()
+        need = BLOCK
         while True:
             ended = False
-            while len(buf) < BLOCK:
+            while len(buf) < need:
                 piece = self._more()
                 if not piece:
                     ended = True
@@ -227,13 +228,17 @@ class Stream:
                 buf += piece
             comma, close = element_ends(buf)
             end = close if close >= 0 else comma
-            if end >= 0:
+            if end < 0:
+                need = 2 * len(buf) + BLOCK      # one element longer than a block: read on
+            else:
+                need = BLOCK
                 body = buf[:end]
                 if close >= 0 or body.strip():
                     events = self._decode(body)
                     if events:
                         self.n_events += len(events)
                         yield events
+                    del events        # not held while the next block is decoded
                 self.where = self._consumed + end
                 if close >= 0:
                     self._tail(buf[close + 1:])
