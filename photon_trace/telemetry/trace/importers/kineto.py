@@ -53,7 +53,7 @@ from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, pho
 from photon_trace.telemetry.trace.importers.kineto_events import (
     CALL_CODES, CODE, DEVICE_CODES, HOST_CODES, KINDS, NESTING_CODES, SYNC_CAT, EventTable)
 from photon_trace.telemetry.trace.importers.kineto_graphs import graph_summary
-from photon_trace.telemetry.trace.importers.kineto_link import Launches, Steps, by_flow
+from photon_trace.telemetry.trace.importers.kineto_link import Launches, Steps, by_flow, pageable_copies
 from photon_trace.telemetry.trace.importers.kineto_order import impossible_order, stream_overlaps
 from photon_trace.telemetry.trace.importers.kineto_read import KinetoDoc, KinetoPartialWarning, Problems, read_kineto
 from photon_trace.telemetry.trace.importers.kineto_stack import Nesting, call_site
@@ -117,7 +117,7 @@ def kineto_to_trace(doc: KinetoDoc, *, step_annotation: str | None = None, stric
     overlaps = stream_overlaps(lanes[by_lane], d_t0[by_lane], d_t1[by_lane],
                                lambda i: ev.event(int(device[by_lane[i]])),
                                lambda i: _call_name(ev, launcher[by_lane[i]]), doc.resolution_ns)
-    pageable = _pageable_copies(ev, device, launcher, lanes[by_lane], d_t0[by_lane], d_t1[by_lane])
+    pageable = pageable_copies(ev, device, launcher, lanes[by_lane], d_t0[by_lane], d_t1[by_lane])
 
     # Host waits, each with the spans open at its start (for its call site).
     sync_info = {}
@@ -230,37 +230,6 @@ def _device_columns(ev: EventTable, device: np.ndarray, lanes: np.ndarray, step:
                                 "slot": np.zeros(len(order), dtype=np.int64), "t0": ev.t0[device[order]],
                                 "t1": ev.t1[device[order]], "enqueued": enqueued[order].astype(np.int64)},
                    {"stream": streams, "op": ops})
-
-
-def _pageable_copies(ev: EventTable, device: np.ndarray, launcher: np.ndarray, lanes: np.ndarray,
-                     t0: np.ndarray, t1: np.ndarray) -> dict[int, int]:
-    """call row -> the row of the copy it made between the device and pageable host memory.
-
-    CUDA's traces name the memory (``Memcpy DtoH (Device -> Pageable)``). ROCm's say ``Host``
-    whatever it was: there a copy counts as pageable when its call returned only after the copy
-    ran and the stream still had earlier work when the call was made (the host waited for the
-    stream to drain, which a copy from pinned memory does not do). ``lanes``, ``t0``, ``t1``:
-    the device ops sorted by (lane, start, end)."""
-    out: dict[int, int] = {}
-    copies = np.flatnonzero((ev.kind[device] == CODE["gpu_memcpy"]) & (launcher >= 0))
-    if not len(copies):
-        return out
-    reach: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
-    for j in copies.tolist():
-        dev, call = int(device[j]), int(launcher[j])
-        name = ev.names[ev.name[dev]]
-        if "Pageable" in name:
-            out[call] = dev
-        elif "Host" in name and "Async" in ev.names[ev.name[call]] and ev.t1[call] >= ev.t1[dev]:
-            lane = int(ev.lane[dev])
-            if lane not in reach:
-                a, b = np.searchsorted(lanes, lane, side="left"), np.searchsorted(lanes, lane, side="right")
-                reach[lane] = (int(a), t0[a:b], np.maximum.accumulate(t1[a:b]))
-            _, starts, ends = reach[lane]
-            i = int(np.searchsorted(starts, ev.t0[dev], side="left")) - 1   # the last op starting before the copy
-            if i >= 0 and ends[i] > ev.t0[call]:
-                out[call] = dev
-    return out
 
 
 def _reason(call: Event, copy: Event | None, sync: Event | None) -> str:

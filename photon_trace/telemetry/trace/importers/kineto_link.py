@@ -6,6 +6,9 @@ call's). When ids repeat, the last call with the id counts (as a dict built in f
 would). Correlation ids are looked up with ``np.searchsorted`` over the calls' ids; the flows,
 which a trace holds two per kernel, are only turned into lookups for the ops left unlinked.
 
+**Pageable copies** (``pageable_copies``): the copy calls that made the host wait for their
+stream, by the copy's name (CUDA) or by when the call returned (ROCm).
+
 **Steps.** ``ProfilerStep#N`` annotations (or the ``--step-annotation`` name), by start; a
 moment's step is the last one begun at or before it, -1 before the first, 0 for every moment
 when there are none.
@@ -138,3 +141,34 @@ class Steps:
 
     def at(self, t: int) -> int:
         return int(self.of(np.array([t]))[0])
+
+
+def pageable_copies(ev: EventTable, device: np.ndarray, launcher: np.ndarray, lanes: np.ndarray,
+                     t0: np.ndarray, t1: np.ndarray) -> dict[int, int]:
+    """call row -> the row of the copy it made between the device and pageable host memory.
+
+    CUDA's traces name the memory (``Memcpy DtoH (Device -> Pageable)``). ROCm's say ``Host``
+    whatever it was: there a copy counts as pageable when its call returned only after the copy
+    ran and the stream still had earlier work when the call was made (the host waited for the
+    stream to drain, which a copy from pinned memory does not do). ``lanes``, ``t0``, ``t1``:
+    the device ops sorted by (lane, start, end)."""
+    out: dict[int, int] = {}
+    copies = np.flatnonzero((ev.kind[device] == CODE["gpu_memcpy"]) & (launcher >= 0))
+    if not len(copies):
+        return out
+    reach: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
+    for j in copies.tolist():
+        dev, call = int(device[j]), int(launcher[j])
+        name = ev.names[ev.name[dev]]
+        if "Pageable" in name:
+            out[call] = dev
+        elif "Host" in name and "Async" in ev.names[ev.name[call]] and ev.t1[call] >= ev.t1[dev]:
+            lane = int(ev.lane[dev])
+            if lane not in reach:
+                a, b = np.searchsorted(lanes, lane, side="left"), np.searchsorted(lanes, lane, side="right")
+                reach[lane] = (int(a), t0[a:b], np.maximum.accumulate(t1[a:b]))
+            _, starts, ends = reach[lane]
+            i = int(np.searchsorted(starts, ev.t0[dev], side="left")) - 1   # the last op starting before the copy
+            if i >= 0 and ends[i] > ev.t0[call]:
+                out[call] = dev
+    return out

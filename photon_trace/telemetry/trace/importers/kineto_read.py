@@ -34,8 +34,8 @@ import numpy as np
 
 from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning
 from photon_trace.telemetry.trace.fit import check_fits
-from photon_trace.telemetry.trace.importers.kineto_events import (  # noqa: F401  (re-exported)
-    DEVICE_CATS, DEVICE_CODES, HOST_CATS, HOST_CODES, KINDS, SYNC_CAT, Event, EventBuilder, EventTable, Flows)
+from photon_trace.telemetry.trace.importers.kineto_events import (
+    DEVICE_CODES, HOST_CODES, EventBuilder, EventTable, Flows)
 from photon_trace.telemetry.trace.importers.kineto_scan import CorruptGzip, Source, Stream, Unstreamable
 from photon_trace.telemetry.trace.importers.kineto_times import implausible_rows
 from photon_trace.telemetry.trace.plausible import RULE
