@@ -85,3 +85,21 @@ def test_available_reads_the_machine_or_the_budget(monkeypatch):
     monkeypatch.setenv(BUDGET_ENV, "lots")
     with pytest.raises(Exception, match="give bytes"):
         available()
+
+
+def test_a_cgroup_limit_counts_less_its_usage_but_not_its_reclaimable_cache(tmp_path):
+    """A container's limit, faked as the files the kernel shows (cgroup v2, then v1)."""
+    (tmp_path / "memory.max").write_text("4294967296\n")
+    (tmp_path / "memory.current").write_text(str(3 << 30) + "\n")
+    (tmp_path / "memory.stat").write_text(f"anon 1000\ninactive_file {512 << 20}\nactive_file 7\n")
+    assert fit._cgroup_left(tmp_path) == (1 << 30) + (512 << 20)
+    (tmp_path / "memory.max").write_text("max\n")
+    assert fit._cgroup_left(tmp_path) is None
+    v1 = tmp_path / "v1"
+    (v1 / "memory").mkdir(parents=True)
+    (v1 / "memory" / "memory.limit_in_bytes").write_text(str(2 << 30))
+    (v1 / "memory" / "memory.usage_in_bytes").write_text(str(1 << 30))
+    (v1 / "memory" / "memory.stat").write_text(f"total_inactive_file {1 << 20}\n")
+    assert fit._cgroup_left(v1) == (1 << 30) + (1 << 20)
+    (v1 / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712")   # v1's "no limit"
+    assert fit._cgroup_left(v1) is None

@@ -11,7 +11,8 @@ interpreter's own (``BASE_BYTES``) is the estimate. It is an estimate: a file wh
 is unlike the rest (a long metadata block) is misjudged by that much.
 
 **Available**: ``MemAvailable`` of /proc/meminfo, or less where a cgroup limit (v2
-``memory.max`` less ``memory.current``; v1 ``memory.limit_in_bytes`` less usage) leaves less.
+``memory.max`` less ``memory.current``; v1 ``memory.limit_in_bytes`` less usage; the inactive
+file cache, which the kernel reclaims, not counted as used) leaves less.
 ``PHOTON_TRACE_MEMORY_BUDGET`` sets the figure instead (bytes, or ``512M``, ``4G``), or ``off``
 to load whatever the estimate says.
 """
@@ -122,15 +123,51 @@ def _meminfo_available() -> int | None:
     return None
 
 
-def _cgroup_left() -> int | None:
-    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+def _cgroup_left(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """This process's cgroup memory limit (the tightest of its own and the mount's) less its
+    usage, the reclaimable file cache not counted as used; None where no limit is set (or none
+    can be read). ``root``: the cgroup mount (v2 files there, v1's under ``memory/``)."""
+    own = _own_cgroups()
+    places = [(root / own.get("v2", ""), "memory.max", "memory.current", "inactive_file"),
+              (root, "memory.max", "memory.current", "inactive_file"),
+              (root / "memory" / own.get("v1", ""), "memory.limit_in_bytes", "memory.usage_in_bytes",
+               "total_inactive_file"),
+              (root / "memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")]
+    best = None
+    for base, limit_name, usage_name, stat_key in places:
         try:
-            limit = Path(limit_file).read_text().strip()
-            if limit == "max" or int(limit) >= 1 << 60:     # v1 writes a huge number for none
-                return None
-            return int(limit) - int(Path(usage_file).read_text().strip())
+            limit = (base / limit_name).read_text().strip()
+            usage = int((base / usage_name).read_text().strip())
         except (OSError, ValueError):
             continue
-    return None
+        if not limit.isdigit() or int(limit) >= 1 << 60:     # "max", or v1's huge number: no limit
+            continue
+        left = int(limit) - usage + _stat(base / "memory.stat", stat_key)
+        best = left if best is None else min(best, left)
+    return best
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup paths below the mount: {"v2": ..., "v1": ...} (memory controller)."""
+    out = {}
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controllers == "":
+                out["v2"] = path.strip().lstrip("/")
+            elif "memory" in controllers.split(","):
+                out["v1"] = path.strip().lstrip("/")
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def _stat(path: Path, key: str) -> int:
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
