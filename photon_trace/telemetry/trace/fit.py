@@ -6,7 +6,7 @@ both figures, instead of exhausting the machine half-way through.
 compression ratio and how many records a byte of the text holds (a Kineto event is one
 ``"ph"`` key; a row of our files one ``],[``). The file's size times those is the record
 count, and the count times the measured peak memory per record (``BYTES_PER_EVENT``,
-``BYTES_PER_ROW``: import, analysis and gate of a 1M-event trace, docs/scale.md) plus the
+``BYTES_PER_ROW``: import, analysis and gate of a 1M-event trace, docs/import_scale.md) plus the
 interpreter's own (``BASE_BYTES``) is the estimate. It is an estimate: a file whose first MB
 is unlike the rest (a long metadata block) is misjudged by that much.
 
@@ -32,10 +32,11 @@ BASE_BYTES = 80 << 20
 trace: 69 MB peak RSS)."""
 BYTES_PER_EVENT = 450
 """Peak RSS per Kineto event of ``check`` (import, analysis, gate): 532 MB at 1.03M events
-(docs/scale.md)."""
+(docs/import_scale.md)."""
 BYTES_PER_ROW = 750
 """Peak RSS per record of one of our own trace files under ``check``: 537 MB at 626k records
-(docs/scale.md)."""
+loaded as lists (docs/import_scale.md); a file past ``file.py:COLUMNS_FROM`` loads its spans as
+columns and needs less, so the estimate errs on the safe side there."""
 _SAMPLE = 1 << 20
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
