@@ -153,6 +153,7 @@ class EventBuilder:
         """Check every event of ``raw`` (the next events of traceEvents); keep the span events we use
         (the hot loop of an import)."""
         problems, kinds, ignored, names = self.problems, self._kinds, self.ignored, self.names
+        thread_codes, isfinite = self.threads, math.isfinite
         idx, kd, nm, th, t0s, t1s, cor, ln = [], [], [], [], [], [], [], []
         flows = {"s": ([], [], [], []), "f": ([], [], [], [])}
         i = self.n - 1
@@ -172,8 +173,10 @@ class EventBuilder:
                         ignored[str(cat)] = ignored.get(str(cat), 0) + 1
                         continue
                 name, ts, dur, pid, tid = e.get("name"), e.get("ts"), e.get("dur"), e.get("pid"), e.get("tid")
-                if type(name) is not str or not _finite(ts) or not _finite(dur) or pid is None or tid is None \
-                        or dur < 0:
+                tt, td = type(ts), type(dur)
+                if type(name) is not str or pid is None or tid is None \
+                        or not (tt is int or (tt is float and isfinite(ts))) \
+                        or not (td is int or (td is float and isfinite(dur))) or dur < 0:
                     _bad_span(i, e, cat, problems)
                     continue
                 args = e.get("args")
@@ -192,17 +195,20 @@ class EventBuilder:
                         lane = _code(self.lanes, f"gpu{device} stream {stream}")
                         if type(device) is int:
                             self._lane_of[(device, stream)] = lane
-                if not self.fine and ((type(ts) is float and not ts.is_integer())
-                                      or (type(dur) is float and not dur.is_integer())):
+                if not self.fine and ((tt is float and not ts.is_integer())
+                                      or (td is float and not dur.is_integer())):
                     self.fine = True
-                t0 = ts * 1000 if type(ts) is int else round(ts * 1000)
+                t0 = ts * 1000 if tt is int else round(ts * 1000)
                 code = CODE[kind]
                 idx.append(i)
                 kd.append(code)
                 nm.append(names.setdefault(name, len(names)))
-                th.append(self._thread(pid, tid))
+                try:
+                    th.append(thread_codes[(pid, tid)])
+                except (KeyError, TypeError):      # a new thread, or an unhashable pid/tid
+                    th.append(self._thread(pid, tid))
                 t0s.append(t0)
-                t1s.append(t0 + (dur * 1000 if type(dur) is int else round(dur * 1000)))
+                t1s.append(t0 + (dur * 1000 if td is int else round(dur * 1000)))
                 c = args.get("correlation")
                 c = c if type(c) is int and _I64[0] <= c < _I64[1] else _corr(c)
                 if c == ODD:
