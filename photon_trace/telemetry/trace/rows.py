@@ -111,3 +111,17 @@ def check_row(path: Path, lineno: int, kind: str, i: int, row: object):
                 f"{path}: line {lineno}: {kind} row {i}: field {name} should be "
                 f"{want.__name__}, got {value!r}")
     return cls._make(row)
+
+
+def check_columns(path: Path, lineno: int, kind: str, rows: list) -> list[tuple]:
+    """A chunk's rows of ``kind`` as its columns (one tuple of values per field), checked as
+    ``check_rows`` checks them: for a large file loaded into ``Columns`` without a tuple per row."""
+    _, types = ROW_TYPES[kind]
+    if rows and kind in VERSION_1_WIDTH and all(type(r) is list and len(r) == VERSION_1_WIDTH[kind] for r in rows):
+        rows = [r + _PAD for r in rows]
+    if rows and set(map(type, rows)) == {list} and set(map(len, rows)) == {len(types)}:
+        cols = list(zip(*rows))
+        if all(set(map(type, col)) <= {want} for col, want in zip(cols, types)):
+            return cols
+    checked = [check_row(path, lineno, kind, i, r) for i, r in enumerate(rows)]
+    return list(zip(*checked)) if checked else [() for _ in types]

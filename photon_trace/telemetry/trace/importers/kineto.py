@@ -31,6 +31,11 @@ How events map (``kineto_read`` has checked them):
   launch), -1 before the first. Without any, the whole trace is step 0.
 * **Clock**: integer ns from the µs timestamps; the header says the source's resolution.
 
+**Columns**: ``kineto_read`` keeps each event as a row of columns, and here the host spans
+and device ops become ``Columns`` (one array per field) by array operations: the launch
+links (``kineto_link``), steps, the sort by time, the per-stream counts. Python runs per
+wait (a few per step), not per event.
+
 The header tells the analysis which stream to analyse first (``primary_stream``, the
 one with the most ops) and which host spans are phases (``host_phases``: the top-level cpu ops), and
 the dashboard how to group ~hundreds of op names into a few legend entries (``categories``).
@@ -38,18 +43,20 @@ the dashboard how to group ~hundreds of op names into a few legend entries (``ca
 from __future__ import annotations
 
 import os
-import re
 import warnings
-from bisect import bisect_right
-from collections import Counter, defaultdict
 from pathlib import Path
 
+import numpy as np
+
+from photon_trace.telemetry.trace.columns import Columns
 from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, photon_trace_version
+from photon_trace.telemetry.trace.importers.kineto_events import (
+    CALL_CODES, CODE, DEVICE_CODES, HOST_CODES, KINDS, NESTING_CODES, SYNC_CAT, EventTable)
 from photon_trace.telemetry.trace.importers.kineto_graphs import graph_summary
+from photon_trace.telemetry.trace.importers.kineto_link import Launches, Steps, by_flow, pageable_copies
 from photon_trace.telemetry.trace.importers.kineto_order import impossible_order, stream_overlaps
-from photon_trace.telemetry.trace.importers.kineto_read import (
-    DEVICE_CATS, SYNC_CAT, Event, KinetoDoc, KinetoFormatError, KinetoPartialWarning, Problems, read_kineto)
-from photon_trace.telemetry.trace.importers.kineto_stack import call_site, sweep
+from photon_trace.telemetry.trace.importers.kineto_read import KinetoDoc, KinetoPartialWarning, Problems, read_kineto
+from photon_trace.telemetry.trace.importers.kineto_stack import Nesting, call_site
 from photon_trace.telemetry.trace.importers.runtime_calls import DEVICE_WAIT_CALLS, SYNC_CALLS, runtime_of
 from photon_trace.telemetry.trace.lanes import IMPORTED_STEP
 from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, StepRecord, Trace
@@ -58,7 +65,6 @@ DEFAULT_STEP_ANNOTATION = "ProfilerStep"
 
 HOST_CATEGORY = {"cpu_op": "cpu op", "user_annotation": "annotation", "python_function": "python",
                  "cuda_runtime": "cuda runtime", "cuda_driver": "cuda driver"}
-_STEP_NUMBER = re.compile(r"#(\d+)$")
 
 
 def import_kineto(path: str | os.PathLike, *, step_annotation: str | None = None, strict: bool = True,
@@ -73,129 +79,157 @@ def import_kineto(path: str | os.PathLike, *, step_annotation: str | None = None
 
 
 def kineto_to_trace(doc: KinetoDoc, *, step_annotation: str | None = None, strict: bool = True) -> Trace:
-    host = [e for e in doc.events if e.kind in HOST_CATEGORY]
-    device = [e for e in doc.events if e.kind in DEVICE_CATS.values()]
-    syncs = [e for e in doc.events if e.kind == SYNC_CAT]
-    calls = [e for e in host if e.kind in ("cuda_runtime", "cuda_driver")]
-    lanes = _ThreadLanes(doc)
+    ev = doc.events
+    kind = ev.kind
+    host = np.flatnonzero(np.isin(kind, HOST_CODES))
+    device = np.flatnonzero(np.isin(kind, DEVICE_CODES))
+    syncs = np.flatnonzero(kind == CODE[SYNC_CAT])
+    calls = np.flatnonzero(np.isin(kind, CALL_CODES))
+    steps = Steps(ev, host, step_annotation or DEFAULT_STEP_ANNOTATION, explicit=step_annotation is not None,
+                  path=doc.path)
+    launches = Launches(ev, calls)
 
-    steps = _Steps(host, step_annotation or DEFAULT_STEP_ANNOTATION, explicit=step_annotation is not None,
-                   path=doc.path)
-    runtime = {e.args["correlation"]: e for e in calls if "correlation" in e.args}
-    launch_at = {(e.pid, e.tid, e.t0): e for e in calls}
-
-    # Device ops, per stream lane, with their launches; an impossible order is bad input.
+    # Device ops with their launches; an impossible order is bad input.
+    launcher = launches.by_correlation(device)
+    unlinked = launcher < 0
+    if unlinked.any():
+        launcher[unlinked] = by_flow(ev, device[unlinked], calls, doc.flows_start, doc.flows_end)
     problems = Problems(doc.path, strict)
-    by_stream: dict[str, list[Event]] = defaultdict(list)
-    device_spans: list[DeviceSpan] = []
-    launched_by: dict[int, Event] = {}        # device event index -> runtime call
-    kept: list[Event] = []
-    unlinked = 0
-    for e in device:
-        call = _launch(e, runtime, launch_at, doc)
-        wrong = impossible_order(e, call, doc.resolution_ns)
-        if wrong is not None:
-            problems.report("impossible order", wrong)
-            continue
-        kept.append(e)
-        lane = f"gpu{e.args.get('device', e.pid)} stream {e.args.get('stream', e.tid)}"
-        by_stream[lane].append(e)
-        if call is None:
-            unlinked += 1
-            enqueued, step = 0, steps.of(e.t0)
-        else:
-            launched_by[e.index] = call
-            enqueued, step = call.t0, steps.of(call.t0)
-        device_spans.append(DeviceSpan(lane, e.name, step, 0, e.t0, e.t1, enqueued))
-    device = kept
-    for kind, (n, first) in problems.seen.items():
-        warnings.warn(f"{doc.path}: skipped {n} device op{'s' if n > 1 else ''} ({kind}); first: {first}",
+    launch_t0 = np.where(launcher >= 0, ev.t0[np.maximum(launcher, 0)], 0)
+    wrong = (ev.t1[device] < ev.t0[device]) | ((launcher >= 0) & (ev.t0[device] < launch_t0 - doc.resolution_ns))
+    for j in np.flatnonzero(wrong).tolist():
+        call = ev.event(int(launcher[j])) if launcher[j] >= 0 else None
+        problems.report("impossible order", impossible_order(ev.event(int(device[j])), call, doc.resolution_ns))
+    if wrong.any():
+        keep = ~wrong
+        device, launcher, launch_t0 = device[keep], launcher[keep], launch_t0[keep]
+    for what, (n, first) in problems.seen.items():
+        warnings.warn(f"{doc.path}: skipped {n} device op{'s' if n > 1 else ''} ({what}); first: {first}",
                       KinetoPartialWarning, stacklevel=3)
-    for ops in by_stream.values():
-        ops.sort(key=lambda x: (x.t0, x.t1))
-    device_spans.sort(key=lambda d: (d.t0, d.t1))
-    overlaps = stream_overlaps(by_stream, launched_by, doc.resolution_ns)
+    linked = launcher >= 0
+    d_t0, d_t1 = ev.t0[device], ev.t1[device]
+    d_step = steps.of(np.where(linked, launch_t0, d_t0))
+    enqueued = np.where(linked, launch_t0, 0)
+    lanes = ev.lane[device]
 
-    # Host waits, each with the chain of spans open at its start (for its call site).
-    pageable = _pageable_copies(device, launched_by, by_stream)
-    sync_info = {e.args.get("correlation"): e for e in syncs}
-    wait_calls = [e for e in calls if e.name in SYNC_CALLS or id(e) in pageable]
-    orphans = [e for e in syncs if e.args.get("correlation") not in runtime
-               and e.args.get("cuda_sync_kind") != "Wait Event"]
-    chains, top_ops = sweep(host, [(id(e), lanes.key(e), e.t0) for e in wait_calls], lanes.key)
-    waits = [HostWait(_reason(e, pageable.get(id(e)), sync_info.get(e.args.get("correlation"))), False,
-                      e.t0, e.t1, call_site(chains.get(id(e), []), steps.is_step), steps.of(e.t0))
-             for e in wait_calls]
-    waits += [HostWait(f"{e.name} (cuda_sync; the runtime call is not in the trace)", False, e.t0, e.t1,
-                       "(runtime call not recorded)", steps.of(e.t0)) for e in orphans]
+    # Per stream, ops by (start, end): overlaps and, for the copies, what was still running.
+    by_lane = np.lexsort((d_t1, d_t0, lanes))
+    overlaps = stream_overlaps(lanes[by_lane], d_t0[by_lane], d_t1[by_lane],
+                               lambda i: ev.event(int(device[by_lane[i]])),
+                               lambda i: _call_name(ev, launcher[by_lane[i]]), doc.resolution_ns)
+    pageable = pageable_copies(ev, device, launcher, lanes[by_lane], d_t0[by_lane], d_t1[by_lane])
+
+    # Host waits, each with the spans open at its start (for its call site).
+    sync_info = {}
+    for r in syncs.tolist():
+        e = ev.event(r)
+        sync_info[_key(e.args.get("correlation"))] = e
+    sync_name = np.array([n in SYNC_CALLS for n in ev.names], dtype=bool)
+    is_wait = sync_name[ev.name[calls]] if len(ev.names) else np.zeros(0, dtype=bool)
+    if pageable:
+        is_wait |= np.isin(calls, list(pageable))
+    wait_calls = calls[is_wait].tolist()
+    nesting = Nesting(ev, host[np.isin(kind[host], NESTING_CODES)])
+    waits = []
+    for r in wait_calls:
+        e = ev.event(r)
+        chain = [ev.event(s) for s in nesting.open_at(int(ev.thread[r]), e.t0)]
+        copy = pageable.get(r)
+        waits.append(HostWait(_reason(e, ev.event(copy) if copy is not None else None,
+                                      sync_info.get(_key(e.args.get("correlation")))),
+                              False, e.t0, e.t1, call_site(chain, steps.is_step), steps.at(e.t0)))
+    for r in syncs.tolist():
+        e = ev.event(r)
+        if not launches.has(e.args.get("correlation")) and e.args.get("cuda_sync_kind") != "Wait Event":
+            waits.append(HostWait(f"{e.name} (cuda_sync; the runtime call is not in the trace)", False, e.t0, e.t1,
+                                  "(runtime call not recorded)", steps.at(e.t0)))
     waits.sort(key=lambda w: (w.t0, w.t1))
 
-    host_spans = sorted((HostSpan(e.name, steps.of(e.t0), 0, e.t0, e.t1, lanes.name(e)) for e in host),
-                        key=lambda h: (h.t0, -h.t1))
-    used = sorted({d.step for d in device_spans} | {h.step for h in host_spans} | {w.step for w in waits})
-    step_records = [StepRecord(s, IMPORTED_STEP, 0, 0, 0, 0, 0) for s in used]
+    h_t0, h_t1 = ev.t0[host], ev.t1[host]
+    h_order = np.lexsort((-h_t1, h_t0))
+    h_step = steps.of(h_t0)
+    host_spans = _host_columns(doc, ev, host[h_order], h_step[h_order])
+    device_spans = _device_columns(ev, device, lanes, d_step, enqueued, np.lexsort((d_t1, d_t0)))
+    used = np.unique(np.concatenate([d_step, h_step, np.array([w.step for w in waits], dtype=np.int64)]))
+    step_records = [StepRecord(int(s), IMPORTED_STEP, 0, 0, 0, 0, 0) for s in used.tolist()]
 
     # The primary stream launches the most ops: compute streams run many short kernels,
     # communication streams few long ones (which mostly wait on other ranks).
-    count: Counter = Counter(d.stream for d in device_spans)
-    busy: Counter = Counter()
-    for d in device_spans:
-        busy[d.stream] += d.t1 - d.t0
-    primary = min(count, key=lambda s: (-count[s], -busy[s], s)) if count else None
-    header = _header(doc, steps, primary, sorted(top_ops), host, device, syncs,
-                     unlinked=unlinked, problems=problems.seen,
-                     stream_overlaps={lane: o._asdict() for lane, o in sorted(overlaps.items())},
-                     graphs=graph_summary(calls, launched_by),
-                     runtime=runtime_of([e.name for e in calls], doc.ignored, len(device)),
-                     device_waits=sum(1 for e in calls if e.name in DEVICE_WAIT_CALLS))
+    primary = None
+    if len(device):
+        count = np.bincount(lanes)
+        busy = np.zeros(len(count), dtype=np.int64)
+        np.add.at(busy, lanes, d_t1 - d_t0)
+        present = np.flatnonzero(count).tolist()
+        primary = min((ev.lanes[c] for c in present),
+                      key=lambda s: (-count[ev.lanes.index(s)], -busy[ev.lanes.index(s)], s))
+    call_names = [ev.names[c] for c in np.unique(ev.name[calls]).tolist()]
+    header = _header(doc, steps, primary, sorted(nesting.top_level_ops()), ev, host, device, len(syncs),
+                     unlinked=int((~linked).sum()), problems=problems.seen,
+                     stream_overlaps={ev.lanes[c]: o._asdict() for c, o in
+                                      sorted(overlaps.items(), key=lambda x: ev.lanes[x[0]])},
+                     graphs=graph_summary(ev, calls, launcher),
+                     runtime=runtime_of(call_names, doc.ignored, len(device)),
+                     device_waits=int(np.isin(ev.name[calls], [c for c, n in enumerate(ev.names)
+                                                               if n in DEVICE_WAIT_CALLS]).sum()))
     return Trace(header, host_spans, device_spans, waits, step_records, [])
 
 
-def _pageable_copies(device: list[Event], launched_by: dict[int, Event],
-                     by_stream: dict[str, list[Event]]) -> dict[int, Event]:
-    """id(runtime call) -> the copy it made between the device and pageable host memory.
-
-    CUDA's traces name the memory (``Memcpy DtoH (Device -> Pageable)``). ROCm's say ``Host``
-    whatever it was: there a copy counts as pageable when its call returned only after the copy
-    ran and the stream still had earlier work when the call was made (the host waited for the
-    stream to drain, which a copy from pinned memory does not do)."""
-    out: dict[int, Event] = {}
-    ends: dict[str, list[tuple[int, int]]] = {}    # lane -> (start, running max end) of its ops
-    for dev in device:
-        call = launched_by.get(dev.index)
-        if call is None or dev.kind != "gpu_memcpy":
-            continue
-        if "Pageable" in dev.name:
-            out[id(call)] = dev
-        elif "Host" in dev.name and "Async" in call.name and call.t1 >= dev.t1:
-            lane = f"gpu{dev.args.get('device', dev.pid)} stream {dev.args.get('stream', dev.tid)}"
-            if _busy_at(ends.setdefault(lane, _reach(by_stream[lane])), call.t0, dev):
-                out[id(call)] = dev
-    return out
+def _key(v):
+    """A correlation id as a dict key (an unhashable one by its text)."""
+    try:
+        hash(v)
+    except TypeError:
+        return repr(v)
+    return v
 
 
-def _reach(ops: list[Event]) -> list[tuple[int, int]]:
-    out, reach = [], None
-    for op in ops:
-        reach = op.t1 if reach is None else max(reach, op.t1)
-        out.append((op.t0, reach))
-    return out
+def _call_name(ev: EventTable, row: int) -> str:
+    return ev.names[ev.name[row]] if row >= 0 else ""
 
 
-def _busy_at(reach: list[tuple[int, int]], t: int, copy: Event) -> bool:
-    """Whether work queued before ``copy`` on its stream was still running at ``t``."""
-    i = bisect_right(reach, (copy.t0, -1)) - 1       # the last op starting before the copy
-    return i >= 0 and reach[i][1] > t
+def _compact(codes: np.ndarray, table: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Codes into ``table`` as codes into a table of only the strings used, in order of first use
+    (as ``columns.encode`` makes them); equal strings share a code."""
+    if not len(codes):
+        return codes.astype(np.int32), []
+    used, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    texts: dict[str, int] = {}
+    remap = np.empty(len(used), dtype=np.int32)
+    for rank in order.tolist():
+        remap[rank] = texts.setdefault(table[used[rank]], len(texts))
+    return remap[inverse.reshape(-1)], list(texts)
 
 
-def _launch(e: Event, runtime: dict, launch_at: dict, doc: KinetoDoc) -> Event | None:
-    """The runtime call that launched device op ``e``: by correlation id, else by its ac2g flow."""
-    corr = e.args.get("correlation")
-    if corr is not None and corr in runtime:
-        return runtime[corr]
-    flow = doc.flows_end.get((e.pid, e.tid, e.t0))
-    start = doc.flows_start.get(flow) if flow is not None else None
-    return launch_at.get(start) if start is not None else None
+def _host_columns(doc: KinetoDoc, ev: EventTable, rows: np.ndarray, step: np.ndarray) -> Columns:
+    phase, phases = _compact(ev.name[rows], ev.names)
+    lane_of = [doc.thread_names.get(k) if _hashable_pair(k) else None for k in ev.threads]
+    lane_text = [name or f"thread {tid}" for name, (_, tid) in zip(lane_of, ev.threads)]
+    thread, threads = _compact(ev.thread[rows], lane_text)
+    n = len(rows)
+    return Columns(HostSpan, {"phase": phase, "step": step.astype(np.int64), "slot": np.zeros(n, dtype=np.int64),
+                              "t0": ev.t0[rows], "t1": ev.t1[rows], "thread": thread,
+                              "cpu_ns": np.full(n, -1, dtype=np.int64), "runq_ns": np.full(n, -1, dtype=np.int64)},
+                   {"phase": phases, "thread": threads})
+
+
+def _hashable_pair(k) -> bool:
+    try:
+        hash(k)
+    except TypeError:
+        return False
+    return True
+
+
+def _device_columns(ev: EventTable, device: np.ndarray, lanes: np.ndarray, step: np.ndarray, enqueued: np.ndarray,
+                    order: np.ndarray) -> Columns:
+    stream, streams = _compact(lanes[order], ev.lanes)
+    op, ops = _compact(ev.name[device[order]], ev.names)
+    return Columns(DeviceSpan, {"stream": stream, "op": op, "step": step[order].astype(np.int64),
+                                "slot": np.zeros(len(order), dtype=np.int64), "t0": ev.t0[device[order]],
+                                "t1": ev.t1[device[order]], "enqueued": enqueued[order].astype(np.int64)},
+                   {"stream": streams, "op": ops})
 
 
 def _reason(call: Event, copy: Event | None, sync: Event | None) -> str:
@@ -212,67 +246,30 @@ def _reason(call: Event, copy: Event | None, sync: Event | None) -> str:
     return f"{call.name}: waits for {what}{detail}" if what else call.name
 
 
-class _ThreadLanes:
-    """Host lane names: the profiler's thread names, or ``thread <tid>``."""
-
-    def __init__(self, doc: KinetoDoc):
-        self.names = doc.thread_names
-        self._cache: dict = {}
-
-    @staticmethod
-    def key(e: Event):
-        return (e.pid, e.tid)
-
-    def name(self, e: Event) -> str:
-        k = (e.pid, e.tid)
-        if k not in self._cache:
-            self._cache[k] = self.names.get(k) or f"thread {e.tid}"
-        return self._cache[k]
+def _categories(ev: EventTable, rows: np.ndarray, label) -> dict[str, str]:
+    """{name: label(kind)} over ``rows`` as a dict built in file order makes it: names in order of
+    first appearance, each with the kind of its last."""
+    if not len(rows):
+        return {}
+    names = ev.name[rows]
+    used, first = np.unique(names, return_index=True)
+    _, last_rev = np.unique(names[::-1], return_index=True)
+    last = len(names) - 1 - last_rev
+    kinds = ev.kind[rows[last]]
+    return {ev.names[used[i]]: label(KINDS[kinds[i]]) for i in np.argsort(first, kind="stable").tolist()}
 
 
-class _Steps:
-    """Step annotations in time order; ``of(t)`` is the step running at host time ``t``."""
-
-    def __init__(self, host: list[Event], name: str, *, explicit: bool, path: str):
-        self.name = name
-        marks = sorted((e for e in host if e.kind == "user_annotation" and self._matches(e.name)),
-                       key=lambda e: e.t0)
-        if explicit and not marks:
-            seen = Counter(e.name.split("#")[0] for e in host if e.kind == "user_annotation")
-            common = ", ".join(repr(n) for n, _ in seen.most_common(8)) or "none"
-            raise KinetoFormatError(f"{path}: no annotation named {name!r} to take steps from "
-                                    f"(annotations in the trace: {common})")
-        self.marks = marks
-        self.starts = [e.t0 for e in marks]
-        self.ids = []
-        for i, e in enumerate(marks):
-            m = _STEP_NUMBER.search(e.name)
-            self.ids.append(int(m.group(1)) if m else i)
-
-    def _matches(self, n: str) -> bool:
-        return n == self.name or (n.startswith(self.name + "#") and _STEP_NUMBER.search(n) is not None)
-
-    def is_step(self, e: Event) -> bool:
-        return e.kind == "user_annotation" and self._matches(e.name)
-
-    def of(self, t: int) -> int:
-        if not self.marks:
-            return 0
-        i = bisect_right(self.starts, t) - 1
-        return self.ids[i] if i >= 0 else -1
-
-
-def _header(doc: KinetoDoc, steps: _Steps, primary: str | None, host_phases: list[str],
-            host: list[Event], device: list[Event], syncs: list[Event], **counts) -> dict:
+def _header(doc: KinetoDoc, steps: Steps, primary: str | None, host_phases: list[str],
+            ev: EventTable, host: np.ndarray, device: np.ndarray, syncs: int, **counts) -> dict:
     props = doc.meta.get("deviceProperties") or []
     names = sorted({p.get("name") for p in props if isinstance(p, dict) and p.get("name")})
     base = doc.meta.get("baseTimeNanoseconds")
     problems = {k: {"count": c, "first": m} for k, (c, m) in {**doc.problems, **counts.pop("problems")}.items()}
-    categories = {"host": {e.name: HOST_CATEGORY[e.kind] for e in host},
-                  "device": {e.name: e.kind.replace("gpu_", "") for e in device}}
+    categories = {"host": _categories(ev, host, HOST_CATEGORY.__getitem__),
+                  "device": _categories(ev, device, lambda k: k.replace("gpu_", ""))}
     return {
         "format": FORMAT_NAME, "version": FORMAT_VERSION, "photon_trace_version": photon_trace_version(),
-        "trace_level": "imported", "settings": {"step_annotation": steps.name, "steps_found": len(steps.marks)},
+        "trace_level": "imported", "settings": {"step_annotation": steps.name, "steps_found": steps.count},
         "model": None, "backend": "kineto",
         "device": {"name": ", ".join(names) if names else None},
         "host": {"hostname": doc.meta.get("host_name"), "pid": None},
@@ -283,7 +280,7 @@ def _header(doc: KinetoDoc, steps: _Steps, primary: str | None, host_phases: lis
                    "display_time_unit": doc.meta.get("displayTimeUnit"),
                    "base_time_ns": base, "resolution_ns": doc.resolution_ns,
                    "events": doc.n_events, "host_events": len(host), "device_events": len(device),
-                   "cuda_sync_events": len(syncs), "ignored_categories": doc.ignored,
+                   "cuda_sync_events": syncs, "ignored_categories": doc.ignored,
                    "distributed": doc.meta.get("distributedInfo"), "problems": problems,
                    "truncated": doc.truncated, **counts},
         "primary_stream": primary,

@@ -15,41 +15,48 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from photon_trace.telemetry.trace.importers.kineto_read import Event
+import numpy as np
+
+from photon_trace.telemetry.trace.importers.kineto_events import EventTable
 from photon_trace.telemetry.trace.importers.runtime_calls import (
     CAPTURE_BEGIN_CALLS, CAPTURE_END_CALLS, GRAPH_LAUNCH_CALLS)
 
 
-def graph_summary(calls: list[Event], launched_by: dict[int, Event]) -> dict:
+def graph_summary(events: EventTable, calls: np.ndarray, launcher: np.ndarray) -> dict:
     """What the trace's graph calls did: ``{"launches", "replayed", "kernels", "captures",
-    "captured_launches", "capture_only"}`` (``calls``: every runtime call; ``launched_by``: device
-    op index -> the call that launched it)."""
-    graph_calls = {id(c) for c in calls if c.name in GRAPH_LAUNCH_CALLS}
-    kernels = sum(1 for c in launched_by.values() if id(c) in graph_calls)
-    replayed = len({id(c) for c in launched_by.values() if id(c) in graph_calls})
-    captures, captured = _captures(calls)
-    return {"launches": len(graph_calls), "replayed": replayed, "kernels": kernels, "captures": captures,
+    "captured_launches", "capture_only"}`` (``calls``: the rows of every runtime call;
+    ``launcher``: per device op kept, the row of the call that launched it, -1 when unknown)."""
+    is_graph = np.array([n in GRAPH_LAUNCH_CALLS for n in events.names], dtype=bool)
+    graph_calls = calls[is_graph[events.name[calls]]] if len(events.names) else calls[:0]
+    linked = launcher[launcher >= 0]
+    by_graph = linked[is_graph[events.name[linked]]] if len(linked) else linked
+    replayed = len(np.unique(by_graph))
+    captures, captured = _captures(events, calls)
+    return {"launches": len(graph_calls), "replayed": replayed, "kernels": len(by_graph), "captures": captures,
             "captured_launches": captured,
             # captured, and no graph ran on the device: the trace shows capturing, not running
             "capture_only": bool(captures) and replayed == 0}
 
 
-def _captures(calls: list[Event]) -> tuple[int, int]:
+def _captures(events: EventTable, calls: np.ndarray) -> tuple[int, int]:
     """(capture windows, launch calls made inside them), per thread in time order."""
-    by_thread: dict[tuple, list[Event]] = defaultdict(list)
-    for c in calls:
-        by_thread[(c.pid, c.tid)].append(c)
+    begins = {c for c, n in enumerate(events.names) if n in CAPTURE_BEGIN_CALLS}
+    if not begins or not np.isin(events.name[calls], list(begins)).any():
+        return 0, 0
+    by_thread: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for r in calls.tolist():
+        by_thread[int(events.thread[r])].append((int(events.t0[r]), events.names[events.name[r]]))
     windows = captured = 0
     for seq in by_thread.values():
-        seq.sort(key=lambda c: c.t0)
+        seq.sort(key=lambda c: c[0])
         open_ = False
-        for c in seq:
-            if c.name in CAPTURE_BEGIN_CALLS:
+        for _, name in seq:
+            if name in CAPTURE_BEGIN_CALLS:
                 open_ = True
                 windows += 1
-            elif c.name in CAPTURE_END_CALLS:
+            elif name in CAPTURE_END_CALLS:
                 open_ = False
-            elif open_ and ("Launch" in c.name or "Memcpy" in c.name or "Memset" in c.name):
+            elif open_ and ("Launch" in name or "Memcpy" in name or "Memset" in name):
                 captured += 1
     return windows, captured
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from photon_trace.telemetry.trace.importers.kineto_read import Event
+import numpy as np
+
+from photon_trace.telemetry.trace.importers.kineto_events import Event
 from photon_trace.telemetry.trace.importers.runtime_calls import EXTENSIBLE_LAUNCH_CALLS, GRAPH_LAUNCH_CALLS
 
 PDL = "programmatic dependent launch"
@@ -48,29 +50,32 @@ class Overlaps(NamedTuple):
     how: str         # the likely mechanism (``PDL``, ``GRAPH_NODES`` or ``EITHER``)
 
 
-def stream_overlaps(streams: dict[str, list[Event]], launched_by: dict[int, Event],
-                    resolution_ns: int) -> dict[str, Overlaps]:
-    """Per stream (``streams``: lane -> its ops sorted by start), the pairs of ops that overlap
-    by more than ``resolution_ns``: each op against the op that ran furthest before it.
-    ``launched_by`` maps an op's event index to its launch call (for the mechanism)."""
+def stream_overlaps(lanes: np.ndarray, t0: np.ndarray, t1: np.ndarray, event_of, call_name,
+                    resolution_ns: int) -> dict[int, Overlaps]:
+    """Per stream, the pairs of ops that overlap by more than ``resolution_ns``: each op against
+    the op that ran furthest before it. The ops are sorted by (lane code, start, end);
+    ``event_of(i)`` is op ``i``'s ``Event`` (for the message), ``call_name(i)`` the name of the
+    call that launched it ("" when unknown). Keys are lane codes."""
     out = {}
-    for lane, ops in streams.items():
-        pairs, longest, first = 0, 0, ""
-        calls: set[str] = set()
-        end, last = None, None
-        for op in ops:
-            if end is not None and end - op.t0 > resolution_ns:
-                pairs += 1
-                longest = max(longest, min(end, op.t1) - op.t0)
-                if not first:
-                    first = (f"event {op.index} ({op.name[:60]!r}) starts {(end - op.t0) / 1000:.3f} µs before "
-                             f"event {last.index} ({last.name[:60]!r}) ends")
-                call = launched_by.get(op.index)
-                calls.add(call.name if call is not None else "")
-            if end is None or op.t1 > end:
-                end, last = op.t1, op
-        if pairs:
-            out[lane] = Overlaps(pairs, longest, first, _mechanism(calls))
+    cut = np.flatnonzero(lanes[1:] != lanes[:-1]) + 1
+    bounds = np.concatenate([[0], cut, [len(lanes)]]).tolist()
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if b - a < 2:
+            continue
+        s0, s1 = t0[a:b], t1[a:b]
+        reach = np.maximum.accumulate(s1)
+        end = reach[:-1]                         # the latest end before each op from the second on
+        pair = np.flatnonzero(end - s0[1:] > resolution_ns) + 1
+        if not len(pair):
+            continue
+        longest = int((np.minimum(reach[pair - 1], s1[pair]) - s0[pair]).max())
+        j = int(pair[0])
+        last = int(np.searchsorted(reach, reach[j - 1], side="left"))   # the op that set that end first
+        op, prev = event_of(a + j), event_of(a + last)
+        first = (f"event {op.index} ({op.name[:60]!r}) starts {(int(reach[j - 1]) - op.t0) / 1000:.3f} µs before "
+                 f"event {prev.index} ({prev.name[:60]!r}) ends")
+        calls = {call_name(a + int(i)) for i in pair}
+        out[int(lanes[a])] = Overlaps(len(pair), longest, first, _mechanism(calls))
     return out
 
 

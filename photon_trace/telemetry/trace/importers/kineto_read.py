@@ -1,4 +1,4 @@
-"""Reading a PyTorch profiler (Kineto) trace: bytes, JSON and every event checked.
+"""Reading a PyTorch profiler (Kineto) trace: bytes, JSON and every event checked, as columns.
 
 A Kineto trace is Chrome trace-event JSON, often gzipped::
 
@@ -11,6 +11,12 @@ to label them); newer traces give them as floats with three decimals (ns resolut
 relative to ``baseTimeNanoseconds``, older ones as integer µs since the epoch. Here they
 become integer nanoseconds, and the source's resolution is kept.
 
+The document is read as a stream (``kineto_scan.py``: a block of events at a time, never the
+whole as Python objects) into columns (``kineto_events.py``: what the importer uses of each
+event). A document the stream cannot follow, or one cut short, is parsed whole when it is
+small (< ``WHOLE_MAX`` bytes on disk), so every message about a damaged file is the one the
+whole-document parse gives; a large one gets the stream's account of it.
+
 What is wrong is reported by ``KinetoFormatError`` naming the problem and, for an event,
 its index in ``traceEvents``. ``strict=False`` instead skips what is invalid (a truncated
 file is read up to its last complete event; invalid events are dropped) and warns once
@@ -19,25 +25,27 @@ per kind of problem with ``KinetoPartialWarning``; the problems are also returne
 from __future__ import annotations
 
 import json
-import math
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+
+import numpy as np
 
 from photon_trace.telemetry.trace.file import TraceFormatError, TraceTruncatedWarning
-from photon_trace.telemetry.trace.plausible import RULE, implausible
+from photon_trace.telemetry.trace.fit import check_fits
+from photon_trace.telemetry.trace.importers.kineto_events import (
+    DEVICE_CODES, HOST_CODES, EventBuilder, EventTable, Flows)
+from photon_trace.telemetry.trace.importers.kineto_scan import CorruptGzip, Source, Stream, Unstreamable
+from photon_trace.telemetry.trace.importers.kineto_times import implausible_rows
+from photon_trace.telemetry.trace.plausible import RULE
 
 SCHEMA_VERSION = 1
 """The newest Kineto ``schemaVersion`` this reader knows (PyTorch 1.8 to 2.x write 1)."""
+WHOLE_MAX = 16 << 20
+"""Files up to this size (bytes on disk) that the stream cannot follow are parsed whole, for the
+standard library's exact account of what is wrong (~10x that in memory while it runs)."""
 
-# Event categories, by what they become; older Kineto spelled some capitalised.
-HOST_CATS = {"cpu_op": "cpu_op", "operator": "cpu_op", "user_annotation": "user_annotation",
-             "python_function": "python_function", "cuda_runtime": "cuda_runtime",
-             "runtime": "cuda_runtime", "cuda_driver": "cuda_driver", "driver": "cuda_driver"}
-DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "gpu_memcpy", "memcpy": "gpu_memcpy",
-               "gpu_memset": "gpu_memset", "memset": "gpu_memset"}
-SYNC_CAT = "cuda_sync"
 
 class KinetoFormatError(TraceFormatError):
     """Not a Kineto trace, or one with an invalid event (the message names it)."""
@@ -47,26 +55,14 @@ class KinetoPartialWarning(UserWarning):
     """Part of the trace was invalid and skipped (``strict=False``); the rest was imported."""
 
 
-class Event(NamedTuple):
-    """One checked span event (``ph`` "X") of a category this importer uses."""
-    index: int      # position in traceEvents
-    kind: str       # canonical category (HOST_CATS / DEVICE_CATS values, or "cuda_sync")
-    name: str
-    pid: object
-    tid: object
-    t0: int         # ns
-    t1: int
-    args: dict
-
-
 @dataclass
 class KinetoDoc:
-    """A checked trace: its metadata, its span events in file order, flows and thread names."""
+    """A checked trace: its metadata, its span events in file order (columns), flows and thread names."""
     path: str
     meta: dict                       # every top-level key but traceEvents
-    events: list[Event]
-    flows_start: dict = field(default_factory=dict)   # ac2g id -> (pid, tid, ns)
-    flows_end: dict = field(default_factory=dict)     # (pid, tid, ns) -> ac2g id
+    events: EventTable
+    flows_start: Flows               # ac2g "s": id, thread code (events.threads), ns
+    flows_end: Flows                 # ac2g "f"
     thread_names: dict = field(default_factory=dict)  # (pid, tid) -> name
     resolution_ns: int = 1000
     n_events: int = 0
@@ -76,23 +72,160 @@ class KinetoDoc:
 
 
 class Problems:
-    """What is wrong with a trace: raised at once (``strict``), else counted per kind with the first message."""
+    """What is wrong with a trace: raised at once (``strict``), else counted per kind with the first
+    message. ``defer``: a strict one is kept (``first``) for ``raise_first`` instead: a streamed
+    trace's metadata after its events is checked before any event's problem is raised."""
 
-    def __init__(self, path: str, strict: bool):
-        self.path, self.strict, self.seen = path, strict, {}
+    def __init__(self, path: str, strict: bool, defer: bool = False):
+        self.path, self.strict, self.defer, self.seen = path, strict, defer, {}
+        self.first: str | None = None
 
     def report(self, kind: str, message: str) -> None:
-        if self.strict:
+        if self.strict and not self.defer:
             raise KinetoFormatError(f"{self.path}: {message}")
+        if self.first is None:
+            self.first = message
         entry = self.seen.setdefault(kind, [0, message])
         entry[0] += 1
+
+    def raise_first(self) -> None:
+        if self.strict and self.first is not None:
+            raise KinetoFormatError(f"{self.path}: {self.first}")
+
+
+class _Whole(Exception):
+    """Parse the document whole instead (it is small, and the stream could not follow it)."""
+
+
+def read_kineto(path: str | Path, data: bytes | None = None, *, strict: bool = True) -> KinetoDoc:
+    """Read and check the Kineto trace at ``path`` (``data``: its bytes, when already read)."""
+    path = Path(path)
+    try:
+        size = len(data) if data is not None else path.stat().st_size
+        if data is None:
+            open(path, "rb").close()
+    except OSError as e:
+        raise KinetoFormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    if data is None:
+        check_fits(path, "kineto")     # refused up front when it cannot fit in memory
+    problems = Problems(str(path), strict, defer=True)
+    builder = EventBuilder(problems)
+    source = Source(path, data)
+    stream = Stream(source)
+    try:
+        try:
+            for block in stream.blocks():
+                builder.add(block)
+                del block             # not held while the next block is decoded
+        except CorruptGzip as e:
+            raise KinetoFormatError(f"{path}: a corrupt gzip stream ({e})") from None
+        except Unstreamable as e:
+            if size > WHOLE_MAX:
+                raise KinetoFormatError(f"{path}: not JSON, or not a trace this reader can stream ({e})") from None
+            raise _Whole from None
+        if stream.truncated and size <= WHOLE_MAX:
+            raise _Whole
+        meta, truncated, n_events = stream.meta, stream.truncated, stream.n_events
+        if truncated:
+            _truncated(path, source.cut, n_events, stream.where, strict)
+    except _Whole:
+        problems = Problems(str(path), strict, defer=True)
+        builder = EventBuilder(problems)
+        meta, events, truncated = _whole(path, data, strict)
+        n_events = len(events)
+        _check_meta(path, meta)
+        builder.add(events)
+        del events
+    else:
+        _check_meta(path, meta)
+    problems.raise_first()
+    table, starts, ends = builder.finish()
+    table = _check_times(table, builder.wide, problems)
+    out = KinetoDoc(str(path), meta, table, starts, ends, builder.thread_names, 1 if builder.fine else 1000,
+                    n_events, builder.ignored, problems.seen, truncated)
+    if not np.isin(table.kind, np.concatenate([HOST_CODES, DEVICE_CODES])).any() and not out.problems:
+        raise KinetoFormatError(
+            f"{path}: a Chrome trace-event file, but not one from the PyTorch profiler "
+            f"(no cpu_op, user_annotation, cuda_runtime or kernel events among {out.n_events})")
+    for kind, (count, first) in out.problems.items():
+        warnings.warn(f"{path}: skipped {count} event{'s' if count > 1 else ''} ({kind}); first: {first}",
+                      KinetoPartialWarning, stacklevel=2)
+    return out
+
+
+def _truncated(path: Path, cut: bool, complete: int, where: int, strict: bool) -> None:
+    what = "the gzip stream is cut short" if cut else "the JSON ends mid-way"
+    if not complete:
+        raise KinetoFormatError(f"{path}: truncated: {what} before any complete event")
+    if strict:
+        raise KinetoFormatError(f"{path}: truncated: {what} (after {complete} complete events, at byte {where}); "
+                                f"--allow-partial imports those")
+    warnings.warn(f"{path}: truncated: {what}; imported the {complete} complete events before the cut",
+                  TraceTruncatedWarning, stacklevel=3)
+
+
+def _check_meta(path: Path, meta: dict) -> None:
+    other = meta.get("otherData")
+    if isinstance(other, dict) and other.get("format") == "photon_trace":
+        raise KinetoFormatError(f"{path}: this is photon_trace's own Perfetto export; "
+                                f"load the .trace.jsonl it was made from")
+    version = meta.get("schemaVersion", SCHEMA_VERSION)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise KinetoFormatError(f"{path}: schemaVersion should be an integer, got {version!r}")
+    if version > SCHEMA_VERSION:
+        raise KinetoFormatError(f"{path}: Kineto schema version {version} is newer than this importer "
+                                f"reads ({SCHEMA_VERSION}); upgrade photon_trace")
+
+
+def _check_times(table: EventTable, wide: dict, problems: Problems) -> EventTable:
+    """Impossible times (``plausible.py``: past 2**63 ns, or days from the rest) are bad input
+    naming the event; with ``strict=False`` those events are skipped."""
+    bad = implausible_rows(table.t0, table.t1, wide, first_only=problems.strict)
+    for row, problem in bad:
+        e = table.event(row)
+        problems.report("implausible time", f"event {e.index} ({e.kind} {e.name[:60]!r}): {problem} ({RULE})")
+    problems.raise_first()
+    if not bad:
+        return table
+    keep = np.ones(len(table), dtype=bool)
+    keep[[row for row, _ in bad]] = False
+    return table.take(keep)
+
+
+# -- the whole document at once: small files the stream could not follow ----------------------
+def _whole(path: Path, data: bytes | None, strict: bool) -> tuple[dict, list, bool]:
+    """(metadata, traceEvents, truncated) of the document parsed whole, or the exact error."""
+    if data is None:
+        data = path.read_bytes()
+    data, cut = _decompress(path, data)
+    text = data.decode("utf-8", errors="replace")
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise KinetoFormatError(f"{path}: not a trace: JSON nested too deeply to read") from None
+    except ValueError as e:
+        at_end = getattr(e, "pos", 0) >= len(text.rstrip())   # the parser ran out of text
+        if not (cut or at_end):
+            raise KinetoFormatError(f"{path}: not JSON ({e})") from None
+        meta, raw_events, where = _salvage(text)
+        what = "the gzip stream is cut short" if cut else "the JSON ends mid-way"
+        if not raw_events:
+            raise KinetoFormatError(f"{path}: truncated: {what} before any complete event") from None
+        _truncated(path, cut, len(raw_events), where, strict)
+        return meta, raw_events, True
+    if isinstance(doc, list):
+        doc = {"traceEvents": doc}
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        keys = sorted(doc)[:6] if isinstance(doc, dict) else type(doc).__name__
+        raise KinetoFormatError(f"{path}: JSON, but not a trace: no 'traceEvents' list (found {keys})")
+    events = doc.pop("traceEvents")
+    return doc, events, False
 
 
 def _decompress(path: Path, raw: bytes) -> tuple[bytes, bool]:
     """Plain bytes, and whether a gzip stream was cut short."""
     if not raw.startswith(b"\x1f\x8b"):
         return raw, False
-    import zlib
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
         out = d.decompress(raw)
@@ -127,159 +260,3 @@ def _salvage(text: str) -> tuple[dict, list, int]:
         except ValueError:
             return meta, events, pos
         events.append(obj)
-
-
-def _ns(v: float) -> int:
-    return v * 1000 if isinstance(v, int) else round(v * 1000)
-
-
-def read_kineto(path: str | Path, data: bytes | None = None, *, strict: bool = True) -> KinetoDoc:
-    """Read and check the Kineto trace at ``path`` (``data``: its bytes, when already read)."""
-    path = Path(path)
-    if data is None:
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            raise KinetoFormatError(f"{path}: cannot read: {e.strerror or e}") from None
-    data, cut = _decompress(path, data)
-    text = data.decode("utf-8", errors="replace")
-    problems = Problems(str(path), strict)
-    truncated = False
-    try:
-        doc = json.loads(text)
-    except RecursionError:
-        raise KinetoFormatError(f"{path}: not a trace: JSON nested too deeply to read") from None
-    except ValueError as e:
-        at_end = getattr(e, "pos", 0) >= len(text.rstrip())   # the parser ran out of text
-        if not (cut or at_end):
-            raise KinetoFormatError(f"{path}: not JSON ({e})") from None
-        meta, raw_events, where = _salvage(text)
-        what = "the gzip stream is cut short" if cut else "the JSON ends mid-way"
-        if not raw_events:
-            raise KinetoFormatError(f"{path}: truncated: {what} before any complete event") from None
-        if strict:
-            raise KinetoFormatError(
-                f"{path}: truncated: {what} (after {len(raw_events)} complete events, at byte {where}); "
-                f"--allow-partial imports those") from None
-        warnings.warn(f"{path}: truncated: {what}; imported the {len(raw_events)} complete events before the cut",
-                      TraceTruncatedWarning, stacklevel=2)
-        doc = {**meta, "traceEvents": raw_events}
-        truncated = True
-    if isinstance(doc, list):
-        doc = {"traceEvents": doc}
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        keys = sorted(doc)[:6] if isinstance(doc, dict) else type(doc).__name__
-        raise KinetoFormatError(f"{path}: JSON, but not a trace: no 'traceEvents' list (found {keys})")
-    other = doc.get("otherData")
-    if isinstance(other, dict) and other.get("format") == "photon_trace":
-        raise KinetoFormatError(f"{path}: this is photon_trace's own Perfetto export; "
-                                f"load the .trace.jsonl it was made from")
-    version = doc.get("schemaVersion", SCHEMA_VERSION)
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise KinetoFormatError(f"{path}: schemaVersion should be an integer, got {version!r}")
-    if version > SCHEMA_VERSION:
-        raise KinetoFormatError(f"{path}: Kineto schema version {version} is newer than this importer "
-                                f"reads ({SCHEMA_VERSION}); upgrade photon_trace")
-    out = KinetoDoc(str(path), {k: v for k, v in doc.items() if k != "traceEvents"}, [],
-                    truncated=truncated, n_events=len(doc["traceEvents"]))
-    _read_events(doc["traceEvents"], out, problems)
-    _check_times(out, problems)
-    out.problems = problems.seen
-    if not any(e.kind in HOST_CATS.values() or e.kind in DEVICE_CATS.values() for e in out.events):
-        if not out.problems:
-            raise KinetoFormatError(
-                f"{path}: a Chrome trace-event file, but not one from the PyTorch profiler "
-                f"(no cpu_op, user_annotation, cuda_runtime or kernel events among {out.n_events})")
-    for kind, (count, first) in out.problems.items():
-        warnings.warn(f"{path}: skipped {count} event{'s' if count > 1 else ''} ({kind}); first: {first}",
-                      KinetoPartialWarning, stacklevel=2)
-    return out
-
-
-_KINDS = {**HOST_CATS, **DEVICE_CATS, SYNC_CAT: SYNC_CAT}
-_DEVICE_KINDS = frozenset(DEVICE_CATS.values())
-
-
-def _finite(v: object) -> bool:
-    t = type(v)
-    return t is int or (t is float and math.isfinite(v))
-
-
-def _read_events(raw: list, out: KinetoDoc, problems: Problems) -> None:
-    """Check every event; keep the span events of the categories we use (the hot loop of an import)."""
-    fine = False
-    ignored: dict[str, int] = {}
-    events = out.events
-    kinds = dict(_KINDS)      # grows with the spellings seen (Kernel, Runtime, ...), each looked up once
-    for i, e in enumerate(raw):
-        if type(e) is not dict:
-            problems.report("not an object", f"event {i} is a {type(e).__name__}, not an object")
-            continue
-        ph = e.get("ph")
-        cat = e.get("cat")
-        if ph == "X":
-            kind = kinds.get(cat) if type(cat) is str else None
-            if kind is None:
-                if type(cat) is str and cat.lower() in _KINDS:
-                    kind = kinds[cat] = _KINDS[cat.lower()]
-                else:
-                    ignored[str(cat)] = ignored.get(str(cat), 0) + 1
-                    continue
-            name, ts, dur, pid, tid = e.get("name"), e.get("ts"), e.get("dur"), e.get("pid"), e.get("tid")
-            if type(name) is not str or not _finite(ts) or not _finite(dur) or pid is None or tid is None \
-                    or dur < 0:
-                _bad_span(i, e, cat, problems)
-                continue
-            args = e.get("args")
-            if type(args) is not dict:
-                args = {}
-            if kind in _DEVICE_KINDS and type(args.get("stream", tid)) is not int:
-                problems.report("no stream", f"event {i} ({cat} {name[:60]!r}): a device op without an integer "
-                                             f"stream (args.stream or tid), got {args.get('stream', tid)!r}")
-                continue
-            if not fine and ((type(ts) is float and not ts.is_integer()) or (type(dur) is float and not dur.is_integer())):
-                fine = True
-            t0 = ts * 1000 if type(ts) is int else round(ts * 1000)
-            events.append(Event(i, kind, name, pid, tid, t0, t0 + (dur * 1000 if type(dur) is int else round(dur * 1000)),
-                                args))
-        elif ph == "M":
-            if e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
-                out.thread_names[(e.get("pid"), e.get("tid"))] = str(e["args"].get("name", ""))
-        elif (ph == "s" or ph == "f") and cat == "ac2g":
-            ts = e.get("ts")
-            if _finite(ts) and "id" in e:
-                where = (e.get("pid"), e.get("tid"), _ns(ts))
-                if ph == "s":
-                    out.flows_start[e["id"]] = where
-                else:
-                    out.flows_end[where] = e["id"]
-    out.resolution_ns = 1 if fine else 1000
-    out.ignored = ignored
-
-
-def _check_times(out: KinetoDoc, problems: Problems) -> None:
-    """Impossible times (``plausible.py``: past 2**63 ns, or days from the rest) are bad input
-    naming the event; with ``strict=False`` those events are skipped."""
-    events = out.events
-    bad = implausible([e.t0 for e in events], [e.t1 for e in events], first_only=problems.strict)
-    for i, problem in bad:
-        e = events[i]
-        problems.report("implausible time", f"event {e.index} ({e.kind} {e.name[:60]!r}): {problem} ({RULE})")
-    if bad:
-        drop = {i for i, _ in bad}
-        out.events = [e for i, e in enumerate(events) if i not in drop]
-
-
-def _bad_span(i: int, e: dict, cat: str, problems: Problems) -> None:
-    """Report what is wrong with span event ``e`` (the slow path: only for invalid events)."""
-    label = f"event {i} ({cat} {str(e.get('name'))[:60]!r})"
-    missing = [k for k in ("name", "ts", "dur", "pid", "tid") if e.get(k) is None]
-    if missing:
-        problems.report("missing fields", f"{label}: missing {', '.join(repr(m) for m in missing)}")
-    elif type(e["name"]) is not str:
-        problems.report("bad field", f"{label}: 'name' is {e['name']!r}, not a string")
-    elif not _finite(e["ts"]) or not _finite(e["dur"]):
-        bad = "ts" if not _finite(e["ts"]) else "dur"
-        problems.report("bad field", f"{label}: {bad!r} is {e[bad]!r}, not a finite number")
-    else:
-        problems.report("negative duration", f"{label}: negative duration {e['dur']} µs")

@@ -2,58 +2,78 @@
 
 The profiler records nested spans per thread (a ``user_annotation`` around ``cpu_op``s
 around ``cuda_runtime`` calls, and with ``with_stack=True`` ``python_function`` frames
-around all of them). One sweep per thread in start order answers, for many moments at
-once, which spans were open then (outermost first), and finds the top-level ``cpu_op``s
-(those no other ``cpu_op`` encloses): what the host was doing, at the grain of a call
-the user wrote.
+around all of them). ``Nesting`` holds each thread's spans in the order a stack of them is
+pushed (start, longest first) as columns: it answers which spans were open at a moment
+(outermost first) without walking the thread, and finds the top-level ``cpu_op``s (those no
+other ``cpu_op`` encloses: what the host was doing, at the grain of a call the user wrote)
+with a running maximum of ends.
 """
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from typing import Hashable, Iterable
 
-from photon_trace.telemetry.trace.importers.kineto_read import Event
+import numpy as np
+
+from photon_trace.telemetry.trace.importers.kineto_events import CODE, Event, EventTable
 
 NESTING_KINDS = frozenset({"cpu_op", "user_annotation", "python_function"})
 _FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>.*)$")
 _LIBRARY = ("torch/", "<", "site-packages/", "dist-packages/", "/lib/python", "threading.py",
             "contextlib.py", "typing.py", "functools.py")
+_BLOCK = 256        # spans per block whose latest end is kept: a query skips blocks closed before it
 
 
-def sweep(spans: Iterable[Event], queries: Iterable[tuple[Hashable, Hashable, int]],
-          thread_of) -> tuple[dict[Hashable, list[Event]], set[str]]:
-    """The chain of open spans (outermost first) for each query, and the top-level cpu_op names.
+class Nesting:
+    """The nesting spans (``rows`` of ``events``: cpu ops, annotations, Python frames) of each
+    thread in start order (longest first among equal starts, then file order): the order a
+    stack of open spans is pushed in."""
 
-    ``thread_of(event)`` gives an event's thread key; a query is ``(key, thread, t)``.
-    A span contains ``t`` when ``t0 <= t < t1``; spans that begin at ``t`` count as open
-    (a runtime call starting with its op is inside it).
-    """
-    by_thread: dict[Hashable, list] = defaultdict(list)
-    for e in spans:
-        if e.kind in NESTING_KINDS:
-            by_thread[thread_of(e)].append((e.t0, 0, -e.t1, e))
-    for key, thread, t in queries:
-        by_thread[thread].append((t, 1, 0, key))
-    chains: dict[Hashable, list[Event]] = {}
-    top: set[str] = set()
-    for items in by_thread.values():
-        items.sort(key=lambda x: (x[0], x[1], x[2]))
-        stack: list[Event] = []
-        ops_open = 0
-        for t, is_query, _, obj in items:
-            while stack and stack[-1].t1 <= t:
-                if stack.pop().kind == "cpu_op":
-                    ops_open -= 1
-            if is_query:
-                chains[obj] = [s for s in stack if s.t1 > t]
+    def __init__(self, events: EventTable, rows: np.ndarray):
+        self.events = events
+        order = np.lexsort((-events.t1[rows], events.t0[rows], events.thread[rows]))
+        self.rows = rows[order]
+        threads = events.thread[self.rows]
+        self.t0, self.t1 = events.t0[self.rows], events.t1[self.rows]
+        cut = np.flatnonzero(threads[1:] != threads[:-1]) + 1
+        bounds = np.concatenate([[0], cut, [len(self.rows)]]).tolist()
+        self.segment = {int(threads[a]): (a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a}
+        self._blocks: dict[int, np.ndarray] = {}
+
+    def top_level_ops(self) -> set[str]:
+        """The names of the cpu ops no other cpu op of their thread encloses: each begins when
+        every cpu op pushed before it on its thread has ended."""
+        ev = self.events
+        top: set[int] = set()
+        ops = ev.kind[self.rows] == CODE["cpu_op"]
+        for a, b in self.segment.values():
+            sel = np.flatnonzero(ops[a:b]) + a
+            if not len(sel):
                 continue
-            if obj.kind == "cpu_op":
-                if ops_open == 0 or not any(s.kind == "cpu_op" and s.t1 > t for s in stack):
-                    top.add(obj.name)
-                ops_open += 1
-            stack.append(obj)
-    return chains, top
+            reach = np.maximum.accumulate(self.t1[sel])
+            before = np.concatenate([[np.iinfo(np.int64).min], reach[:-1]])
+            top.update(ev.name[self.rows[sel[before <= self.t0[sel]]]].tolist())
+        return {ev.names[c] for c in top}
+
+    def open_at(self, thread: int, t: int) -> list[int]:
+        """The rows of the spans open on ``thread`` at ``t`` (``t0 <= t < t1``; one beginning at
+        ``t`` is open: a runtime call starting with its op is inside it), outermost first."""
+        seg = self.segment.get(thread)
+        if seg is None:
+            return []
+        a, b = seg
+        k = a + int(np.searchsorted(self.t0[a:b], t, side="right"))
+        blocks = self._blocks.get(thread)
+        if blocks is None:
+            ends = self.t1[a:b]
+            pad = (-len(ends)) % _BLOCK
+            blocks = np.concatenate([ends, np.full(pad, np.iinfo(np.int64).min)]).reshape(-1, _BLOCK).max(axis=1)
+            self._blocks[thread] = blocks
+        full = (k - a) // _BLOCK
+        hit = np.flatnonzero(blocks[:full] > t)
+        parts = [np.arange(a + h * _BLOCK, a + (h + 1) * _BLOCK) for h in hit.tolist()]
+        parts.append(np.arange(a + full * _BLOCK, k))
+        cand = np.concatenate(parts)
+        return self.rows[cand[self.t1[cand] > t]].tolist()
 
 
 def python_frame(chain: list[Event]) -> str | None:

@@ -1,0 +1,40 @@
+"""A large trace file's spans loaded as ``Columns``: a chunk's checked columns appended to
+growing arrays, text as codes, never a tuple per row.
+
+Lists of ``HostSpan`` tuples cost ~750 bytes a record through ``check`` (a tuple, its ints and
+the list's pointer); as columns ~50. ``file.py`` uses this for host and device spans when a file
+is large (``file.py:COLUMNS_FROM``); smaller files load as lists, as they always have.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from photon_trace.telemetry.trace.columns import Columns
+
+
+class ColumnsBuilder:
+    """Columns of one record kind (``kind``: the NamedTuple type), a chunk at a time."""
+
+    def __init__(self, kind: type, types: tuple[type, ...]):
+        self.kind, self.types = kind, types
+        self.parts: list[list[np.ndarray]] = [[] for _ in types]
+        self.codes: list[dict[str, int] | None] = [{} if t is str else None for t in types]
+
+    def add(self, columns: list[tuple]) -> None:
+        """One chunk's columns (``rows.check_columns``: checked, one tuple per field)."""
+        for i, (col, want) in enumerate(zip(columns, self.types)):
+            if want is str:
+                codes = self.codes[i]
+                self.parts[i].append(np.fromiter((codes.setdefault(v, len(codes)) for v in col), dtype=np.int32,
+                                                 count=len(col)))
+            else:
+                self.parts[i].append(np.array(col, dtype=bool if want is bool else np.int64))
+
+    def finish(self) -> Columns:
+        arrays, tables = {}, {}
+        for name, want, parts, codes in zip(self.kind._fields, self.types, self.parts, self.codes):
+            dtype = np.int32 if want is str else bool if want is bool else np.int64
+            arrays[name] = np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+            if codes is not None:
+                tables[name] = list(codes)
+        return Columns(self.kind, arrays, tables)
