@@ -41,6 +41,13 @@ files' rows are this wide and load padded with -1 (not recorded)."""
 _PAD = [-1, -1]
 
 
+def padded(kind: str, rows: list) -> list:
+    """An older file's rows of ``kind`` (``OLDER_WIDTH``) with -1 for the counters it did not record."""
+    if rows and kind in OLDER_WIDTH and all(type(r) is list and len(r) == OLDER_WIDTH[kind] for r in rows):
+        return [r + _PAD for r in rows]
+    return rows
+
+
 class TraceFormatError(ValueError):
     """The file is not a photon_trace trace, or not one this version can read."""
 
@@ -88,8 +95,7 @@ def check_rows(path: Path, lineno: int, kind: str, rows: list) -> list:
     500k-span trace in C-speed passes); only when a column is off does the row-by-row check
     run, to name the first bad row and field."""
     cls, types = ROW_TYPES[kind]
-    if rows and kind in OLDER_WIDTH and all(type(r) is list and len(r) == OLDER_WIDTH[kind] for r in rows):
-        rows = [r + _PAD for r in rows]    # an older file: the counters were not recorded
+    rows = padded(kind, rows)
     if rows and set(map(type, rows)) == {list} and set(map(len, rows)) == {len(types)}:
         # JSON gives exact types, so a set of types per column is the whole check (bool is not int)
         if all(set(map(type, col)) <= {want} for col, want in zip(zip(*rows), types)):
@@ -117,8 +123,7 @@ def check_columns(path: Path, lineno: int, kind: str, rows: list) -> list[tuple]
     """A chunk's rows of ``kind`` as its columns (one tuple of values per field), checked as
     ``check_rows`` checks them: for a large file loaded into ``Columns`` without a tuple per row."""
     _, types = ROW_TYPES[kind]
-    if rows and kind in VERSION_1_WIDTH and all(type(r) is list and len(r) == VERSION_1_WIDTH[kind] for r in rows):
-        rows = [r + _PAD for r in rows]
+    rows = padded(kind, rows)
     if rows and set(map(type, rows)) == {list} and set(map(len, rows)) == {len(types)}:
         cols = list(zip(*rows))
         if all(set(map(type, col)) <= {want} for col, want in zip(cols, types)):
