@@ -100,11 +100,14 @@ def test_engines_share_one_zygote_and_generate_what_a_fresh_worker_does(monkeypa
 
 def test_a_changed_environment_gets_its_own_zygote_and_host_only_settings_do_not(monkeypatch):
     """torch reads its settings at import, in the zygote: a worker for another environment
-    needs another zygote. The pinning switch is the host's alone: it changes none."""
+    needs another zygote, and the one it replaces leaves once its last worker is reaped. The
+    pinning switch is the host's alone: it changes none."""
     _mode(monkeypatch, "zygote")
+    closed = []   # kept, as a caller may keep a closed engine: it must not keep its zygote
 
     def zygote_of_a_new_engine() -> int:
         eng = tiny_engine(1)
+        closed.append(eng)
         try:
             return _parent(eng.device._proc.pid)
         finally:
@@ -116,6 +119,11 @@ def test_a_changed_environment_gets_its_own_zygote_and_host_only_settings_do_not
     monkeypatch.setenv("PHOTON_TRACE_TEST_SPAWN_SETTING", "changed")
     second = zygote_of_a_new_engine()
     assert second != first and "photon_trace.engine.device.zygote" in _cmdline(second)
+    # a replaced zygote whose workers have all been reaped has gone (not even a zombie)
+    assert not os.path.exists(f"/proc/{first}")
+    monkeypatch.setenv("PHOTON_TRACE_TEST_SPAWN_SETTING", "changed again")
+    third = zygote_of_a_new_engine()
+    assert third not in (first, second) and not os.path.exists(f"/proc/{second}")
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -28,8 +28,9 @@ from photon_trace.engine.device.base import DeviceError
 FRESH_ENV = "PHOTON_TRACE_FRESH_WORKER"   # "1": every worker a fresh interpreter (no zygote)
 # A worker gets the host's environment as it is at the fork, but what torch and its libraries
 # read at import the zygote read at its own start: another value needs another zygote. These
-# need none: read by the host only, or set afresh for each test by pytest.
-_NOT_READ_AT_IMPORT = (FRESH_ENV, "PHOTON_TRACE_NO_PIN", "PYTEST_CURRENT_TEST")
+# need none: read by the host only; set afresh for each test by pytest; set by torch itself in
+# the host to its inductor cache's default, read where used (the worker sees the host's value).
+_NOT_READ_AT_IMPORT = (FRESH_ENV, "PHOTON_TRACE_NO_PIN", "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR")
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 _REPLY_BYTES = 1 << 16
 _POLL_S = 0.1   # how often a wait for the zygote checks that it is alive
@@ -138,7 +139,7 @@ class ForkedWorker:
     def __init__(self, zygote: Zygote, pid: int) -> None:
         self.pid = pid
         self.returncode: int | None = None
-        self._zygote = zygote   # kept alive while this worker may need reaping
+        self._zygote: Zygote | None = zygote   # kept alive until this worker is reaped
         self._pidfd = os.pidfd_open(pid)   # the zygote has not reaped it: the pid is still this child's
         weakref.finalize(self, os.close, self._pidfd)
         self._lock = threading.Lock()   # the engine's thread and a closing one may both see it exit
@@ -171,3 +172,4 @@ class ForkedWorker:
             except (DeviceError, ChildProcessError):
                 code = -1   # the zygote died first: init reaped the worker, its code is lost
             self.returncode = code   # the pidfd stays open till this goes: another thread may poll it
+            self._zygote = None   # a replaced zygote leaves once its last worker is reaped
