@@ -76,7 +76,7 @@ class HostProcessDevice(Device):
         self._finalizer = weakref.finalize(self, _cleanup, self._proc, self._conn, self._ring, self._bell, self._sent,
                                            self._paths, self._pinned)
         try:
-            self._conn.send((spec, cpu, self.state.path, [path for path, _ in maps], self._ring.path))
+            self._send_description(spec, cpu, [path for path, _ in maps])
             deadline = time.monotonic() + _START_TIMEOUT_S
             while not self.state.ready[0]:
                 self._check_alive()
@@ -91,6 +91,19 @@ class HostProcessDevice(Device):
         if _keep_host_off(cpu):
             self._pinned.append(threading.get_native_id())
         self._yield_spin_ns = _YIELD_SPIN_NS if cpu >= 0 else 0
+
+    def _send_description(self, spec: DeviceSpec, cpu: int, staging_paths: list[str]) -> None:
+        """The worker's first message; one that died before it could read it is reported as
+        dead with its exit code (its end closed: it has gone or is going)."""
+        try:
+            self._conn.send((spec, cpu, self.state.path, staging_paths, self._ring.path))
+        except OSError as e:
+            try:
+                self._proc.wait(timeout=_STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+            self._check_alive()
+            raise DeviceError(f"the device worker is unreachable: {e}") from e
 
     # -- plumbing ------------------------------------------------------------------------
     def _send(self, cmd: tuple) -> None:

@@ -15,7 +15,9 @@ Protocol, on a SOCK_SEQPACKET socket (one message a request, one a reply), one
 request at a time: ``("fork", cwd, environ)`` with two file descriptors (the worker's end of its
 connection and the doorbell's read end) -> the child's pid; ``("reap", pid)`` for a child
 the host saw exit (its pidfd) -> its exit code, as ``Popen.returncode`` gives it. The
-zygote leaves when the socket reaches its end: its host has gone or closed it.
+zygote leaves when the socket reaches its end: its host has gone (killed too: the kernel
+closes its end) or closed it. Not PR_SET_PDEATHSIG: that fires when the host *thread* that
+started the zygote ends, and a server starts engines on threads that come and go.
 """
 from __future__ import annotations
 
