@@ -174,3 +174,25 @@ def test_a_worker_that_never_gets_ready_is_reported_and_killed(monkeypatch, mode
         tiny_engine(2)
     assert started and not os.path.exists(f"/proc/{started[0]}")
     assert _in_shm() <= shm
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning needs two CPUs")
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unpinned_worker_gets_every_cpu_whoever_started_it(monkeypatch, mode):
+    """A pinned engine leaves its host thread off the device's core while it is open. A worker
+    started meanwhile (and, forked, its zygote, started now for a setting of its own) must not
+    inherit that narrowed set: an unpinned worker (two threads) may use every CPU."""
+    _mode(monkeypatch, mode)
+    monkeypatch.delenv("PHOTON_TRACE_NO_PIN", raising=False)
+    every = os.sched_getaffinity(0)
+    pinned = tiny_engine(1)
+    try:
+        assert os.sched_getaffinity(0) < every      # the host thread is narrowed meanwhile
+        monkeypatch.setenv("PHOTON_TRACE_TEST_SPAWN_SETTING", f"narrowed {mode}")   # a zygote started now
+        unpinned = tiny_engine(1, device_threads=2)
+        try:
+            assert os.sched_getaffinity(unpinned.device._proc.pid) == every
+        finally:
+            unpinned.close()
+    finally:
+        pinned.close()

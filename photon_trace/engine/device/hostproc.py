@@ -96,7 +96,7 @@ class HostProcessDevice(Device):
         """The worker's first message; one that died before it could read it is reported as
         dead with its exit code (its end closed: it has gone or is going)."""
         try:
-            self._conn.send((spec, cpu, self.state.path, staging_paths, self._ring.path))
+            self._conn.send((spec, cpu, _CPUS, self.state.path, staging_paths, self._ring.path))
         except OSError as e:
             try:
                 self._proc.wait(timeout=_STOP_GRACE_S)

@@ -39,11 +39,11 @@ def worker_main(conn: Connection, bell: int) -> int:
     in the first message, so a worker forked before its engine existed serves it.
     """
     try:
-        spec, cpu, state_path, staging_paths, ring_path = conn.recv()
+        spec, cpu, cpus, state_path, staging_paths, ring_path = conn.recv()
     except (EOFError, OSError):
         return 1   # the host went before it sent the device's description
     torch.set_num_threads(spec.threads)
-    _pin(cpu)
+    _pin(cpu, cpus)
     state = P.SharedState(2, path=state_path)
     try:
         ring = CommandRing(path=ring_path)
@@ -77,14 +77,21 @@ def _is_user_error(e: BaseException) -> bool:
     return isinstance(e, (CheckpointError, ValueError))
 
 
-def _pin(cpu: int) -> None:
+def _pin(cpu: int, cpus: list[int]) -> None:
     """Run on the CPU the host chose (the last one), as a GPU is its own chip.
 
     Without pinning the OS migrates the two busy processes between cores and the
-    device's step time wanders by ~10% from run to run on a 2-core machine.
+    device's step time wanders by ~10% from run to run on a 2-core machine. Unpinned
+    (``cpu`` -1), on every CPU the host's process had before an engine narrowed its
+    threads: a worker, or the zygote that forked it, started from a narrowed thread
+    would otherwise share the host's cores only.
     """
-    if cpu >= 0 and hasattr(os, "sched_setaffinity"):
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    if cpu >= 0:
         os.sched_setaffinity(0, {cpu})
+    elif cpus:
+        os.sched_setaffinity(0, set(cpus))
 
 
 class _Queue:
