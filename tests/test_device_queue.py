@@ -1,7 +1,7 @@
 """The host-process device's command queue (``engine/device/ring.py``): batches come out in
 the order they went in, across the ring's wrap and while the writer waits for room; one too
 big for the ring takes the socket at its place in that order; and a worker whose host has
-gone without closing it leaves."""
+gone without closing it leaves, and so does its zygote."""
 from __future__ import annotations
 
 import os
@@ -114,8 +114,11 @@ import os, sys
 from photon_trace.engine.engine import Engine
 eng = Engine(model="tiny", backend="cpu", max_rows=4, max_step_tokens=32, max_seqs=4, kv_tokens=256,
              page_size=8, max_context=64)
-print(eng.device._proc.pid, flush=True)
-os._exit(0)     # gone without closing the engine: no STOP reaches the worker
+pid = eng.device._proc.pid
+with open(f"/proc/{pid}/stat") as f:
+    parent = int(f.read().rsplit(")", 1)[1].split()[1])   # the zygote that forked it (engine/device/spawn.py)
+print(os.getpid(), parent, pid, flush=True)
+os._exit(0)     # gone without closing the engine: no STOP reaches the worker, no close the zygote
 """
 
 
@@ -128,12 +131,17 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
-def test_a_worker_whose_host_has_gone_leaves():
+def test_a_worker_and_its_zygote_leave_when_their_host_has_gone():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env.pop("PHOTON_TRACE_FRESH_WORKER", None)
     proc = subprocess.run([sys.executable, "-c", _ORPHAN], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    pid = int(proc.stdout.split()[-1])
-    deadline = time.monotonic() + 60     # a deadline, not a pace: it leaves as soon as it reads the bell's end
-    while not _gone(pid) and time.monotonic() < deadline:
+    host, zygote, pid = map(int, proc.stdout.split()[-3:])
+    assert zygote not in (host, pid)
+    # a deadline, not a pace: the worker leaves as soon as it reads the bell's end, the zygote
+    # as soon as it reads its socket's
+    deadline = time.monotonic() + 60
+    while not (_gone(pid) and _gone(zygote)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(pid), f"device worker {pid} still running after its host exited"
+    assert _gone(zygote), f"zygote {zygote} still running after its host exited"

@@ -14,7 +14,6 @@ import os
 import pickle
 import socket
 import subprocess
-import sys
 import threading
 import time
 import weakref
@@ -28,6 +27,7 @@ import photon_trace.engine.device.shm as _shm
 from photon_trace.engine.device.base import CompletedOp, Device, DeviceError, DeviceSpec, LaunchShape
 from photon_trace.engine.device.ring import CommandRing, Doorbell
 from photon_trace.engine.device.sampling import SamplingMode
+from photon_trace.engine.device.spawn import WorkerProcess, start_worker
 from photon_trace.engine.device.staging import SlotStaging
 from photon_trace.engine.device.wire import mode_to_wire, shape_to_wire
 
@@ -36,6 +36,7 @@ _YIELD_SPIN_NS = 1_000_000_000  # then, with a core to itself, spins yielding th
 _LIVENESS_S = 0.1           # how often a long wait checks the worker is alive
 _LIVENESS_NS = int(_LIVENESS_S * 1e9)
 _START_TIMEOUT_S = 600.0
+_STOP_GRACE_S = 5.0         # a worker that has not left this long after STOP is killed
 
 
 class HostProcessDevice(Device):
@@ -53,18 +54,20 @@ class HostProcessDevice(Device):
         self._batch: list[tuple] = []
         self._unsent: list[tuple[int, DeviceOp, Stream]] = []   # issued, not yet flushed
         self._sent = self.state.sent
-        # A fresh interpreter rather than fork: no inherited threads, locks or
-        # OpenMP state, and no re-import of the caller's main module.
+        # Never a fork of this process: no inherited threads, locks or OpenMP state, and no
+        # re-import of the caller's main module (spawn.py: a zygote's child or a fresh interpreter).
         cpu = _device_cpu() if spec.threads == 1 else -1   # more threads: the OS places them
         ours, theirs = socket.socketpair()
-        bell = self._bell.read_fd     # the same number in the worker (pass_fds)
-        env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "photon_trace.engine.device.worker", str(theirs.fileno()), str(cpu),
-             str(spec.threads)],
-            pass_fds=(theirs.fileno(), bell), env=env, stdin=subprocess.DEVNULL)
+        try:
+            self._proc = start_worker(theirs.fileno(), self._bell.read_fd, time.monotonic() + _START_TIMEOUT_S)
+        except BaseException:
+            for f in (ours, theirs):
+                f.close()
+            self._bell.close()
+            self._ring.close()
+            for path in self._paths:
+                _shm.unlink(path)
+            raise
         theirs.close()
         self._bell.handed_over()
         self._conn = Connection(ours.detach())
@@ -73,7 +76,7 @@ class HostProcessDevice(Device):
         self._finalizer = weakref.finalize(self, _cleanup, self._proc, self._conn, self._ring, self._bell, self._sent,
                                            self._paths, self._pinned)
         try:
-            self._conn.send((spec, self.state.path, [path for path, _ in maps], self._ring.path, bell))
+            self._send_description(spec, cpu, [path for path, _ in maps])
             deadline = time.monotonic() + _START_TIMEOUT_S
             while not self.state.ready[0]:
                 self._check_alive()
@@ -88,6 +91,19 @@ class HostProcessDevice(Device):
         if _keep_host_off(cpu):
             self._pinned.append(threading.get_native_id())
         self._yield_spin_ns = _YIELD_SPIN_NS if cpu >= 0 else 0
+
+    def _send_description(self, spec: DeviceSpec, cpu: int, staging_paths: list[str]) -> None:
+        """The worker's first message; one that died before it could read it is reported as
+        dead with its exit code (its end closed: it has gone or is going)."""
+        try:
+            self._conn.send((spec, cpu, _CPUS, self.state.path, staging_paths, self._ring.path))
+        except OSError as e:
+            try:
+                self._proc.wait(timeout=_STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+            self._check_alive()
+            raise DeviceError(f"the device worker is unreachable: {e}") from e
 
     # -- plumbing ------------------------------------------------------------------------
     def _send(self, cmd: tuple) -> None:
@@ -325,7 +341,7 @@ def _release_host(tid: int) -> None:
                 pass   # the thread has ended
 
 
-def _cleanup(proc: subprocess.Popen, conn: Connection, ring: CommandRing, bell: Doorbell, sent,
+def _cleanup(proc: WorkerProcess, conn: Connection, ring: CommandRing, bell: Doorbell, sent,
              paths: list[str], pinned: list[int]) -> None:
     for tid in pinned:
         _release_host(tid)
@@ -339,7 +355,7 @@ def _cleanup(proc: subprocess.Popen, conn: Connection, ring: CommandRing, bell: 
         pass
     bell.close()
     try:
-        proc.wait(timeout=5)
+        proc.wait(timeout=_STOP_GRACE_S)   # the worker leaves at once on STOP (worker.leave)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=5)

@@ -31,10 +31,19 @@ from photon_trace.engine.device.wire import FromWire
 BLOCK = "block"   # a slot's whole staging block, beside its per-field views
 
 
-def worker_main(conn: Connection, cpu: int = -1, threads: int = 1) -> None:
-    torch.set_num_threads(threads)
-    _pin(cpu)
-    spec, state_path, staging_paths, ring_path, bell = conn.recv()
+def worker_main(conn: Connection, bell: int) -> int:
+    """Serve one device until the host's STOP (or its going); the exit code.
+
+    ``conn`` and the doorbell's read end ``bell`` were handed over at start: by the
+    command line (a fresh interpreter) or by the zygote (``zygote.py``). The rest comes
+    in the first message, so a worker forked before its engine existed serves it.
+    """
+    try:
+        spec, cpu, cpus, state_path, staging_paths, ring_path = conn.recv()
+    except (EOFError, OSError):
+        return 1   # the host went before it sent the device's description
+    torch.set_num_threads(spec.threads)
+    _pin(cpu, cpus)
     state = P.SharedState(2, path=state_path)
     try:
         ring = CommandRing(path=ring_path)
@@ -49,6 +58,7 @@ def worker_main(conn: Connection, cpu: int = -1, threads: int = 1) -> None:
             state.ready[0] = 1
             _run(_Queue(conn, ring, bell, state.sent, P.WORKER_SPIN_NS if cpu >= 0 else 0), conn, program, state,
                  host)
+        return 0
     except BaseException as e:  # report anything, including a model error, then die
         state.error[0] = 1
         # The exception itself goes too when it is the user's to read (a checkpoint that cannot
@@ -58,7 +68,7 @@ def worker_main(conn: Connection, cpu: int = -1, threads: int = 1) -> None:
             conn.send(("error", traceback.format_exc(), user_error))
         except (BrokenPipeError, OSError):
             pass
-        sys.exit(1)
+        return 1
 
 
 def _is_user_error(e: BaseException) -> bool:
@@ -67,14 +77,21 @@ def _is_user_error(e: BaseException) -> bool:
     return isinstance(e, (CheckpointError, ValueError))
 
 
-def _pin(cpu: int) -> None:
+def _pin(cpu: int, cpus: list[int]) -> None:
     """Run on the CPU the host chose (the last one), as a GPU is its own chip.
 
     Without pinning the OS migrates the two busy processes between cores and the
-    device's step time wanders by ~10% from run to run on a 2-core machine.
+    device's step time wanders by ~10% from run to run on a 2-core machine. Unpinned
+    (``cpu`` -1), on every CPU the host's process had before an engine narrowed its
+    threads: a worker, or the zygote that forked it, started from a narrowed thread
+    would otherwise share the host's cores only.
     """
-    if cpu >= 0 and hasattr(os, "sched_setaffinity"):
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    if cpu >= 0:
         os.sched_setaffinity(0, {cpu})
+    elif cpus:
+        os.sched_setaffinity(0, set(cpus))
 
 
 class _Queue:
@@ -210,5 +227,16 @@ def _run(queue: _Queue, conn: Connection, program: DeviceProgram, state: P.Share
         # WAIT: satisfied, nothing to do
 
 
-if __name__ == "__main__":
-    worker_main(Connection(int(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+def leave(code: int) -> None:
+    """End the worker's process now: torch's interpreter teardown took ~0.7 s of every
+    engine's close, and there is nothing to save (the host unlinks the shared memory)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(code)
+
+
+if __name__ == "__main__":   # a fresh interpreter (PHOTON_TRACE_FRESH_WORKER): conn's fd, the bell's
+    leave(worker_main(Connection(int(sys.argv[1])), int(sys.argv[2])))
