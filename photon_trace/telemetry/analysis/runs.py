@@ -31,6 +31,16 @@ def first_of_each(key: np.ndarray) -> np.ndarray:
     return order[np.append(True, k[1:] != k[:-1])] if len(k) else order
 
 
+def per_group(group: np.ndarray, value: np.ndarray, how: np.ufunc = np.add) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct groups, sorted; ``how`` of ``value`` over each): integer sums stay exact."""
+    if not len(group):
+        return group, value
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    start = np.flatnonzero(np.append(True, g[1:] != g[:-1]))
+    return g[start], how.reduceat(value[order], start)
+
+
 def union(t0: np.ndarray, t1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals [t0[k], t1[k]) given in start order (empty ones included: a run
     may touch the next, ``a <= end``, and then they merge), as disjoint (starts, ends)."""

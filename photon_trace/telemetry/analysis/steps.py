@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from photon_trace.telemetry.analysis.gaps import Gaps, stream_mask
-from photon_trace.telemetry.analysis.runs import Runs
+from photon_trace.telemetry.analysis.runs import Runs, per_group
 from photon_trace.telemetry.analysis.window import _primary, prefill_steps, step_starts
 from photon_trace.telemetry.trace.columns import codes, column
 from photon_trace.telemetry.trace.lanes import host_phases, primary_stream
@@ -56,16 +56,6 @@ def step_periods(trace: Trace) -> list[tuple[int, int, int]]:
     t0 = [t for t, _ in starts]
     ends = t0[1:] + [int(last_end[np.searchsorted(steps, starts[-1][1])])]
     return [(s, a, b - a) for (a, s), b in zip(starts, ends)]
-
-
-def per_group(group: np.ndarray, value: np.ndarray, how: np.ufunc = np.add) -> tuple[np.ndarray, np.ndarray]:
-    """(the distinct groups, sorted; ``how`` of ``value`` over each): integer sums stay exact."""
-    if not len(group):
-        return group, value
-    order = np.argsort(group, kind="stable")
-    g = group[order]
-    start = np.flatnonzero(np.append(True, g[1:] != g[:-1]))
-    return g[start], how.reduceat(value[order], start)
 
 
 def _by_step(steps: np.ndarray, value: np.ndarray) -> dict[int, int]:
