@@ -197,10 +197,7 @@ class Attribution:
         chain: dict[tuple[Cause, str], int] = defaultdict(int)
         self._shared = []
         if late_end > g0:
-            covered = self.no_work.cut(self._coverage(min(chain_from, g0), late_end))
-            for p in covered:
-                chain[p[2:]] += p.t1 - p.t0
-            parts = [p for p in covered if p.t1 > g0]
+            parts = self._covered(min(chain_from, g0), g0, late_end, chain)
             if parts and parts[0].t0 < g0:
                 parts[0] = parts[0]._replace(t0=g0)
             if tail_op:     # before the syncs are charged: a sync costs only host time the device could use
@@ -269,33 +266,19 @@ class Attribution:
         """Whether a copy of ``nxt``'s step ended inside its queued time [e, g1]."""
         return self.copies.ends_in(nxt.step, max(e, nxt.enqueued), g1 + self.slack)
 
-    def launch_latency(self, gaps) -> LaunchLatency:
-        """The device's own launch latency, measured on ``gaps`` (``bubbles.Gap`` s, every
-        size; see ``LaunchLatency``)."""
-        queued, started = self._samples(gaps) if isinstance(gaps, Gaps) else self._samples_each(gaps)
+    def launch_latency(self, gaps: Gaps) -> LaunchLatency:
+        """The device's own launch latency, measured on ``gaps`` (every size; see ``LaunchLatency``)."""
+        queued, started = self._samples(gaps)
         step_start = int(median(queued[True])) if queued[True] else None
         if step_start is None and started:
             step_start = sorted(started)[len(started) // 10]
         return LaunchLatency(step_start, int(median(queued[False])) if queued[False] else None)
 
-    def _samples_each(self, gaps) -> tuple[dict[bool, list[int]], list[int]]:
-        """``launch_latency``'s samples: the queued gaps (a step's first op, later ops), the late starts."""
-        queued: dict[bool, list[int]] = {True: [], False: []}
-        started: list[int] = []    # a late step start: from its enqueue to its start
-        for g in gaps:
-            if self.one_launch(g.prev, g.next):
-                continue        # a graph's own scheduling between its nodes: no launch to measure
-            first = g.next.step != g.prev.step
-            if g.next.enqueued <= g.prev.t1:
-                if not self._copy_waited(g.prev.t1, g.next.t0, g.next):
-                    queued[first].append(g.full_ns - self.tail(g.prev, g.next))
-            elif (first and g.next.enqueued < g.next.t0 and g.full_ns <= g.prev.t1 - g.prev.t0
-                  and not self._copy_waited(g.next.enqueued, g.next.t0, g.next)):
-                started.append(g.next.t0 - g.next.enqueued)
-        return queued, started
-
     def _samples(self, gaps: Gaps) -> tuple[dict[bool, list[int]], list[int]]:
-        """``_samples_each`` over every gap at once, as arrays."""
+        """``launch_latency``'s samples, every gap at once: (the gaps before an op already queued
+        when the device ran dry, less the device's tail, for a step's first op and for later ops;
+        for a step's first op enqueued late, from its enqueue to its start). Graph launches' own
+        gaps and gaps spent waiting for a copy are left out."""
         ops, p, n = gaps.ops, gaps.prev, gaps.next
         p_t1, n_t0, n_enq, n_step = ops.t1[p], ops.t0[n], ops.enqueued[n], ops.step[n]
         counted = ~(self.graphs & (ops.enqueued[p] == n_enq) & (n_enq != 0))
@@ -334,6 +317,20 @@ class Attribution:
             if left > 0:
                 self._carry = _Carry(w.site, left)
         return parts
+
+    def _covered(self, a: int, g0: int, b: int, chain: dict[tuple[Cause, str], int]) -> list[Part]:
+        """[a, b)'s coverage added to ``chain`` per (cause, detail), no work cut out; its stretches
+        that reach past ``g0``. Summed as arrays where no stretch is split by the host's counters."""
+        summed = None if self.no_work else self._timeline.summed(a, g0, b)
+        if summed is not None:
+            totals, after = summed
+            for key, ns in totals:
+                chain[key] += ns
+            return [Part(*s) for s in after]
+        covered = self.no_work.cut(self._coverage(a, b))
+        for p in covered:
+            chain[p[2:]] += p.t1 - p.t0
+        return [p for p in covered if p.t1 > g0]
 
     def _coverage(self, a: int, b: int) -> list[Part]:
         """[a, b) cut where what covers it changes; each stretch labelled by precedence."""

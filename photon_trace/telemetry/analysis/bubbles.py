@@ -71,7 +71,7 @@ class Splits(list):
     launch_ns: int | None = None
 
 
-def split_gaps(trace: Trace, gaps: list[Gap], *, min_gap_ns: int = MIN_BUBBLE_NS,
+def split_gaps(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
                slack_ns: int | None = None) -> Splits:
     """Each gap of at least ``min_gap_ns`` with its attribution (``attribution``), in time order;
     the launch latency is measured on ``gaps`` (every size)."""
@@ -79,9 +79,8 @@ def split_gaps(trace: Trace, gaps: list[Gap], *, min_gap_ns: int = MIN_BUBBLE_NS
         slack_ns = min(clock_error_ns(trace.header), min_gap_ns)
     attribution = Attribution(trace, slack_ns, min_gap_ns)
     attribution.launch = attribution.launch_latency(gaps)
-    if isinstance(gaps, Gaps):      # only the bubble-sized gaps become records
-        gaps = gaps.take(gaps.full_ns >= min_gap_ns)
-    out = Splits((g, attribution.split(g.prev, g.next)) for g in gaps if g.full_ns >= min_gap_ns)
+    big = gaps.take(gaps.full_ns >= min_gap_ns)     # only the bubble-sized gaps become records
+    out = Splits((g, attribution.split(g.prev, g.next)) for g in big)
     out.launch, out.launch_ns = attribution.launch, attribution.launch.typical
     return out
 
@@ -96,7 +95,7 @@ def bubbles_of(gap: Gap, split: GapSplit) -> list[Bubble]:
     return out
 
 
-def classify(trace: Trace, gaps: list[Gap], *, min_gap_ns: int = MIN_BUBBLE_NS,
+def classify(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
              slack_ns: int | None = None) -> list[Bubble]:
     """The bubbles of ``gaps`` (those of at least ``min_gap_ns``), in time order."""
     return [b for g, s in split_gaps(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)

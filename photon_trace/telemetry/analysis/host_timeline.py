@@ -20,7 +20,7 @@ import numpy as np
 
 from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.analysis.host_running import PhaseCounters, Running, of_wait
-from photon_trace.telemetry.analysis.runs import distinct
+from photon_trace.telemetry.analysis.runs import distinct, first_of_each, per_group
 from photon_trace.telemetry.trace.columns import codes, column
 from photon_trace.telemetry.trace.records import HostSpan, HostWait
 from photon_trace.telemetry.tracer import NO_WORK, SUB_PHASES
@@ -64,7 +64,7 @@ class Timeline:
     """``cuts``: every cover edge in time order; the stretch [cuts[i-1], cuts[i]) has label
     ``labels[code[i]]`` (``code[0]``: before the first edge; code 0 is ``OUTSIDE``, nothing recorded)."""
 
-    __slots__ = ("cuts", "_cuts", "code", "labels")
+    __slots__ = ("cuts", "_cuts", "code", "labels", "counted")
 
     def __init__(self, t0: np.ndarray, t1: np.ndarray, priority: np.ndarray, label: np.ndarray,
                  labels: list[Label]):
@@ -78,6 +78,32 @@ class Timeline:
         by_priority[n] = 0
         self.code = np.concatenate([[0], by_priority[best]]).astype(np.int64)
         self.labels = labels
+        self.counted = np.array([label[2] is not None for label in labels], dtype=bool)
+
+    def summed(self, a: int, g0: int, b: int) -> tuple[list[tuple[tuple[Cause, str], int]], list[tuple]] | None:
+        """[a, b) as ((cause, detail), ns) totals in order of first use, and its merged stretches
+        (t0, t1, cause, detail) that end after ``g0``; None where a label carries the thread's
+        counters (its stretches are split by them: ``stretches`` then)."""
+        if a >= b:
+            return [], []
+        i0, i1 = bisect_right(self._cuts, a), bisect_left(self._cuts, b)
+        code = self.code[i0:i1 + 1]
+        if self.counted[code].any():
+            return None
+        inner = self.cuts[i0:i1]
+        starts = np.concatenate([[a], inner])
+        ends = np.concatenate([inner, [b]])
+        keys, totals = per_group(code, ends - starts)
+        first = np.sort(first_of_each(code))
+        total_of = dict(zip(keys.tolist(), totals.tolist()))
+        labels = self.labels
+        sums = [(labels[c][:2], total_of[c]) for c in code[first].tolist()]
+        begin = np.flatnonzero(np.append(True, code[1:] != code[:-1]))     # the merged stretches
+        finish = np.append(begin[1:], len(code)) - 1
+        late = np.flatnonzero(ends[finish] > g0)
+        after = [(x, y, *labels[c][:2]) for x, y, c in
+                 zip(starts[begin[late]].tolist(), ends[finish[late]].tolist(), code[begin[late]].tolist())]
+        return sums, after
 
     def stretches(self, a: int, b: int) -> list[tuple[int, int, Label]]:
         """[a, b) as (t0, t1, label) stretches, adjacent equal labels merged."""
