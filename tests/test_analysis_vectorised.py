@@ -309,6 +309,7 @@ def test_a_steps_other_stream_ops_are_found_as_the_lists_found_them(trace, queri
             want = [d for d in others if d.step == step and lo < d.t1 <= hi]
             assert ops.ending_in(step, lo, hi) == want
             assert ops.ends_in(step, lo, hi) == bool(want)
+            assert ops.latest_ending(step, lo, hi) == (max(want, key=lambda d: d.t1) if want else None)
             assert ops.get(step) == ([d for d in others if d.step == step] or ())
         steps = np.array([q[0] for q in queries], dtype=np.int64)
         lo = np.array([q[1] for q in queries], dtype=np.int64)

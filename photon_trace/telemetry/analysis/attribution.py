@@ -253,8 +253,7 @@ class Attribution:
                       detail: str = LAUNCH_LATENCY) -> list[Part]:
         if not self._copy_waited(e, g1, nxt):
             return _late_start(e, g1, late, launch, detail)
-        copies = self.copies.ending_in(nxt.step, max(e, nxt.enqueued), g1 + self.slack)
-        c = max(copies, key=lambda c: c.t1)
+        c = self.copies.latest_ending(nxt.step, max(e, nxt.enqueued), g1 + self.slack)
         wait = (Part(0, g1, Cause.COPY_WAIT, c.op) if c.stream == COPY
                 else Part(0, g1, Cause.STREAM_WAIT, f"{c.stream}: {c.op}"))
         # the wait is the copy's own time; before the copy began, the device had started

@@ -21,8 +21,6 @@ from typing import NamedTuple
 import numpy as np
 
 from photon_trace.telemetry.analysis.no_work import NoWork
-from photon_trace.telemetry.analysis.runs import first_of_each
-from photon_trace.telemetry.trace.columns import codes, column
 from photon_trace.telemetry.trace.lanes import device_of
 from photon_trace.telemetry.trace.records import Trace
 
@@ -44,18 +42,22 @@ class DeviceIdle(NamedTuple):
 
 def device_ops(trace: Trace) -> dict[str, tuple[np.ndarray, np.ndarray, set[str]]]:
     """Per device: its ops' starts and ends (by start) and the streams they ran on."""
-    stream, table = codes(trace.device_spans, "stream")
-    stream = np.asarray(stream)
-    t0, t1 = column(trace.device_spans, "t0"), column(trace.device_spans, "t1")
-    devices: dict[str, list[int]] = {}
-    for code in stream[np.sort(first_of_each(stream))].tolist():     # the streams in order of first use
-        devices.setdefault(device_of(trace, table[code]), []).append(code)
+    lanes: dict[str, str] = {}
+    t0s: dict[str, list[int]] = {}
+    t1s: dict[str, list[int]] = {}
+    streams: dict[str, set[str]] = {}
+    for d in trace.device_spans:
+        dev = lanes.get(d.stream)
+        if dev is None:
+            dev = lanes[d.stream] = device_of(trace, d.stream)
+            streams.setdefault(dev, set()).add(d.stream)
+        t0s.setdefault(dev, []).append(d.t0)
+        t1s.setdefault(dev, []).append(d.t1)
     out = {}
-    for dev, mine in devices.items():
-        keep = np.isin(stream, mine)
-        a, b = t0[keep], t1[keep]
+    for dev in t0s:
+        a, b = np.asarray(t0s[dev], dtype=np.int64), np.asarray(t1s[dev], dtype=np.int64)
         o = np.argsort(a, kind="stable")
-        out[dev] = (a[o], b[o], {table[c] for c in mine})
+        out[dev] = (a[o], b[o], streams[dev])
     return out
 
 

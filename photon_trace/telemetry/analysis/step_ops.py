@@ -45,6 +45,16 @@ class StepOps:
         t1 = self._t1[block]
         return [self._spans[i] for i in self._pos[block][(t1 > lo) & (t1 <= hi)].tolist()]
 
+    def latest_ending(self, step: int, lo: int, hi: int) -> DeviceSpan | None:
+        """Of the step's ops that end in (lo, hi], the one that ends last (the first in the trace's
+        order among equals); None without any."""
+        block = self._block(step)
+        t1 = self._t1[block]
+        inside = np.flatnonzero((t1 > lo) & (t1 <= hi))
+        if not len(inside):
+            return None
+        return self._spans[int(self._pos[block][inside[np.argmax(t1[inside])]])]
+
     def ends_in(self, step: int, lo: int, hi: int) -> bool:
         """Whether an op of the step ends in (lo, hi]."""
         t1 = self._t1[self._block(step)]
