@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from photon_trace.telemetry.analysis.bubbles import MIN_BUBBLE_NS, Bubble, Gap, busy_intervals, classify, device_gaps
+from photon_trace.telemetry.analysis.bubbles import MIN_BUBBLE_NS, Bubble, Gap, busy_intervals, device_gaps, split_gaps
 from photon_trace.telemetry.analysis.gaps import Gaps
 from photon_trace.telemetry.analysis.no_work import NoWork
 from photon_trace.telemetry.analysis.runs import Runs
@@ -70,8 +70,12 @@ def stream_stats(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MIN
         else:
             view = on_stream(trace, s)
             gaps = device_gaps(view, span)
-            for b in classify(view, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns) if causes else ():
-                split[b.cause] += b.duration_ns
+            if causes:      # the bubbles' time per cause, without making each bubble (``bubbles_of``)
+                for g, parts in split_gaps(view, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns):
+                    for p in parts.parts:
+                        a, b = max(p.t0, g.t0), min(p.t1, g.t1)
+                        if a < b:
+                            split[p.cause] += b - a
         busy = runs.total() if isinstance(runs, Runs) else sum(b - a for a, b in runs)
         none = no_work.overlap_ns(*span)    # the engine had nothing to run: no one's idle
         gaps = no_work.cut(gaps)
