@@ -14,7 +14,6 @@ O(n log n) array work and no Python per span. ``Timeline.stretches`` reads a ran
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 import numpy as np
 
@@ -29,6 +28,7 @@ OUTSIDE_PHASES = "outside phases"
 """``host_bound``'s detail for host time no top-level phase covers."""
 OUTSIDE = (Cause.HOST_BOUND, OUTSIDE_PHASES, None)
 Label = tuple[Cause, str, Running | None]
+_FEW = 24   # edges in a range below which a Python loop beats numpy's per-call cost
 
 
 def outside_detail(enclosing: str | None) -> str:
@@ -64,12 +64,11 @@ class Timeline:
     """``cuts``: every cover edge in time order; the stretch [cuts[i-1], cuts[i]) has label
     ``labels[code[i]]`` (``code[0]``: before the first edge; code 0 is ``OUTSIDE``, nothing recorded)."""
 
-    __slots__ = ("cuts", "_cuts", "code", "labels", "counted")
+    __slots__ = ("cuts", "code", "labels", "counted")
 
     def __init__(self, t0: np.ndarray, t1: np.ndarray, priority: np.ndarray, label: np.ndarray,
                  labels: list[Label]):
         self.cuts = distinct(np.concatenate([t0, t1])) if len(t0) else np.empty(0, np.int64)
-        self._cuts = self.cuts.tolist()
         lo, hi = np.searchsorted(self.cuts, t0), np.searchsorted(self.cuts, t1)
         n = len(t0)
         best = _range_min(len(self.cuts), lo, hi, priority, n) if n else np.empty(0, np.int64)
@@ -80,43 +79,60 @@ class Timeline:
         self.labels = labels
         self.counted = np.array([label[2] is not None for label in labels], dtype=bool)
 
+    def _span(self, a: int, b: int) -> tuple[int, int]:
+        """(i0, i1): the edges inside (a, b) are cuts[i0:i1]; code[i0] labels [a, the first)."""
+        return int(self.cuts.searchsorted(a, side="right")), int(self.cuts.searchsorted(b, side="left"))
+
+    def _merged(self, a: int, b: int, i0: int, i1: int) -> list[list[int]]:
+        """[a, b) as [t0, t1, code] stretches, adjacent equal codes merged, in Python: for a range
+        of a few edges (a gap between two ops of a step) cheaper than a dozen numpy calls."""
+        out: list[list[int]] = []
+        x = a
+        for y, c in zip(self.cuts[i0:i1].tolist() + [b], self.code[i0:i1 + 1].tolist()):
+            if out and out[-1][2] == c:
+                out[-1][1] = y
+            else:
+                out.append([x, y, c])
+            x = y
+        return out
+
     def summed(self, a: int, g0: int, b: int) -> tuple[list[tuple[tuple[Cause, str], int]], list[tuple]] | None:
         """[a, b) as ((cause, detail), ns) totals in order of first use, and its merged stretches
         (t0, t1, cause, detail) that end after ``g0``; None where a label carries the thread's
         counters (its stretches are split by them: ``stretches`` then)."""
         if a >= b:
             return [], []
-        i0, i1 = bisect_right(self._cuts, a), bisect_left(self._cuts, b)
+        i0, i1 = self._span(a, b)
         code = self.code[i0:i1 + 1]
         if self.counted[code].any():
             return None
+        labels = self.labels
+        if i1 - i0 <= _FEW:
+            totals: dict[tuple[Cause, str], int] = {}
+            merged = self._merged(a, b, i0, i1)
+            for x, y, c in merged:
+                key = labels[c][:2]
+                totals[key] = totals.get(key, 0) + y - x
+            return list(totals.items()), [(x, y, *labels[c][:2]) for x, y, c in merged if y > g0]
         inner = self.cuts[i0:i1]
         starts = np.concatenate([[a], inner])
         ends = np.concatenate([inner, [b]])
-        keys, totals = per_group(code, ends - starts)
+        keys, sums = per_group(code, ends - starts)
         first = np.sort(first_of_each(code))
-        total_of = dict(zip(keys.tolist(), totals.tolist()))
-        labels = self.labels
-        sums = [(labels[c][:2], total_of[c]) for c in code[first].tolist()]
+        total_of = dict(zip(keys.tolist(), sums.tolist()))
         begin = np.flatnonzero(np.append(True, code[1:] != code[:-1]))     # the merged stretches
         finish = np.append(begin[1:], len(code)) - 1
         late = np.flatnonzero(ends[finish] > g0)
         after = [(x, y, *labels[c][:2]) for x, y, c in
                  zip(starts[begin[late]].tolist(), ends[finish[late]].tolist(), code[begin[late]].tolist())]
-        return sums, after
+        return [(labels[c][:2], total_of[c]) for c in code[first].tolist()], after
 
     def stretches(self, a: int, b: int) -> list[tuple[int, int, Label]]:
         """[a, b) as (t0, t1, label) stretches, adjacent equal labels merged."""
         if a >= b:
             return []
-        i0, i1 = bisect_right(self._cuts, a), bisect_left(self._cuts, b)
-        code = self.code[i0:i1 + 1]
-        starts = self.cuts[i0:i1]
-        change = np.flatnonzero(code[1:] != code[:-1])
-        xs = [a] + starts[change].tolist()
-        ys = xs[1:] + [b]
         labels = self.labels
-        return [(x, y, labels[c]) for x, y, c in zip(xs, ys, code[np.concatenate([[0], change + 1])].tolist())]
+        return [(x, y, labels[c]) for x, y, c in self._merged(a, b, *self._span(a, b))]
 
 
 def host_timeline(host_spans: Sequence[HostSpan], waits: list[HostWait], phases: frozenset[str],
