@@ -39,8 +39,6 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import NamedTuple, Union
 
-import numpy as np
-
 from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
 from photon_trace.telemetry.analysis.causes import DEPLOYMENT, Cause, who_fixes
 from photon_trace.telemetry.analysis.device_report import device_lines
@@ -51,9 +49,8 @@ from photon_trace.telemetry.analysis.gate_report import (  # noqa: F401 (the ren
     _diagnosis_markdown, device_markdown, md_code, render_junit, render_markdown, steady_state_line)
 from photon_trace.telemetry.analysis.source_notes import capture_only, source_notes, stopped_early, unknown_runtime
 from photon_trace.telemetry.analysis.window import compute_extent
-from photon_trace.telemetry.trace.columns import column
 from photon_trace.telemetry.trace.lanes import primary_stream
-from photon_trace.telemetry.trace.plausible import check_trace
+from photon_trace.telemetry.trace.plausible import check_trace, ends_before_start
 from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.trace.rows import TraceFormatError
 
@@ -178,18 +175,9 @@ def _load(x: TraceLike, what: str, load: dict) -> tuple[Trace, str, list[str]]:
     return trace, str(x), [one_line(str(w.message)) for w in caught if not issubclass(w.category, said)]
 
 
-def _ends_first(records) -> tuple | None:
-    """The first record that ends before it starts (None: none does)."""
-    try:
-        bad = np.flatnonzero(column(records, "t1") < column(records, "t0"))
-    except OverflowError:       # a time past int64 (``check_trace`` says which): one by one
-        return next((r for r in records if r.t1 < r.t0), None)
-    return records[int(bad[0])] if len(bad) else None
-
-
 def _validate(trace: Trace, name: str) -> None:
     for kind in ("host_spans", "device_spans", "waits"):
-        bad = _ends_first(getattr(trace, kind))
+        bad = ends_before_start(getattr(trace, kind))
         if bad is not None:
             raise BadInput(f"{name}: corrupt trace: a {kind[:-1].replace('_', ' ')} ends before it starts ({bad})")
     try:   # a loaded file was checked on load; a trace built in memory is checked here

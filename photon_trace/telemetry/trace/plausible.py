@@ -64,6 +64,15 @@ def implausible(t0: Sequence[int], t1: Sequence[int], first_only: bool = True) -
     return out   # empty too when the times spread over more than 7 days, none 7 days from the median
 
 
+def ends_before_start(records: Sequence) -> tuple | None:
+    """The first of ``records`` (a list or ``Columns``) that ends before it starts; None: none does."""
+    try:
+        bad = np.flatnonzero(column(records, "t1") < column(records, "t0"))
+    except OverflowError:       # a time past int64 (``check_trace`` says which): one by one
+        return next((r for r in records if r.t1 < r.t0), None)
+    return records[int(bad[0])] if len(bad) else None
+
+
 def _problem(a: int, b: int, median: int) -> str | None:
     for what, t in (("starts", a), ("ends", b)):
         if not 0 <= t < INT64_END:
