@@ -318,6 +318,14 @@ def test_a_steps_other_stream_ops_are_found_as_the_lists_found_them(trace, queri
             assert ops.ends_in(step, lo, hi) == bool(want)
             assert ops.latest_ending(step, lo, hi) == (max(want, key=lambda d: d.t1) if want else None)
             assert ops.get(step) == ([d for d in others if d.step == step] or ())
+        # the device's tail after each gap: where its own work on other streams ended (``_tail``)
+        gaps = ref_gaps(trace, (0, 10**6))
+        want_tail = [max([c.t1 for c in others if c.step in {g.prev.step, g.next.step}
+                          and c.enqueued <= g.prev.t1 < c.t1 <= g.next.t0], default=g.prev.t1) for g in gaps]
+        g0 = np.array([g.prev.t1 for g in gaps], dtype=np.int64)
+        g1 = np.array([g.next.t0 for g in gaps], dtype=np.int64)
+        pairs = (np.array([g.prev.step for g in gaps], dtype=np.int64), np.array([g.next.step for g in gaps], dtype=np.int64))
+        assert ops.tail_ends(pairs, g0, g1).tolist() == want_tail
         steps = np.array([q[0] for q in queries], dtype=np.int64)
         lo = np.array([q[1] for q in queries], dtype=np.int64)
         hi = np.array([q[2] for q in queries], dtype=np.int64)

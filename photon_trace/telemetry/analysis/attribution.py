@@ -290,7 +290,7 @@ class Attribution:
         q = unwaited(q, p_t1[q])
         own = gaps.full_ns[q]
         if self.serial:     # the device's own tail (our host-process device's traces)
-            own = own - np.array([self.tail(ops.record(i), ops.record(j)) for i, j in zip(p[q], n[q])], dtype=np.int64)
+            own = own - (self.copies.tail_ends((ops.step[p[q]], n_step[q]), p_t1[q], n_t0[q]) - p_t1[q])
         late = np.flatnonzero(counted & (n_enq > p_t1) & first & (n_enq < n_t0) & (gaps.full_ns <= p_t1 - ops.t0[p]))
         late = unwaited(late, n_enq[late])
         return ({True: own[first[q]].tolist(), False: own[~first[q]].tolist()},

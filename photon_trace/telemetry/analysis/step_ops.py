@@ -21,7 +21,7 @@ _FAR = 1 << 62
 class StepOps:
     """``trace``'s ops on every stream but ``primary``, by step; each step's in the trace's order."""
 
-    __slots__ = ("_spans", "_pos", "_steps", "_t1")
+    __slots__ = ("_spans", "_pos", "_steps", "_t1", "_enqueued")
 
     def __init__(self, trace: Trace, primary: str):
         self._spans = trace.device_spans
@@ -30,6 +30,7 @@ class StepOps:
         by_step = np.argsort(steps, kind="stable")
         self._pos, self._steps = mine[by_step], steps[by_step]
         self._t1 = column(self._spans, "t1")[self._pos] if len(mine) else np.empty(0, np.int64)
+        self._enqueued = column(self._spans, "enqueued")[self._pos] if len(mine) else np.empty(0, np.int64)
 
     def _block(self, step: int) -> slice:
         return slice(int(np.searchsorted(self._steps, step)), int(np.searchsorted(self._steps, step, side="right")))
@@ -82,4 +83,19 @@ class StepOps:
         q, lo, hi = q[present], np.asarray(lo)[present], np.asarray(hi)[present]
         clip = lambda t: np.clip(t - base, -1, band - 2) + q * band   # noqa: E731
         out[present] = np.searchsorted(key, clip(hi), side="right") > np.searchsorted(key, clip(lo), side="right")
+        return out
+
+    def tail_ends(self, steps: tuple[np.ndarray, np.ndarray], g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+        """Per gap k: the latest end in (g0[k], g1[k]] of an op of step ``steps[0][k]`` or
+        ``steps[1][k]`` enqueued by g0[k] (``Attribution.tail``'s work); g0[k] without one. Each
+        step's few ops are paired with the gaps that ask for it, as arrays."""
+        out = np.asarray(g0, dtype=np.int64).copy()
+        for step in steps:
+            lo = np.searchsorted(self._steps, step)
+            n = np.searchsorted(self._steps, step, side="right") - lo
+            gap = np.repeat(np.arange(len(step)), n)        # one row per (gap, op of its step)
+            op = np.repeat(lo - np.concatenate([[0], np.cumsum(n)[:-1]]), n) + np.arange(int(n.sum()))
+            t1 = self._t1[op]
+            fits = (self._enqueued[op] <= g0[gap]) & (g0[gap] < t1) & (t1 <= g1[gap])
+            np.maximum.at(out, gap[fits], t1[fits])
         return out
