@@ -83,21 +83,24 @@ from collections import defaultdict
 from statistics import median
 from typing import NamedTuple
 
+import numpy as np
+
 from photon_trace.telemetry.analysis import device_running
 from photon_trace.telemetry.analysis._index import IntervalIndex
 from photon_trace.telemetry.analysis.causes import Cause
-from photon_trace.telemetry.analysis.host_running import PhaseCounters, Running, landings, of_wait
+from photon_trace.telemetry.analysis.gaps import Gaps, Ops
+from photon_trace.telemetry.analysis.host_running import landings
 from photon_trace.telemetry.analysis.host_running import split as split_running
+from photon_trace.telemetry.analysis.host_timeline import OUTSIDE_PHASES, host_timeline, outside_detail
 from photon_trace.telemetry.analysis.launch_latency import LaunchLatency
 from photon_trace.telemetry.analysis.no_work import NoWork
-from photon_trace.telemetry.analysis.window import compute_ops
+from photon_trace.telemetry.analysis.runs import first_of_each
+from photon_trace.telemetry.analysis.step_ops import StepOps
 from photon_trace.telemetry.trace.lanes import COPY, host_phases, primary_stream
 from photon_trace.telemetry.trace.records import DeviceSpan, HostWait, Trace
-from photon_trace.telemetry.tracer import NO_WORK, SUB_PHASES
 
-OUTSIDE_PHASES = "outside phases"
-"""``host_bound``'s detail for host time no top-level phase covers."""
-_OUTSIDE = (Cause.HOST_BOUND, OUTSIDE_PHASES, None)
+__all__ = ["OUTSIDE_PHASES", "outside_detail", "Attribution", "GapSplit", "Part", "LAUNCH_LATENCY", "GRAPH_NODES"]
+
 LAUNCH_LATENCY = "launch latency"
 """``dispatch``'s detail: the op was queued and the device started it late."""
 GRAPH_NODES = "between a graph launch's nodes"
@@ -159,24 +162,10 @@ def _late_start(e: int, x: int, late: list[Part], launch: int | None, detail: st
     return _merged(out + [Part(end, x, Cause.DISPATCH, LAUNCH_LATENCY)])
 
 
-class _Cover(NamedTuple):
-    """Something that covers host time: a wait or a host span, with its precedence."""
-    t0: int
-    t1: int
-    rank: tuple[int, int]
-    cause: Cause
-    detail: str
-    running: Running | None = None   # the thread's counters over it, to split it by (``host_running``)
-
-
 class _Carry(NamedTuple):
     """A sync's lost host time not yet charged: it may still cost the next gaps."""
     site: str
     left_ns: int
-
-
-def outside_detail(enclosing: str | None) -> str:
-    return OUTSIDE_PHASES if enclosing is None else f"{OUTSIDE_PHASES} (in {enclosing})"
 
 
 class Attribution:
@@ -188,42 +177,25 @@ class Attribution:
         self.launch = launch or LaunchLatency()   # the device's own launch latency (``launch_latency``)
         waits = [w for w in trace.waits if w.t1 > w.t0]
         self.unexpected: IntervalIndex[HostWait] = IntervalIndex(w for w in waits if not w.expected)
-        # What can cover host time, each with its precedence (a lower rank wins; among equals
-        # the latest to start, the innermost). Sub-phases lie inside their phase: never needed.
-        landed = landings(trace)
-        covers = [_Cover(w.t0, w.t1, (1 if w.expected else 0, -w.t0),
-                         Cause.COMMIT_WAIT if w.expected else Cause.ACCIDENTAL_SYNC, w.site,
-                         of_wait(w, landed, slack_ns)) for w in waits]
-        phases = self.phases = host_phases(trace)
-        own = PhaseCounters(waits)
+        # What covers host time, by precedence (``host_timeline``); no work is cut out of every gap
+        self.phases = host_phases(trace)
         self.no_work = NoWork(trace)
-        for h in trace.host_spans:
-            if h.phase == NO_WORK and self.no_work:
-                continue            # no host work: cut out of every gap (``split``)
-            if h.phase in phases:
-                covers.append(_Cover(h.t0, h.t1, (2, -h.t0), Cause.HOST_BOUND, h.phase, own.of(h)))
-            elif h.phase not in SUB_PHASES and h.t1 > h.t0:
-                covers.append(_Cover(h.t0, h.t1, (3, -h.t0), Cause.HOST_BOUND, outside_detail(h.phase)))
-        self._cuts, self._labels = _timeline(covers)
-        self.copies: dict[int, list[DeviceSpan]] = defaultdict(list)   # the step's ops on other streams
+        self._timeline = host_timeline(trace.host_spans, waits, self.phases, landings(trace), slack_ns,
+                                       bool(self.no_work))
         device = trace.header.get("device")
         self.serial = isinstance(device, dict) and device.get("concurrent_streams") is False
         # an imported trace whose graphs ran: ops sharing an enqueue came from one graph launch
         self.graphs = bool(trace.header.get("graph_replays"))
-        primary = primary_stream(trace)
-        for d in trace.device_spans:
-            if d.stream != primary:
-                self.copies[d.step].append(d)
+        self.copies = StepOps(trace, primary_stream(trace))   # the step's ops on other streams
         # Where the host was ahead again: a step's first compute op enqueued at least min_gap
         # before the device ran out of work. Time order; (start of the op, its enqueue).
-        self.ahead: list[tuple[int, int]] = []
-        seen: set[int] = set()
-        busy_until: int | None = None
-        for d in compute_ops(trace):
-            if d.step not in seen and busy_until is not None and busy_until - d.enqueued >= min_gap_ns:
-                self.ahead.append((d.t0, d.enqueued))
-            seen.add(d.step)
-            busy_until = d.t1 if busy_until is None else max(busy_until, d.t1)
+        ops = Ops(trace)
+        first = np.zeros(len(ops), dtype=bool)
+        first[first_of_each(ops.step)] = True
+        first[:1] = False       # nothing ran before the very first op
+        busy_until = np.maximum.accumulate(ops.t1)[:-1] if len(ops) else ops.t1
+        ahead = np.flatnonzero(first[1:] & (busy_until - ops.enqueued[1:] >= min_gap_ns)) + 1
+        self.ahead: list[tuple[int, int]] = list(zip(ops.t0[ahead].tolist(), ops.enqueued[ahead].tolist()))
         self._ahead_starts = [t for t, _ in self.ahead]
         self._carry: _Carry | None = None
         self._charged: set[HostWait] = set()
@@ -244,10 +216,7 @@ class Attribution:
         chain: dict[tuple[Cause, str], int] = defaultdict(int)
         self._shared = []
         if late_end > g0:
-            covered = self.no_work.cut(self._coverage(min(chain_from, g0), late_end))
-            for p in covered:
-                chain[p[2:]] += p.t1 - p.t0
-            parts = [p for p in covered if p.t1 > g0]
+            parts = self._covered(min(chain_from, g0), g0, late_end, chain)
             if parts and parts[0].t0 < g0:
                 parts[0] = parts[0]._replace(t0=g0)
             if tail_op:     # before the syncs are charged: a sync costs only host time the device could use
@@ -276,8 +245,8 @@ class Attribution:
         if not self.serial:
             return None
         g0, g1 = prev.t1, nxt.t0
-        ends = [(c.t1, c.op) for step in {prev.step, nxt.step} for c in self.copies.get(step, ())
-                if c.enqueued <= g0 < c.t1 <= g1]
+        ends = [(c.t1, c.op) for step in {prev.step, nxt.step} for c in self.copies.ending_in(step, g0, g1)
+                if c.enqueued <= g0]
         return max(ends) if ends else None
 
     def tail(self, prev: DeviceSpan, nxt: DeviceSpan) -> int:
@@ -306,8 +275,7 @@ class Attribution:
         left = {self._carry.site: self._carry.left_ns} if self._carry is not None else {}
         if not self._copy_waited(e, g1, nxt):
             return _late_start(e, g1, late, launch, detail, left)
-        copies = [c for c in self.copies.get(nxt.step, ()) if e < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued]
-        c = max(copies, key=lambda c: c.t1)
+        c = self.copies.latest_ending(nxt.step, max(e, nxt.enqueued), g1 + self.slack)
         wait = (Part(0, g1, Cause.COPY_WAIT, c.op) if c.stream == COPY
                 else Part(0, g1, Cause.STREAM_WAIT, f"{c.stream}: {c.op}"))
         # the wait is the copy's own time; before the copy began, the device had started
@@ -323,27 +291,38 @@ class Attribution:
 
     def _copy_waited(self, e: int, g1: int, nxt: DeviceSpan) -> bool:
         """Whether a copy of ``nxt``'s step ended inside its queued time [e, g1]."""
-        return any(e < c.t1 <= g1 + self.slack and c.t1 > nxt.enqueued for c in self.copies.get(nxt.step, ()))
+        return self.copies.ends_in(nxt.step, max(e, nxt.enqueued), g1 + self.slack)
 
-    def launch_latency(self, gaps) -> LaunchLatency:
-        """The device's own launch latency, measured on ``gaps`` (``bubbles.Gap`` s, every
-        size; see ``LaunchLatency``)."""
-        queued: dict[bool, list[int]] = {True: [], False: []}
-        started: list[int] = []    # a late step start: from its enqueue to its start
-        for g in gaps:
-            if self.one_launch(g.prev, g.next):
-                continue        # a graph's own scheduling between its nodes: no launch to measure
-            first = g.next.step != g.prev.step
-            if g.next.enqueued <= g.prev.t1:
-                if not self._copy_waited(g.prev.t1, g.next.t0, g.next):
-                    queued[first].append(g.full_ns - self.tail(g.prev, g.next))
-            elif (first and g.next.enqueued < g.next.t0 and g.full_ns <= g.prev.t1 - g.prev.t0
-                  and not self._copy_waited(g.next.enqueued, g.next.t0, g.next)):
-                started.append(g.next.t0 - g.next.enqueued)
+    def launch_latency(self, gaps: Gaps) -> LaunchLatency:
+        """The device's own launch latency, measured on ``gaps`` (every size; see ``LaunchLatency``)."""
+        queued, started = self._samples(gaps)
         step_start = int(median(queued[True])) if queued[True] else None
         if step_start is None and started:
             step_start = sorted(started)[len(started) // 10]
         return LaunchLatency(step_start, int(median(queued[False])) if queued[False] else None)
+
+    def _samples(self, gaps: Gaps) -> tuple[dict[bool, list[int]], list[int]]:
+        """``launch_latency``'s samples, every gap at once: (the gaps before an op already queued
+        when the device ran dry, less the device's tail, for a step's first op and for later ops;
+        for a step's first op enqueued late, from its enqueue to its start). Graph launches' own
+        gaps and gaps spent waiting for a copy are left out."""
+        ops, p, n = gaps.ops, gaps.prev, gaps.next
+        p_t1, n_t0, n_enq, n_step = ops.t1[p], ops.t0[n], ops.enqueued[n], ops.step[n]
+        counted = ~(self.graphs & (ops.enqueued[p] == n_enq) & (n_enq != 0))
+        first = n_step != ops.step[p]
+
+        def unwaited(k: np.ndarray, e: np.ndarray) -> np.ndarray:   # of gaps k, no copy of the step ended in [e, g1]
+            return k[~self.copies.any_end_in(n_step[k], np.maximum(e, n_enq[k]), n_t0[k] + self.slack)]
+
+        q = np.flatnonzero(counted & (n_enq <= p_t1))
+        q = unwaited(q, p_t1[q])
+        own = gaps.full_ns[q]
+        if self.serial:     # the device's own tail (our host-process device's traces)
+            own = own - (self.copies.tail_ends((ops.step[p[q]], n_step[q]), p_t1[q], n_t0[q]) - p_t1[q])
+        late = np.flatnonzero(counted & (n_enq > p_t1) & first & (n_enq < n_t0) & (gaps.full_ns <= p_t1 - ops.t0[p]))
+        late = unwaited(late, n_enq[late])
+        return ({True: own[first[q]].tolist(), False: own[~first[q]].tolist()},
+                (n_t0[late] - n_enq[late]).tolist())
 
     def _host_late(self, a: int, b: int, parts: list[Part]) -> list[Part]:
         """Charge the syncs on the coverage ``parts`` of the host-late stretch [a, b)."""
@@ -367,39 +346,23 @@ class Attribution:
                 self._carry = _Carry(w.site, left)
         return parts
 
+    def _covered(self, a: int, g0: int, b: int, chain: dict[tuple[Cause, str], int]) -> list[Part]:
+        """[a, b)'s coverage added to ``chain`` per (cause, detail), no work cut out; its stretches
+        that reach past ``g0``. Summed as arrays where no stretch is split by the host's counters."""
+        summed = None if self.no_work else self._timeline.summed(a, g0, b)
+        if summed is not None:
+            totals, after = summed
+            for key, ns in totals:
+                chain[key] += ns
+            return [Part(*s) for s in after]
+        covered = self.no_work.cut(self._coverage(a, b))
+        for p in covered:
+            chain[p[2:]] += p.t1 - p.t0
+        return [p for p in covered if p.t1 > g0]
+
     def _coverage(self, a: int, b: int) -> list[Part]:
         """[a, b) cut where what covers it changes; each stretch labelled by precedence."""
-        cuts, labels = self._cuts, self._labels
-        i = bisect_right(cuts, a)           # cuts[i - 1] <= a < cuts[i]
-        stretches: list[list] = []          # [t0, t1, label], adjacent equal labels merged
-        while a < b:
-            end = min(cuts[i], b) if i < len(cuts) else b
-            label = (labels[i - 1] if i > 0 else None) or _OUTSIDE   # before the first cut: nothing recorded
-            if stretches and stretches[-1][2] == label:
-                stretches[-1][1] = end
-            else:
-                stretches.append([a, end, label])
-            a, i = end, i + 1
-        return [Part(*s) for x, y, label in stretches for s in split_running(x, y, *label)]
-
-
-def _timeline(covers: list[_Cover]) -> tuple[list[int], list[tuple[Cause, str, Running | None] | None]]:
-    """The host's whole timeline cut where what covers it changes: ``cuts`` in time order and
-    the label of each stretch [cuts[i], cuts[i+1]) (None: nothing covers it), by precedence."""
-    covers = sorted(covers, key=lambda c: c.t0)
-    cuts = sorted({t for c in covers for t in (c.t0, c.t1)})
-    labels: list[tuple[Cause, str] | None] = []
-    active: list[_Cover] = []
-    j = 0
-    for x in cuts:
-        active = [c for c in active if c.t1 > x]
-        while j < len(covers) and covers[j].t0 <= x:
-            if covers[j].t1 > x:
-                active.append(covers[j])
-            j += 1
-        best = min(active, key=lambda c: c.rank) if active else None
-        labels.append((best.cause, best.detail, best.running) if best else None)
-    return cuts, labels
+        return [Part(*s) for x, y, label in self._timeline.stretches(a, b) for s in split_running(x, y, *label)]
 
 
 def _moves(p: Part, phases: frozenset[str]) -> bool:

@@ -17,29 +17,23 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from photon_trace.telemetry.analysis.attribution import (
     LAUNCH_LATENCY, OUTSIDE_PHASES, Attribution, GapSplit, LaunchLatency)
 from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.analysis.clock import clock_error_ns
-from photon_trace.telemetry.analysis.window import compute_ops
-from photon_trace.telemetry.trace.records import DeviceSpan, Trace
+from photon_trace.telemetry.analysis.gaps import Gap, Gaps, Ops, gaps_between
+from photon_trace.telemetry.analysis.runs import Runs
+from photon_trace.telemetry.trace.records import Trace
 
-__all__ = ["Gap", "Bubble", "busy_intervals", "device_gaps", "split_gaps", "Splits", "bubbles_of", "classify",
+__all__ = ["Gap", "Gaps", "Runs", "Bubble", "busy_intervals", "device_gaps", "split_gaps", "Splits", "bubbles_of", "classify",
            "find_bubbles",
            "MIN_BUBBLE_NS", "GapSplit", "Cause", "OUTSIDE_PHASES", "LAUNCH_LATENCY"]
 
 MIN_BUBBLE_NS = 20_000
 """Gaps under 20 µs are dispatch overhead, not bubbles: the host-process device
 takes tens of µs per command and a GPU a few µs per kernel launch."""
-
-
-class Gap(NamedTuple):
-    """Device idle between two merged runs of compute ops (clipped to the window)."""
-    t0: int
-    t1: int
-    prev: DeviceSpan   # the op whose end opened the gap
-    next: DeviceSpan   # the op whose start closed it
-    full_ns: int       # unclipped length, which decides bubble vs dispatch
 
 
 class Bubble(NamedTuple):
@@ -54,35 +48,19 @@ class Bubble(NamedTuple):
     covered_by: str = ""   # the stream that covered most of it
 
 
-def busy_intervals(trace: Trace, window: tuple[int, int]) -> list[tuple[int, int]]:
-    """The union of compute ops as disjoint ``(t0, t1)`` runs, clipped to ``window``."""
+def busy_intervals(trace: Trace, window: tuple[int, int], ops: Ops | None = None) -> Runs:
+    """The union of compute ops as disjoint ``(t0, t1)`` runs, clipped to ``window``
+    (``ops``: the trace's compute ops, when the caller has them already)."""
     w0, w1 = window
-    runs: list[tuple[int, int]] = []
-    for d in compute_ops(trace):
-        a, b = max(d.t0, w0), min(d.t1, w1)
-        if a >= b:
-            continue
-        if runs and a <= runs[-1][1]:
-            if b > runs[-1][1]:
-                runs[-1] = (runs[-1][0], b)
-        else:
-            runs.append((a, b))
-    return runs
+    ops = Ops(trace) if ops is None else ops
+    a, b = np.maximum(ops.t0, w0), np.minimum(ops.t1, w1)
+    keep = a < b
+    return Runs.of(a[keep], b[keep])
 
 
-def device_gaps(trace: Trace, window: tuple[int, int]) -> list[Gap]:
+def device_gaps(trace: Trace, window: tuple[int, int], ops: Ops | None = None) -> Gaps:
     """Every gap between consecutive compute ops that lies (partly) in ``window``."""
-    w0, w1 = window
-    gaps: list[Gap] = []
-    last: DeviceSpan | None = None
-    for d in compute_ops(trace):
-        if last is not None and d.t0 > last.t1:
-            a, b = max(last.t1, w0), min(d.t0, w1)
-            if a < b:
-                gaps.append(Gap(a, b, last, d, d.t0 - last.t1))
-        if last is None or d.t1 > last.t1:
-            last = d
-    return gaps
+    return gaps_between(Ops(trace) if ops is None else ops, window)
 
 
 class Splits(list):
@@ -93,7 +71,7 @@ class Splits(list):
     launch_ns: int | None = None
 
 
-def split_gaps(trace: Trace, gaps: list[Gap], *, min_gap_ns: int = MIN_BUBBLE_NS,
+def split_gaps(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
                slack_ns: int | None = None) -> Splits:
     """Each gap of at least ``min_gap_ns`` with its attribution (``attribution``), in time order;
     the launch latency is measured on ``gaps`` (every size)."""
@@ -101,7 +79,8 @@ def split_gaps(trace: Trace, gaps: list[Gap], *, min_gap_ns: int = MIN_BUBBLE_NS
         slack_ns = min(clock_error_ns(trace.header), min_gap_ns)
     attribution = Attribution(trace, slack_ns, min_gap_ns)
     attribution.launch = attribution.launch_latency(gaps)
-    out = Splits((g, attribution.split(g.prev, g.next)) for g in gaps if g.full_ns >= min_gap_ns)
+    big = gaps.take(gaps.full_ns >= min_gap_ns)     # only the bubble-sized gaps become records
+    out = Splits((g, attribution.split(g.prev, g.next)) for g in big)
     out.launch, out.launch_ns = attribution.launch, attribution.launch.typical
     return out
 
@@ -116,7 +95,7 @@ def bubbles_of(gap: Gap, split: GapSplit) -> list[Bubble]:
     return out
 
 
-def classify(trace: Trace, gaps: list[Gap], *, min_gap_ns: int = MIN_BUBBLE_NS,
+def classify(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
              slack_ns: int | None = None) -> list[Bubble]:
     """The bubbles of ``gaps`` (those of at least ``min_gap_ns``), in time order."""
     return [b for g, s in split_gaps(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)

@@ -29,9 +29,11 @@ Only ops that ran entirely inside the window count: a clipped op's duration is n
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from typing import NamedTuple
 
+import numpy as np
+
+from photon_trace.telemetry.trace.columns import codes, column
 from photon_trace.telemetry.trace.records import Trace
 
 TAIL_SHARE = 0.20
@@ -77,28 +79,30 @@ class OpChange(NamedTuple):
     ratio: float        # new over old (inf: an op the baseline did not run)
 
 
-def _rank(sorted_ns: list[int], q: float) -> int:
+def _rank(sorted_ns: np.ndarray, q: float) -> int:
     """The nearest-rank ``q`` quantile of ``sorted_ns`` (non-empty)."""
-    return sorted_ns[max(0, min(len(sorted_ns) - 1, math.ceil(q * len(sorted_ns)) - 1))]
+    return int(sorted_ns[max(0, min(len(sorted_ns) - 1, math.ceil(q * len(sorted_ns)) - 1))])
 
 
 def op_spreads(trace: Trace, window: tuple[int, int]) -> list[OpSpread]:
     """Per op name, the spread of the durations of its runs inside ``window``; the costliest
     tail first."""
     w0, w1 = window
-    runs: dict[str, list[int]] = defaultdict(list)
-    for d in trace.device_spans:
-        if w0 <= d.t0 and d.t1 <= w1:
-            runs[d.op].append(d.t1 - d.t0)
-    every = sum(sum(v) for v in runs.values())
+    op, names = codes(trace.device_spans, "op")
+    t0, t1 = column(trace.device_spans, "t0"), column(trace.device_spans, "t1")
+    inside = (w0 <= t0) & (t1 <= w1)
+    op, length = np.asarray(op)[inside], (t1 - t0)[inside]
+    order = np.lexsort((length, op))     # by op, each op's durations sorted
+    op, length = op[order], length[order]
+    start = np.flatnonzero(np.append(True, op[1:] != op[:-1])) if len(op) else np.empty(0, np.int64)
+    every = int(length.sum())
     out = []
-    for op, ns in runs.items():
-        ns.sort()
+    for code, ns in zip(op[start].tolist(), np.split(length, start[1:])):
         p50 = _rank(ns, 0.5)
-        tail = sum(x - p50 for x in ns if x > p50)
-        slow = [x for x in ns if x >= SLOW_FACTOR * p50] if p50 > 0 else []
-        out.append(OpSpread(op, len(ns), p50, _rank(ns, 0.9), _rank(ns, 0.99), sum(ns), tail,
-                            tail / every if every else 0.0, len(slow), _rank(slow, 0.5) if slow else 0))
+        tail = int((ns[ns > p50] - p50).sum())
+        slow = ns[ns >= SLOW_FACTOR * p50] if p50 > 0 else ns[:0]
+        out.append(OpSpread(names[code], len(ns), p50, _rank(ns, 0.9), _rank(ns, 0.99), int(ns.sum()), tail,
+                            tail / every if every else 0.0, len(slow), _rank(slow, 0.5) if len(slow) else 0))
     return sorted(out, key=lambda s: (-s.tail_ns, s.op))
 
 

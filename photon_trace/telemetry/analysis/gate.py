@@ -44,12 +44,13 @@ from photon_trace.telemetry.analysis.causes import DEPLOYMENT, Cause, who_fixes
 from photon_trace.telemetry.analysis.device_report import device_lines
 from photon_trace.telemetry.analysis.comparison import NO_CLEAR_CHANGE, compare
 from photon_trace.telemetry.analysis.diagnosis import ranked
+from photon_trace.telemetry.analysis.gaps import stream_mask
 from photon_trace.telemetry.analysis.gate_report import (  # noqa: F401 (the renderers, as gate's API)
     _diagnosis_markdown, device_markdown, md_code, render_junit, render_markdown, steady_state_line)
 from photon_trace.telemetry.analysis.source_notes import capture_only, source_notes, stopped_early, unknown_runtime
 from photon_trace.telemetry.analysis.window import compute_extent
 from photon_trace.telemetry.trace.lanes import primary_stream
-from photon_trace.telemetry.trace.plausible import check_trace
+from photon_trace.telemetry.trace.plausible import check_trace, ends_before_start
 from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.trace.rows import TraceFormatError
 
@@ -176,7 +177,7 @@ def _load(x: TraceLike, what: str, load: dict) -> tuple[Trace, str, list[str]]:
 
 def _validate(trace: Trace, name: str) -> None:
     for kind in ("host_spans", "device_spans", "waits"):
-        bad = next((r for r in getattr(trace, kind) if r.t1 < r.t0), None)
+        bad = ends_before_start(getattr(trace, kind))
         if bad is not None:
             raise BadInput(f"{name}: corrupt trace: a {kind[:-1].replace('_', ' ')} ends before it starts ({bad})")
     try:   # a loaded file was checked on load; a trace built in memory is checked here
@@ -192,7 +193,7 @@ def _validate(trace: Trace, name: str) -> None:
         return      # idle is not gated (``_gates``); the syncs are, on the host's calls alone
     if not trace.device_spans and source in NO_DEVICE_ACTIVITY:
         raise BadInput(f"{name}: no device activity: {NO_DEVICE_ACTIVITY[source]}; nothing to gate on")
-    ops = sum(1 for d in trace.device_spans if d.stream == primary_stream(trace))
+    ops = int(stream_mask(trace.device_spans, primary_stream(trace)).sum())
     if not ops:
         raise BadInput(f"{name}: no compute-stream ops to analyse")
     if ops == 1 and source in NO_DEVICE_ACTIVITY:

@@ -33,7 +33,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import NamedTuple
 
+import numpy as np
+
 from photon_trace.telemetry.analysis.causes import Cause
+from photon_trace.telemetry.trace.columns import codes, column
 from photon_trace.telemetry.trace.records import HostSpan, HostWait, Trace
 
 MIN_NOT_RUNNING_NS = 20_000
@@ -50,11 +53,15 @@ class Running(NamedTuple):
 
 def landings(trace: Trace) -> dict[int, int]:
     """Step -> when its tokens reached the host (the end of its ``copy_back``)."""
-    out: dict[int, int] = {}
-    for d in trace.device_spans:
-        if d.op == "copy_back":
-            out[d.step] = max(out.get(d.step, d.t1), d.t1)
-    return out
+    op, table = codes(trace.device_spans, "op")
+    if "copy_back" not in table:
+        return {}
+    mine = np.asarray(op) == table.index("copy_back")
+    step, t1 = column(trace.device_spans, "step")[mine], column(trace.device_spans, "t1")[mine]
+    order = np.lexsort((t1, step))
+    step, t1 = step[order], t1[order]
+    last = np.append(step[1:] != step[:-1], True)    # each step's latest end comes last
+    return dict(zip(step[last].tolist(), t1[last].tolist()))
 
 
 def of_wait(w: HostWait, landed: dict[int, int], slack_ns: int) -> Running | None:

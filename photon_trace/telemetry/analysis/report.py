@@ -12,6 +12,7 @@ from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.device_idle import DeviceIdle, device_idle
 from photon_trace.telemetry.analysis.device_spread import DeviceFinding, OpSpread, device_findings, op_spreads
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal
+from photon_trace.telemetry.analysis.gaps import Ops
 from photon_trace.telemetry.analysis.no_work import NoWork
 from photon_trace.telemetry.analysis.source_notes import unknown_runtime
 from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
@@ -164,23 +165,24 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
         window = steady_state_window(trace)
     w0, w1 = window
     window_ns = max(0, w1 - w0)
-    runs = busy_intervals(trace, window)
-    busy = sum(b - a for a, b in runs)
-    gaps = device_gaps(trace, window)
+    ops = Ops(trace)
+    runs = busy_intervals(trace, window, ops)
+    busy = runs.total()
+    gaps = device_gaps(trace, window, ops)
     splits = split_gaps(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
     stream = primary_stream(trace)
     bubbles = with_cover(trace, [b for g, s in splits for b in bubbles_of(g, s)], stream, window)
     launch_ns = splits.launch_ns or 0
     # the device's idle while the engine had nothing to run is no bubble and no fix's (``no_work``)
     no_work = NoWork(trace)
-    no_work_ns = sum(no_work.overlap_ns(g.t0, g.t1) for g in gaps)
+    no_work_ns = no_work.overlap_total(gaps.t0, gaps.t1)
     work_gaps = no_work.cut(gaps)
     work_ns = window_ns - no_work_ns
     host_rows = {(b.cause, b.detail) for b in bubbles if not b.cause.queued}
     host_free = predict_removal(splits, work_ns, host_rows, launch_ns)
     bubble_ns = sum(b.duration_ns for b in bubbles)
     idle = work_ns - busy
-    host_idle = sum(min(max(g.next.enqueued, g.t0), g.t1) - g.t0 for g in work_gaps)
+    host_idle = work_gaps.host_late_ns()
     steps = step_stats(trace, window, work_gaps)
     tokens = sum(s.tokens for s in steps)
     r0, r1 = run_extent(trace)

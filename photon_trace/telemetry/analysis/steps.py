@@ -16,13 +16,15 @@
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from statistics import median
 from typing import NamedTuple
 
-from photon_trace.telemetry.analysis._index import IntervalIndex, overlap
-from photon_trace.telemetry.analysis.bubbles import Gap
-from photon_trace.telemetry.analysis.window import step_starts
+import numpy as np
+
+from photon_trace.telemetry.analysis.gaps import Gaps, stream_mask
+from photon_trace.telemetry.analysis.runs import Runs, per_group
+from photon_trace.telemetry.analysis.window import _primary, prefill_steps, step_starts
+from photon_trace.telemetry.trace.columns import codes, column
 from photon_trace.telemetry.trace.lanes import host_phases, primary_stream
 from photon_trace.telemetry.trace.records import Trace
 
@@ -47,59 +49,94 @@ class StepStats(NamedTuple):
 def step_periods(trace: Trace) -> list[tuple[int, int, int]]:
     """``(step, start, period_ns)`` for every step that ran on the compute stream, in time order."""
     starts = step_starts(trace)
-    stream = primary_stream(trace)
-    last_end: dict[int, int] = {}
-    for d in trace.device_spans:
-        if d.stream == stream:
-            last_end[d.step] = max(last_end.get(d.step, d.t1), d.t1)
-    out = []
-    for i, (t0, step) in enumerate(starts):
-        t1 = starts[i + 1][0] if i + 1 < len(starts) else last_end[step]
-        out.append((step, t0, t1 - t0))
+    if not starts:
+        return []
+    t1, step = _primary(trace, "t1", "step")
+    steps, last_end = per_group(step, t1, np.maximum)
+    t0 = [t for t, _ in starts]
+    ends = t0[1:] + [int(last_end[np.searchsorted(steps, starts[-1][1])])]
+    return [(s, a, b - a) for (a, s), b in zip(starts, ends)]
+
+
+def _by_step(steps: np.ndarray, value: np.ndarray) -> dict[int, int]:
+    g, total = per_group(steps, value)
+    return dict(zip(g.tolist(), total.tolist()))
+
+
+def _waited_in_phases(phase_step: np.ndarray, h0: np.ndarray, h1: np.ndarray, waits: list) -> dict[int, int]:
+    """Per step: its waits' time inside its phases, each phase counted on its own (nested phases
+    twice), as the sum over pairs of overlaps. Per step with a wait: with the phases' starts and
+    ends sorted and summed, the overlap of [a, b) with all of them is F(b) - F(a), F(x) being
+    the time before x inside each phase: sum over starts before x of (x - start) less the same
+    over ends."""
+    out: dict[int, int] = {}
+    if not waits or not len(h0):
+        return out
+    ok = h1 >= h0       # a phase that ends before it starts overlaps nothing
+    phase_step, h0, h1 = phase_step[ok], h0[ok], h1[ok]
+    order = np.argsort(phase_step, kind="stable")
+    ps = phase_step[order]
+    by_step: dict[int, list] = {}
+    for w in waits:
+        by_step.setdefault(w.step, []).append(w)
+    for step, ws in by_step.items():
+        lo, hi = np.searchsorted(ps, step), np.searchsorted(ps, step, side="right")
+        if lo == hi:
+            continue
+        base = int(h0[order[lo:hi]].min())
+        starts, ends = np.sort(h0[order[lo:hi]] - base), np.sort(h1[order[lo:hi]] - base)
+        cs, ce = np.concatenate([[0], np.cumsum(starts)]), np.concatenate([[0], np.cumsum(ends)])
+
+        def before(x: np.ndarray) -> np.ndarray:
+            i, j = np.searchsorted(starts, x), np.searchsorted(ends, x)
+            return (i * x - cs[i]) - (j * x - ce[j])
+
+        a = np.array([w.t0 for w in ws], dtype=np.int64) - base
+        b = np.array([w.t1 for w in ws], dtype=np.int64) - base
+        out[step] = int(np.where(b > a, before(b) - before(a), 0).sum())
     return out
 
 
-def step_stats(trace: Trace, window: tuple[int, int], gaps: list[Gap]) -> list[StepStats]:
-    """One row per step whose first compute op starts inside ``window``."""
+def step_stats(trace: Trace, window: tuple[int, int], gaps: Gaps | list) -> list[StepStats]:
+    """One row per step whose first compute op starts inside ``window`` (``gaps``: the compute
+    stream's, disjoint and in time order)."""
     w0, w1 = window
     records = {r.step: r for r in trace.steps}
-    fwd: dict[int, int] = defaultdict(int)
-    smp: dict[int, int] = defaultdict(int)
-    cpy: dict[int, int] = defaultdict(int)
-    saw_prefill: set[int] = set()
+    spans = trace.device_spans
     stream = primary_stream(trace)
-    for d in trace.device_spans:
-        if d.stream != stream:
-            cpy[d.step] += d.t1 - d.t0
-        elif d.op in SAMPLE_OPS:
-            smp[d.step] += d.t1 - d.t0
-        else:  # the model's ops, and every op of an imported trace
-            fwd[d.step] += d.t1 - d.t0
-            if d.op == "prefill":
-                saw_prefill.add(d.step)
+    primary = stream_mask(spans, stream)
+    op, table = codes(spans, "op")
+    op = np.asarray(op)
+    sample = np.isin(op, [i for i, name in enumerate(table) if name in SAMPLE_OPS]) & primary
+    step, length = column(spans, "step"), column(spans, "t1") - column(spans, "t0")
+    cpy = _by_step(step[~primary], length[~primary])
+    smp = _by_step(step[sample], length[sample])
+    model = primary & ~sample   # the model's ops, and every op of an imported trace
+    fwd = _by_step(step[model], length[model])
+    saw_prefill = set(prefill_steps(trace).tolist())
 
-    phases: dict[int, list] = defaultdict(list)
+    phase, names = codes(trace.host_spans, "phase")
     top = host_phases(trace)
-    for h in trace.host_spans:
-        if h.phase in top:
-            phases[h.step].append(h)
-    book = {s: sum(h.t1 - h.t0 for h in hs) for s, hs in phases.items()}
-    for w in trace.waits:
-        for h in phases.get(w.step, ()):
-            book[w.step] -= overlap(w.t0, w.t1, h.t0, h.t1)
+    mine = np.isin(np.asarray(phase), [i for i, name in enumerate(names) if name in top])
+    h_step = column(trace.host_spans, "step")[mine] if len(mine) else np.empty(0, np.int64)
+    h0 = column(trace.host_spans, "t0")[mine] if len(mine) else np.empty(0, np.int64)
+    h1 = column(trace.host_spans, "t1")[mine] if len(mine) else np.empty(0, np.int64)
+    book = _by_step(h_step, h1 - h0)
+    for s, waited in _waited_in_phases(h_step, h0, h1, trace.waits).items():
+        book[s] -= waited
 
-    gap_index = IntervalIndex(gaps)
+    periods = [p for p in step_periods(trace) if w0 <= p[1] < w1]
+    t0 = np.array([p[1] for p in periods], dtype=np.int64)
+    g0, g1 = (gaps.t0, gaps.t1) if isinstance(gaps, Gaps) else ([g.t0 for g in gaps], [g.t1 for g in gaps])
+    idle = Runs(g0, g1).within(t0, t0 + np.array([p[2] for p in periods], dtype=np.int64)).tolist()
     rows = []
-    for step, t0, period in step_periods(trace):
-        if not w0 <= t0 < w1:
-            continue
-        idle = sum(overlap(g.t0, g.t1, t0, t0 + period) for g in gap_index.overlapping(t0, t0 + period))
+    for (step, t0, period), idle_ns in zip(periods, idle):
         r = records.get(step)
         kind = r.kind if r else ("prefill" if step in saw_prefill else "decode")
         rows.append(StepStats(
             step=step, kind=kind, rows=r.rows if r else 0,
-            forward_ns=fwd[step], sample_ns=smp[step], period_ns=period,
-            bookkeeping_ns=max(0, book.get(step, 0)), idle_ns=idle, copy_ns=cpy[step],
+            forward_ns=fwd.get(step, 0), sample_ns=smp.get(step, 0), period_ns=period,
+            bookkeeping_ns=max(0, book.get(step, 0)), idle_ns=idle_ns, copy_ns=cpy.get(step, 0),
             zombie_rows=r.zombie_rows if r else 0, tokens=r.tokens if r else 0))
     return rows
 

@@ -11,14 +11,16 @@ bubble of the primary stream with that part and the stream that covered most of 
 """
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from typing import NamedTuple
 
 import numpy as np
 
-from photon_trace.telemetry.analysis.bubbles import MIN_BUBBLE_NS, Bubble, Gap, busy_intervals, classify, device_gaps
+from photon_trace.telemetry.analysis.bubbles import MIN_BUBBLE_NS, Bubble, Gap, busy_intervals, device_gaps, split_gaps
+from photon_trace.telemetry.analysis.gaps import Gaps
 from photon_trace.telemetry.analysis.no_work import NoWork
+from photon_trace.telemetry.analysis.runs import Runs
+from photon_trace.telemetry.trace.columns import codes, column
 from photon_trace.telemetry.trace.lanes import on_stream, streams
 from photon_trace.telemetry.trace.records import Trace
 
@@ -41,42 +43,6 @@ class StreamStats(NamedTuple):
         return self.idle_ns / self.span_ns if self.span_ns else 0.0
 
 
-def _merge(*streams: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The union of streams' busy runs (each sorted and disjoint already)."""
-    if len(streams) == 1:
-        return streams[0]
-    out: list[tuple[int, int]] = []
-    for a, b in heapq.merge(*streams):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-class _Busy:
-    """Disjoint busy runs with prefix sums: how much of each [a, b) they cover (vectorised)."""
-
-    def __init__(self, *streams: list[tuple[int, int]]):
-        merged = _merge(*streams)
-        self.starts = np.array([x for x, _ in merged], dtype=np.int64)
-        self.ends = np.array([y for _, y in merged], dtype=np.int64)
-        self.before = np.concatenate([[0], np.cumsum(self.ends - self.starts)]).astype(np.int64)
-
-    def _upto(self, x: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(self.starts, x, side="right")
-        j = np.maximum(i - 1, 0)
-        part = np.where(i > 0, np.minimum(x, self.ends[j]) - self.starts[j], 0) if len(self.starts) else 0
-        return self.before[j] * (i > 0) + part
-
-    def within(self, a: list[int], b: list[int]) -> np.ndarray:
-        """Busy ns inside each [a[k], b[k])."""
-        if not len(self.starts) or not len(a):
-            return np.zeros(len(a), dtype=np.int64)
-        a_, b_ = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-        return np.where(b_ > a_, self._upto(b_) - self._upto(a_), 0)
-
-
 def stream_stats(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MIN_BUBBLE_NS,
                  slack_ns: int | None = None, known: dict[str, tuple[list, list[Gap], list[Bubble]]] | None = None,
                  causes: bool = True) -> list[StreamStats]:
@@ -88,45 +54,69 @@ def stream_stats(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MIN
     known = known or {}
     no_work = NoWork(trace)
     busy_of = {s: known[s][0] if s in known else busy_intervals(on_stream(trace, s), window) for s in streams(trace)}
-    counts = Counter(d.stream for d in trace.device_spans if d.t0 < w1 and d.t1 > w0)
+    counts = _ops_in(trace, window)
     rows = []
     for s, runs in busy_of.items():
-        if not runs:
+        if not len(runs):
             continue
         span = (runs[0][0], runs[-1][1])
         split: Counter = Counter()
         if s in known:
-            gaps = [g for g in known[s][1] if span[0] <= g.t0 and g.t1 <= span[1]]
+            gaps = known[s][1]
+            gaps = gaps.take((span[0] <= gaps.t0) & (gaps.t1 <= span[1])) if isinstance(gaps, Gaps) else \
+                [g for g in gaps if span[0] <= g.t0 and g.t1 <= span[1]]
             for b in known[s][2]:
                 split[b.cause] += max(0, min(b.t1, span[1]) - max(b.t0, span[0]))
         else:
             view = on_stream(trace, s)
             gaps = device_gaps(view, span)
-            for b in classify(view, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns) if causes else ():
-                split[b.cause] += b.duration_ns
-        busy = sum(b - a for a, b in runs)
+            if causes:      # the bubbles' time per cause, without making each bubble (``bubbles_of``)
+                for g, parts in split_gaps(view, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns):
+                    for p in parts.parts:
+                        a, b = max(p.t0, g.t0), min(p.t1, g.t1)
+                        if a < b:
+                            split[p.cause] += b - a
+        busy = runs.total() if isinstance(runs, Runs) else sum(b - a for a, b in runs)
         none = no_work.overlap_ns(*span)    # the engine had nothing to run: no one's idle
         gaps = no_work.cut(gaps)
         idle = span[1] - span[0] - none - busy
         short = idle - sum(split.values())
         if short and (causes or s in known):
             split[SHORT_GAPS] += short
-        others = _Busy(*[rs for o, rs in busy_of.items() if o != s])
-        host = sum(min(max(g.next.enqueued, g.t0), g.t1) - g.t0 for g in gaps)
-        covered = int(others.within([g.t0 for g in gaps], [g.t1 for g in gaps]).sum())
-        rows.append(StreamStats(s, counts[s], span[1] - span[0] - none, busy, idle, host, covered, dict(split)))
+        others = Runs.merged(*[_runs(rs) for o, rs in busy_of.items() if o != s])
+        if isinstance(gaps, Gaps):
+            host, covered = gaps.host_late_ns(), int(others.within(gaps.t0, gaps.t1).sum())
+        else:
+            host = sum(min(max(g.next.enqueued, g.t0), g.t1) - g.t0 for g in gaps)
+            covered = int(others.within([g.t0 for g in gaps], [g.t1 for g in gaps]).sum())
+        rows.append(StreamStats(s, counts.get(s, 0), span[1] - span[0] - none, busy, idle, host, covered, dict(split)))
     return rows
+
+
+def _runs(runs: Runs | list[tuple[int, int]]) -> Runs:
+    if isinstance(runs, Runs):
+        return runs
+    return Runs(np.array([a for a, _ in runs], dtype=np.int64), np.array([b for _, b in runs], dtype=np.int64))
+
+
+def _ops_in(trace: Trace, window: tuple[int, int]) -> dict[str, int]:
+    """Per stream, its ops that overlap ``window``."""
+    w0, w1 = window
+    stream, table = codes(trace.device_spans, "stream")
+    inside = (column(trace.device_spans, "t0") < w1) & (column(trace.device_spans, "t1") > w0)
+    n = np.bincount(np.asarray(stream)[inside], minlength=len(table)) if len(table) else []
+    return {name: int(k) for name, k in zip(table, n) if k}
 
 
 def with_cover(trace: Trace, bubbles: list[Bubble], stream: str, window: tuple[int, int]) -> list[Bubble]:
     """``bubbles`` (of ``stream``) with ``covered_ns``/``covered_by`` set from the other streams' ops."""
     runs = {s: busy_intervals(on_stream(trace, s), window) for s in streams(trace) if s != stream}
-    if not any(runs.values()):
+    if not any(len(r) for r in runs.values()):
         return bubbles
     names = list(runs)
     a, b = [x.t0 for x in bubbles], [x.t1 for x in bubbles]
-    each = np.stack([_Busy(runs[s]).within(a, b) for s in names]) if bubbles else np.zeros((len(names), 0))
-    union = _Busy(*runs.values()).within(a, b)
+    each = np.stack([runs[s].within(a, b) for s in names]) if bubbles else np.zeros((len(names), 0))
+    union = Runs.merged(*runs.values()).within(a, b)
     top = each.argmax(axis=0) if len(bubbles) else []
     return [x._replace(covered_ns=int(u), covered_by=names[t] if u else "")
             for x, u, t in zip(bubbles, union, top)]

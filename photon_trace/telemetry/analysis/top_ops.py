@@ -7,9 +7,12 @@ several streams each count in full (a share is of op time, not of wall time).
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import NamedTuple
 
+import numpy as np
+
+from photon_trace.telemetry.analysis.runs import per_group
+from photon_trace.telemetry.trace.columns import codes, column
 from photon_trace.telemetry.trace.records import Trace
 
 TOP_OPS = 10
@@ -25,13 +28,14 @@ class OpTime(NamedTuple):
 def top_ops(trace: Trace, window: tuple[int, int], limit: int = TOP_OPS) -> list[OpTime]:
     """The ``limit`` op names with the most device time inside ``window``, most first."""
     w0, w1 = window
-    count: dict[str, int] = defaultdict(int)
-    total: dict[str, int] = defaultdict(int)
-    for d in trace.device_spans:
-        a, b = max(d.t0, w0), min(d.t1, w1)
-        if a < b:
-            count[d.op] += 1
-            total[d.op] += b - a
+    op, names = codes(trace.device_spans, "op")
+    a = np.maximum(column(trace.device_spans, "t0"), w0)
+    b = np.minimum(column(trace.device_spans, "t1"), w1)
+    inside = a < b
+    code, total_of = per_group(np.asarray(op)[inside], (b - a)[inside])
+    count_of = np.bincount(np.asarray(op)[inside], minlength=len(names))
+    total = {names[c]: t for c, t in zip(code.tolist(), total_of.tolist())}
+    count = {names[c]: int(count_of[c]) for c in code.tolist()}
     every = sum(total.values())
     rows = sorted(total, key=lambda n: (-total[n], n))[:limit]
     return [OpTime(n, count[n], total[n], total[n] / every if every else 0.0) for n in rows]

@@ -29,43 +29,55 @@ step's first op to the last op of any step (ops launched before the first step a
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import median
 
+import numpy as np
+
+from photon_trace.telemetry.analysis.gaps import Ops, stream_mask
+from photon_trace.telemetry.analysis.runs import distinct
+from photon_trace.telemetry.trace.columns import column
 from photon_trace.telemetry.trace.lanes import COMPUTE, COPY, IMPORTED_STEP, primary_stream
 from photon_trace.telemetry.trace.records import DeviceSpan, StepRecord, Trace
 
 __all__ = ["COMPUTE", "COPY", "compute_ops", "step_starts", "compute_extent", "steady_state_window"]
 
 
-def compute_ops(trace: Trace) -> list[DeviceSpan]:
-    """Compute-stream ops in start order."""
-    stream = primary_stream(trace)
-    return sorted((d for d in trace.device_spans if d.stream == stream), key=lambda d: (d.t0, d.t1))
+def compute_ops(trace: Trace) -> Sequence[DeviceSpan]:
+    """Compute-stream ops in start order (``Columns`` for a trace held as columns)."""
+    return Ops(trace).records()
+
+
+def _primary(trace: Trace, *fields: str) -> list[np.ndarray]:
+    """``fields`` of the compute-stream ops, as arrays in the trace's order."""
+    mine = stream_mask(trace.device_spans, primary_stream(trace))
+    return [column(trace.device_spans, f)[mine] if len(mine) else np.empty(0, np.int64) for f in fields]
 
 
 def step_starts(trace: Trace) -> list[tuple[int, int]]:
     """``(t0, step)`` per step that ran on the compute stream: its first compute op's start, in time order."""
-    stream = primary_stream(trace)
-    first: dict[int, int] = {}
-    for d in trace.device_spans:
-        if d.stream == stream and (d.step not in first or d.t0 < first[d.step]):
-            first[d.step] = d.t0
-    return sorted((t0, step) for step, t0 in first.items())
+    t0, step = _primary(trace, "t0", "step")
+    by_step = np.lexsort((t0, step))
+    t0, step = t0[by_step], step[by_step]
+    first = np.ones(len(step), dtype=bool)
+    first[1:] = step[1:] != step[:-1]
+    t0, step = t0[first], step[first]
+    order = np.lexsort((step, t0))
+    return list(zip(t0[order].tolist(), step[order].tolist()))
 
 
 def compute_extent(trace: Trace) -> tuple[int, int]:
     """First compute op start to last compute op end; (0, 0) without any."""
-    stream = primary_stream(trace)
-    ops = [d for d in trace.device_spans if d.stream == stream]
-    if not ops:
+    t0, t1 = _primary(trace, "t0", "t1")
+    if not len(t0):
         return (0, 0)
-    return (min(d.t0 for d in ops), max(d.t1 for d in ops))
+    return (int(t0.min()), int(t1.max()))
 
 
-def _kind(rec: StepRecord | None, ops_kinds: set[str]) -> str:
+def _kind(rec: StepRecord | None, prefill: bool) -> str:
     if rec is not None:
         return rec.kind
-    return "prefill" if "prefill" in ops_kinds else "decode"
+    return "prefill" if prefill else "decode"
 
 
 def steady_state_window(trace: Trace, *, warmup_steps: int = 2, warmup_frac: float = 0.05) -> tuple[int, int]:
@@ -77,14 +89,9 @@ def steady_state_window(trace: Trace, *, warmup_steps: int = 2, warmup_frac: flo
     if trace.steps and all(r.kind == IMPORTED_STEP for r in trace.steps):
         return _imported_window(trace, starts, extent)
     records = {r.step: r for r in trace.steps}
-    stream = primary_stream(trace)
-    op_kinds: dict[int, set[str]] = {}
-    for d in trace.device_spans:
-        if d.stream == stream:
-            op_kinds.setdefault(d.step, set()).add(d.op)
-
     steps = [s for _, s in starts]
-    kinds = [_kind(records.get(s), op_kinds.get(s, set())) for s in steps]
+    prefill = set(prefill_steps(trace).tolist())
+    kinds = [_kind(records.get(s), s in prefill) for s in steps]
     # A step without a record counts as live at full size: we cannot tell it is draining.
     live = [(r.rows - r.zombie_rows) if (r := records.get(s)) else math.inf for s in steps]
     decode_live = [x for x, k in zip(live, kinds) if k == "decode" and 0 < x < math.inf]
@@ -105,6 +112,11 @@ def _imported_window(trace: Trace, starts: list[tuple[int, int]], extent: tuple[
     first = next((t0 for t0, step in starts if step >= 0), None)
     if first is None:
         return extent
-    stream = primary_stream(trace)
-    end = max(d.t1 for d in trace.device_spans if d.stream == stream and d.step >= 0)
-    return (first, end)
+    t1, step = _primary(trace, "t1", "step")
+    return (first, int(t1[step >= 0].max()))
+
+
+def prefill_steps(trace: Trace) -> np.ndarray:
+    """The steps with a ``prefill`` op on the compute stream."""
+    op, step = _primary(trace, "op", "step")
+    return distinct(step[op == "prefill"]) if len(op) else np.empty(0, np.int64)

@@ -25,8 +25,11 @@ requests), so it is kept as a diagnostic only.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from photon_trace.telemetry.analysis.steps import step_periods
-from photon_trace.telemetry.trace.lanes import primary_stream
+from photon_trace.telemetry.analysis.window import _primary
+from photon_trace.telemetry.trace.columns import codes, column
 from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.tracer import Phase
 
@@ -69,11 +72,11 @@ def zombie_tax(trace: Trace) -> float:
 
 def run_extent(trace: Trace) -> tuple[int, int]:
     """First compute op to the last commit's end (the last device op's end without host spans)."""
-    stream = primary_stream(trace)
-    compute = [d for d in trace.device_spans if d.stream == stream]
-    if not compute:
+    t0, t1 = _primary(trace, "t0", "t1")
+    if not len(t0):
         return (0, 0)
-    t0 = min(d.t0 for d in compute)
+    phase, table = codes(trace.host_spans, "phase")
     commit = Phase.COMMIT.span_name
-    ends = [h.t1 for h in trace.host_spans if h.phase == commit] or [d.t1 for d in trace.device_spans]
-    return (t0, max(max(ends), max(d.t1 for d in compute)))
+    ends = column(trace.host_spans, "t1")[np.asarray(phase) == table.index(commit)] if commit in table else []
+    last = int(ends.max()) if len(ends) else int(column(trace.device_spans, "t1").max())
+    return (int(t0.min()), max(last, int(t1.max())))

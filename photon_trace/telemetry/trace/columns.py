@@ -148,3 +148,14 @@ def column(records: Sequence, name: str) -> np.ndarray:
         return np.array([r[i] for r in records], dtype=object)
     dtype = bool if isinstance(first, bool) else np.int64
     return np.fromiter((r[i] for r in records), dtype=dtype, count=len(records))
+
+
+def codes(records: Sequence, name: str) -> tuple[np.ndarray, list[str]]:
+    """Text field ``name`` of ``records`` as int32 codes into a table of its distinct values:
+    ``Columns``' own (no copy), or encoded from a list (in order of first use)."""
+    if isinstance(records, Columns):
+        return records.arrays[name], records.tables[name]
+    if not records:
+        return np.empty(0, dtype=np.int32), []
+    i = type(records[0])._fields.index(name)
+    return encode(r[i] for r in records)

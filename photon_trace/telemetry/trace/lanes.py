@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
+from photon_trace.telemetry.trace.columns import codes
 from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.tracer import TOP_PHASES
 
@@ -39,7 +42,9 @@ def host_phases(trace: Trace) -> frozenset[str]:
 
 def streams(trace: Trace) -> list[str]:
     """Every stream with an op: the primary one first, then by name."""
-    present = {d.stream for d in trace.device_spans}
+    stream, table = codes(trace.device_spans, "stream")
+    present = {table[i] for i in np.flatnonzero(np.bincount(np.asarray(stream), minlength=len(table)))} if len(stream) \
+        else set()
     first = primary_stream(trace)
     return ([first] if first in present else []) + sorted(present - {first})
 

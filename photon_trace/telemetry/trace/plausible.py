@@ -23,6 +23,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import itemgetter, lt
 
+import numpy as np
+
+from photon_trace.telemetry.trace.columns import column
 from photon_trace.telemetry.trace.records import DeviceSpan, Trace
 from photon_trace.telemetry.trace.rows import TraceFormatError
 
@@ -61,6 +64,15 @@ def implausible(t0: Sequence[int], t1: Sequence[int], first_only: bool = True) -
     return out   # empty too when the times spread over more than 7 days, none 7 days from the median
 
 
+def ends_before_start(records: Sequence) -> tuple | None:
+    """The first of ``records`` (a list or ``Columns``) that ends before it starts; None: none does."""
+    try:
+        bad = np.flatnonzero(column(records, "t1") < column(records, "t0"))
+    except OverflowError:       # a time past int64 (``check_trace`` says which): one by one
+        return next((r for r in records if r.t1 < r.t0), None)
+    return records[int(bad[0])] if len(bad) else None
+
+
 def _problem(a: int, b: int, median: int) -> str | None:
     for what, t in (("starts", a), ("ends", b)):
         if not 0 <= t < INT64_END:
@@ -78,6 +90,41 @@ def _problem(a: int, b: int, median: int) -> str | None:
 def check_trace(trace: Trace, where: str) -> None:
     """Raise ``TraceFormatError`` (``where``: the file, or what the trace is) naming the first
     record of ``trace`` that breaks the rule, or the first device op whose step has no record."""
+    if _columns_plausible(trace):
+        bad = None
+    else:
+        bad = _first_implausible(trace)
+    if bad is not None:
+        raise TraceFormatError(f"{where}: {bad} ({RULE})")
+    missing = unknown_steps(trace)
+    if missing is not None:
+        i, d = missing
+        raise TraceFormatError(f"{where}: {_describe('device_spans', i, d)} names step {d.step}, which has no step "
+                               f"record (and the recorder dropped none)")
+
+
+def _columns_plausible(trace: Trace) -> bool:
+    """The rule's usual case, checked over whole columns at C speed: every time plausible (False:
+    some may not be, or a time does not fit int64; ``_first_implausible`` then finds which)."""
+    try:
+        t0 = [column(getattr(trace, k), "t" if k == "requests" else "t0") for k in _KINDS]
+        t1 = [column(getattr(trace, k), "t" if k == "requests" else "t1") for k in _KINDS]
+        enqueued = column(trace.device_spans, "enqueued")
+    except OverflowError:
+        return False
+    a, b = np.concatenate(t0), np.concatenate(t1)
+    if not len(a):
+        return True
+    lo, hi = min(int(a.min()), int(b.min())), max(int(a.max()), int(b.max()))
+    return (lo >= 0 and hi - lo <= MAX_SPREAD_NS and not (b < a).any()
+            and (not len(enqueued) or int(enqueued.min()) >= 0))
+
+
+_KINDS = ("host_spans", "device_spans", "waits", "requests")
+
+
+def _first_implausible(trace: Trace) -> str | None:
+    """The first record that breaks the rule, described (None: none does)."""
     kinds = (("host_spans", 3, 4), ("device_spans", 4, 5), ("waits", 2, 3), ("requests", 2, 2))
     t0: list[int] = []
     t1: list[int] = []
@@ -93,16 +140,11 @@ def check_trace(trace: Trace, where: str) -> None:
         if enqueued and not (0 <= min(enqueued) and max(enqueued) < INT64_END):
             i = next(i for i, t in enumerate(enqueued) if not 0 <= t < INT64_END)
             bad = [(owner[1][1] + i, f"was enqueued at {enqueued[i]} ns, outside [0, 2**63) ns")]
-    if bad:
-        i, problem = bad[0]
-        kind, first = next((k, f) for k, f in owner if f <= i < f + len(getattr(trace, k)))
-        raise TraceFormatError(f"{where}: {_describe(kind, i - first, getattr(trace, kind)[i - first])} {problem} "
-                               f"({RULE})")
-    missing = unknown_steps(trace)
-    if missing is not None:
-        i, d = missing
-        raise TraceFormatError(f"{where}: {_describe('device_spans', i, d)} names step {d.step}, which has no step "
-                               f"record (and the recorder dropped none)")
+    if not bad:
+        return None
+    i, problem = bad[0]
+    kind, first = next((k, f) for k, f in owner if f <= i < f + len(getattr(trace, k)))
+    return f"{_describe(kind, i - first, getattr(trace, kind)[i - first])} {problem}"
 
 
 def unknown_steps(trace: Trace) -> tuple[int, DeviceSpan] | None:
@@ -111,7 +153,8 @@ def unknown_steps(trace: Trace) -> tuple[int, DeviceSpan] | None:
     if not trace.steps or (trace.header.get("dropped") or {}).get("steps"):
         return None
     known = {s.step for s in trace.steps}
-    if known.issuperset(map(itemgetter(2), trace.device_spans)):
+    steps = column(trace.device_spans, "step")
+    if np.isin(steps, np.fromiter(known, dtype=np.int64, count=len(known))).all():
         return None
     return next((i, d) for i, d in enumerate(trace.device_spans) if d.step not in known)
 
