@@ -31,6 +31,7 @@ import pytest
 from helpers.fault_helpers import Runs, patched
 from photon_trace.telemetry.analysis import Cause
 from photon_trace.telemetry.analysis.causes import HOST_CODE, who_fixes
+from photon_trace.telemetry.analysis.device_running import waited_ns
 from photon_trace.telemetry.analysis.diagnosis import ranked
 from photon_trace.telemetry.analysis.gate import DEFAULT_MAX_IDLE_FRACTION, descheduled_fraction, run_check
 from photon_trace.telemetry.tracer import now_ns
@@ -179,6 +180,13 @@ def test_a_device_worker_sharing_its_core_with_a_burner_is_descheduled_not_dispa
     ((trace, rep, _),) = runs["burner_on_device_core"]
     idle = idle_by_cause(rep)
     device_side = idle[Cause.DISPATCH] + idle[Cause.DEVICE_BUSY]
+    # The scheduler may still hand the worker its core whenever it has work (its wake-up
+    # preference): then there is no run-queue wait in the gaps to tell apart, and nothing to decide.
+    compute = sorted((d for d in trace.device_spans if d.stream == "compute"), key=lambda d: d.t0)
+    waited = sum(waited_ns(a, b) for a, b in zip(compute, compute[1:]) if rep.window[0] <= a.t1 and b.t0 <= rep.window[1])
+    if waited < 2 * device_side + 1_000_000:
+        pytest.skip(f"the worker waited for a CPU only {waited / 1e6:.1f} ms in the window's compute gaps "
+                    f"({device_side / 1e6:.1f} ms device-side idle): the scheduler gave it its core")
     assert idle[Cause.DEVICE_DESCHEDULED] > device_side, dict(idle)
     gate = next(g for g in run_check(trace).gates if g.name == "idle_fraction")
     assert gate.value == pytest.approx(rep.idle_fraction - descheduled_fraction(rep))
