@@ -63,3 +63,8 @@ def tiled_trace(spans: int, base: Trace | None = None) -> Trace:
             arrays[name] = tiled
         out[kind] = Columns(cols.kind, arrays, cols.tables)
     return Trace(dict(base.header), *(out[k] for k in RECORD_KINDS))
+
+
+def as_lists(trace: Trace) -> Trace:
+    """``trace`` with every record list as a plain list of tuples (the same records)."""
+    return Trace(trace.header, *(list(getattr(trace, k)) for k in RECORD_KINDS))
