@@ -1,7 +1,10 @@
 """Timeline data: a trace's records as sorted numpy arrays, one ``SpanSet`` per category.
 
 ``prepare_timeline(trace, report)`` runs once per trace; drawing (``figure.py``) then
-only slices these arrays, so a zoom re-draw never touches the trace again.
+only searches these arrays, so a zoom re-draw never touches the trace again. The fields
+are read as arrays (``fields.py``: from ``Columns`` without a tuple per record) and each
+category is indexed per lane once (``lane_index.py``), so a draw of ten million spans
+costs its pixel columns, not its spans.
 
 Lanes are generic: one per host thread and one per device stream, named as the
 trace names them (an imported trace brings its own threads and streams); the
@@ -330,18 +333,22 @@ def with_analysis(data: TimelineData, trace: Trace, report: Any, outside_bubbles
     counted = list(getattr(report, "bubbles", None) or [])
     bubbles = counted + list(outside_bubbles or [])
     sets = [st for st in data.sets if st.group != "bubble"]
-    for cause in BUBBLE_CAUSES + tuple(sorted({b.cause for b in bubbles} - set(BUBBLE_CAUSES))):
-        idx = [i for i, b in enumerate(bubbles) if b.cause == cause]
+    by_cause: dict[Any, list[int]] = {}    # one pass over the bubbles, not one per cause
+    for i, b in enumerate(bubbles):
+        by_cause.setdefault(b.cause, []).append(i)
+    for cause in BUBBLE_CAUSES + tuple(sorted(set(by_cause) - set(BUBBLE_CAUSES))):
+        idx = by_cause.get(cause)
         if not idx:
             continue
         bs = [bubbles[i] for i in idx]
-        steps = np.array([b.step if b.step is not None else -1 for b in bs], dtype=np.int64)
+        n = len(bs)
+        steps = np.fromiter((b.step if b.step is not None else -1 for b in bs), np.int64, n)
+        t0 = np.fromiter((b.t0 for b in bs), np.int64, n)
+        t1 = np.fromiter((b.t1 for b in bs), np.int64, n)
         sets.append(_span_set(
             bubble_name(cause), "bubble", BUBBLE_COLOURS.get(cause, OTHER_COLOUR),
-            [compute_lane] * len(bs), [b.t0 for b in bs], [b.t1 for b in bs],
-            [steps, np.zeros(len(bs)), rows_of(steps), [b.t1 - b.t0 for b in bs], np.zeros(len(bs))],
-            "bubbles", idx, Labels.of([_bubble_text(b) for b in bs]),
-            [i < len(counted) for i in idx]))
+            np.full(n, compute_lane, np.int32), t0, t1, [steps, np.zeros(n), rows_of(steps), t1 - t0, np.zeros(n)],
+            "bubbles", idx, Labels.of([_bubble_text(b) for b in bs]), np.asarray(idx) < len(counted)))
     syncs = sync_markers(trace, window, data.wait_lane, bubbles, compute_lane)
     origin = window[0] if window else data.origin
     return TimelineData(data.lanes, sets, syncs, data.step_ids, data.step_t0, origin, data.t_min, data.t_max,
