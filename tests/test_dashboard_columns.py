@@ -3,6 +3,8 @@ arrays (never a tuple per record) exactly as the same records in lists are, and 
 asks the per-lane index (``lane_index.py``) what a pass over every span would answer."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,19 +13,25 @@ from photon_trace.dashboard.timeline.figure import timeline_figure
 from photon_trace.dashboard.timeline.lane_index import LaneIndex
 from photon_trace.dashboard.timeline.overview import overview_figure
 from photon_trace.dashboard.timeline.view import View
+from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.trace.columns import Columns
+from photon_trace.telemetry.trace.importers import load_any
 from helpers.columns_trace import as_columns, tiled_trace
 from helpers.dashboard_samples import report, sample
 
 
-@pytest.fixture
-def no_tuples(monkeypatch):
+def no_tuples(monkeypatch) -> None:
     """Reading a record of a ``Columns`` as a tuple fails the test: the timeline must use its arrays."""
     def refuse(*_):
         raise AssertionError("the timeline built a record tuple from Columns")
     slicing = Columns.__getitem__
     monkeypatch.setattr(Columns, "__iter__", refuse)
     monkeypatch.setattr(Columns, "__getitem__", lambda self, i: slicing(self, i) if isinstance(i, slice) else refuse())
+
+
+@pytest.fixture(name="no_tuples")
+def no_tuples_fixture(monkeypatch):
+    no_tuples(monkeypatch)
 
 
 def same_figures(a, b) -> None:
@@ -53,6 +61,25 @@ def test_a_trace_held_as_columns_draws_as_its_records_do_without_a_tuple_per_rec
         modes.add(fa.layout.meta["mode"])
     assert modes == {"aggregate", "exact"}
     same_figures(overview_figure(lists), overview_figure(columns))
+
+
+KINETO = Path(__file__).parent / "data" / "kineto" / "trace_filter_sampled_rank-0.json.gz"
+
+
+def test_an_imported_trace_as_columns_draws_its_call_stacks_and_op_names_as_its_records_do():
+    records = load_any(KINETO)
+    rep = analyze(records)
+    lists = prepare_timeline(records, rep)
+    columns = as_columns(records)
+    with pytest.MonkeyPatch.context() as mp:
+        no_tuples(mp)
+        columns = prepare_timeline(columns, rep)
+        assert any(st.text is not None for st in columns.sets)      # each op keeps its own name
+        lo, hi = lists.full_range()
+        for view in (View(), View(x_range=(lo, lo + (hi - lo) / 2000), pad=1.0)):
+            same_figures(timeline_figure(lists, view), timeline_figure(columns, view))
+    assert [ln.label for ln in lists.lanes] == [ln.label for ln in columns.lanes]
+    assert any(ln.depth for ln in columns.lanes)                     # host threads as call stacks
 
 
 def test_a_two_million_span_trace_draws_per_pixel_column_from_its_arrays(no_tuples):
