@@ -89,15 +89,17 @@ def served(tmp_path_factory):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     tests = str(Path(__file__).parent)
-    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(path), str(folder), str(port), tests],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = folder / "server.log"      # a file, not a pipe: werkzeug logs every request, and a full pipe blocks it
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", SERVE, str(path), str(folder), str(port), tests],
+                                stdout=subprocess.DEVNULL, stderr=err)
 
     def up():
         try:
             socket.create_connection(("127.0.0.1", port), 0.2).close()
             return True
         except OSError:
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert proc.poll() is None, log.read_text()[-2000:]
             return False
     try:
         wait_until(up, 60, "the dashboard's server to listen")
