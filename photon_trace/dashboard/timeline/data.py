@@ -333,22 +333,24 @@ def with_analysis(data: TimelineData, trace: Trace, report: Any, outside_bubbles
     counted = list(getattr(report, "bubbles", None) or [])
     bubbles = counted + list(outside_bubbles or [])
     sets = [st for st in data.sets if st.group != "bubble"]
-    by_cause: dict[Any, list[int]] = {}    # one pass over the bubbles, not one per cause
-    for i, b in enumerate(bubbles):
-        by_cause.setdefault(b.cause, []).append(i)
-    for cause in BUBBLE_CAUSES + tuple(sorted(set(by_cause) - set(BUBBLE_CAUSES))):
-        idx = by_cause.get(cause)
-        if not idx:
+    n = len(bubbles)
+    # each field in one pass over the records (millions of bubbles at ten million spans)
+    cause_code: dict[Any, int] = {}
+    codes = np.fromiter((cause_code.setdefault(b.cause, len(cause_code)) for b in bubbles), np.int32, n)
+    t0 = np.fromiter((b.t0 for b in bubbles), np.int64, n)
+    t1 = np.fromiter((b.t1 for b in bubbles), np.int64, n)
+    steps = np.fromiter((b.step if b.step is not None else -1 for b in bubbles), np.int64, n)
+    texts = Labels.of([_bubble_text(b) for b in bubbles])
+    rows = rows_of(steps)
+    for cause in BUBBLE_CAUSES + tuple(sorted(set(cause_code) - set(BUBBLE_CAUSES))):
+        if cause not in cause_code:
             continue
-        bs = [bubbles[i] for i in idx]
-        n = len(bs)
-        steps = np.fromiter((b.step if b.step is not None else -1 for b in bs), np.int64, n)
-        t0 = np.fromiter((b.t0 for b in bs), np.int64, n)
-        t1 = np.fromiter((b.t1 for b in bs), np.int64, n)
+        idx = np.flatnonzero(codes == cause_code[cause])
+        k = len(idx)
         sets.append(_span_set(
-            bubble_name(cause), "bubble", BUBBLE_COLOURS.get(cause, OTHER_COLOUR),
-            np.full(n, compute_lane, np.int32), t0, t1, [steps, np.zeros(n), rows_of(steps), t1 - t0, np.zeros(n)],
-            "bubbles", idx, Labels.of([_bubble_text(b) for b in bs]), np.asarray(idx) < len(counted)))
+            bubble_name(cause), "bubble", BUBBLE_COLOURS.get(cause, OTHER_COLOUR), np.full(k, compute_lane, np.int32),
+            t0[idx], t1[idx], [steps[idx], np.zeros(k), rows[idx], t1[idx] - t0[idx], np.zeros(k)],
+            "bubbles", idx, texts.take(idx), idx < len(counted)))
     syncs = sync_markers(trace, window, data.wait_lane, bubbles, compute_lane)
     origin = window[0] if window else data.origin
     return TimelineData(data.lanes, sets, syncs, data.step_ids, data.step_t0, origin, data.t_min, data.t_max,
