@@ -151,7 +151,7 @@ class TraceStore:
         self._loading: dict[str, threading.Lock] = {}
         self._partial: dict[tuple, Loaded] = {}   # spans drawn while the analysis runs
         self._go: dict[tuple, threading.Event] = {}   # set when the analysis may start (``drawn``)
-        self._failed: dict[tuple, str] = {}       # a background load's error, for the page to show
+        self._failed: dict[tuple, str] = {}       # a load's error, for the page to show, until the file changes
 
     def check(self, path: str | os.PathLike) -> Path:
         return is_inside(path, self.allowed)
@@ -254,6 +254,7 @@ class TraceStore:
                 self._go.pop(key, None)
             with self._changed:
                 self._cache[key] = loaded
+                self._failed.pop(key, None)   # opened again and loaded this time
                 while len(self._cache) > self._max:
                     self._cache.popitem(last=False)
                 self._changed.notify_all()
@@ -280,8 +281,8 @@ class TraceStore:
             while True:
                 if key in self._cache:
                     return self._cache[key]
-                if key in self._failed:
-                    raise LoadError(self._failed.pop(key))
+                if key in self._failed:   # kept: the poll and the re-draw that follows must both see it
+                    raise LoadError(self._failed[key])
                 partial = self._partial.get(key)
                 if partial is not None:
                     return partial
