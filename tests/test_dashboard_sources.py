@@ -97,6 +97,25 @@ def test_a_page_waiting_for_a_loading_trace_gets_its_spans_or_its_error(folder, 
         store.peek(not_ours, wait_s=60)
 
 
+def test_a_background_load_that_fails_tells_every_later_look_not_only_the_first(folder):
+    """The page's poll sees a failed load first, then the timeline re-draws to show it: both must
+    get the error. Once reported it was forgotten, so the re-draw started the load again and the
+    page said "loading" for ever, reloading a large trace in a loop."""
+    calls = []
+
+    def broken_load(p):
+        calls.append(p)
+        raise ValueError("a damaged record")
+    store = TraceStore([folder], load=broken_load)
+    path = folder / "mask_sync.trace.jsonl"
+    with pytest.raises(LoadError, match="a damaged record"):
+        store.peek(path, wait_s=60)                  # the poll
+    for _ in range(2):                               # the re-draw, and any later look
+        with pytest.raises(LoadError, match="a damaged record"):
+            store.peek(path, wait_s=60)
+    assert len(calls) == 1
+
+
 def _write_growing(path, trace: Trace, cuts: list[int]):
     """Write ``trace``'s records that end before each cut as one chunk per cut; returns the writer."""
     w = TraceFileWriter(path)

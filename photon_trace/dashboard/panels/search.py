@@ -44,8 +44,7 @@ def search(data: TimelineData, query: str) -> tuple[list[tuple[str, dict]], str]
         by_name = ql in st.name.lower()
         by_text = st.text is not None and not by_name
         if by_text:
-            match = np.array([ql in t.lower() for t in st.text], dtype=bool)
-            idx = np.flatnonzero(match)
+            idx = np.flatnonzero(st.text.matching(lambda t: ql in t.lower()))   # once per distinct text
         else:
             idx = np.arange(len(st)) if by_name else np.zeros(0, dtype=np.int64)
         if not len(idx) or (by_text and st.name == "wait: accidental" and sync_k):

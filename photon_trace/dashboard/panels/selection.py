@@ -26,6 +26,7 @@ from photon_trace.dashboard.timeline.data import TimelineData
 from photon_trace.dashboard.timeline.frame import BANDS, HALF, SYNC_DY
 from photon_trace.dashboard.timeline.marks import SYNC_NAME
 from photon_trace.telemetry.analysis.causes import cause_label, who_fixes
+from photon_trace.telemetry.trace.columns import column
 from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.trace.time import issuer
 
@@ -92,7 +93,7 @@ def _span_details(data: TimelineData, trace: Trace, st, i: int) -> dict:
         fields += [(k, str(v)) for k, v in rec._asdict().items()]
         if st.source == "device_spans":
             fields.append(("launch delay (start − enqueued)", fmt_duration(rec.t0 - rec.enqueued)))
-            src = issuer([h for h in trace.host_spans if h.step == rec.step], rec.enqueued)
+            src = issuer(_host_spans_of(trace, rec.step), rec.enqueued)
             if src is not None:
                 related.append(f"enqueued by the host's {src.phase} of step {src.step} on {src.thread} "
                                f"(arrow), {fmt_duration(rec.t0 - rec.enqueued)} before it started")
@@ -164,8 +165,17 @@ def _one_request(data: TimelineData, trace: Trace, i: int) -> dict:
 
 
 def _step_record(trace: Trace, step: int) -> list[tuple[str, str]]:
-    rec = next((s for s in trace.steps if s.step == step), None)
+    hit = np.flatnonzero(column(trace.steps, "step") == step) if len(trace.steps) else []
+    rec = trace.steps[int(hit[0])] if len(hit) else None
     return [(k, str(v)) for k, v in rec._asdict().items()] if rec else []
+
+
+def _host_spans_of(trace: Trace, step: int) -> list:
+    """The host spans of ``step``, found in the step column (a click on a 10M-span trace
+    reads the few records it shows, not every one)."""
+    if not len(trace.host_spans):
+        return []
+    return [trace.host_spans[int(i)] for i in np.flatnonzero(column(trace.host_spans, "step") == step)]
 
 
 def step_ops(data: TimelineData, trace: Trace, step: int) -> list[dict[str, str]]:
@@ -221,7 +231,7 @@ def marks(data: TimelineData, trace: Trace, sel: dict | None, axis: str = "windo
                                   y1=c + hi + 0.04, line=OUTLINE, fillcolor="rgba(0,0,0,0)", name="selected"))
         if st.source == "device_spans":
             rec = trace.device_spans[int(st.index[i])]
-            src = issuer([h for h in trace.host_spans if h.step == rec.step], rec.enqueued)
+            src = issuer(_host_spans_of(trace, rec.step), rec.enqueued)
             host_lane = next((k for k, ln in enumerate(data.lanes) if ln.kind == "host" and src is not None
                               and ln.name == src.thread), None)
             if host_lane is not None:

@@ -58,8 +58,12 @@ def range_stats(data: TimelineData, a: int, b: int) -> dict:
 
 def _lane_ops(data: TimelineData, lane: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(t0, t1, enqueued) of the device ops on ``lane``, by start."""
-    parts = [(st.t0[st.lane == lane], st.t1[st.lane == lane], st.t0[st.lane == lane] - st.info[st.lane == lane, 4])
-             for st in data.sets if st.group == "device"]
+    parts = []
+    for st in data.sets:
+        k = np.flatnonzero(st.by_lane.lanes == lane) if st.group == "device" else []
+        if len(k):   # the lane's spans are one slice of the set (sorted by lane): no mask over all of them
+            s, e = st.by_lane.segment(int(k[0]))
+            parts.append((st.t0[s:e], st.t1[s:e], st.t0[s:e] - st.info[s:e, 4]))
     if not parts:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
     t0, t1, enq = (np.concatenate([p[k] for p in parts]) for k in range(3))

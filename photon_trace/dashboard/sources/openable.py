@@ -26,8 +26,11 @@ TRACE_SUFFIXES = (*OUR_SUFFIXES, ".pt.trace.json", ".pt.trace.json.gz", *NSYS_SU
 names its files ``*.pt.trace.json``) and Nsight Systems exports."""
 OPENABLE_SUFFIXES = (*OUR_SUFFIXES, ".json", ".json.gz", *NSYS_SUFFIXES)   # a profiler trace under any name opens too
 SQLITE_MAGIC = b"SQLite format 3\x00"
-MAX_BYTES = 256 * 1024 * 1024               # on disk
-MAX_DECOMPRESSED_BYTES = 1024 * 1024 * 1024  # a .gz trace, expanded
+# Bounds on what a typed path may make the server read, not on memory: whether a trace fits
+# in memory is checked by the loaders against what the machine has (telemetry/trace/fit.py).
+# A 10M-span trace of ours is ~1.1 GB of text; a 10M-event profiler trace ~1 GB of JSON.
+MAX_BYTES = 4 * 1024 ** 3                 # on disk
+MAX_DECOMPRESSED_BYTES = 16 * 1024 ** 3   # a .gz trace, expanded
 _HEADER_BYTES = 64 * 1024                   # the header line must fit in this
 _CHUNK = 1024 * 1024
 _FORMAT_FIELD = b'"format":"photon_trace"'

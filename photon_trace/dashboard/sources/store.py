@@ -19,6 +19,7 @@ from typing import Any, Callable
 from photon_trace.dashboard.sources.folders import PathRefused, is_inside, list_traces, public, shown
 from photon_trace.dashboard.sources.openable import RANKS_PREFIX, NotOpenable, check_openable, job_files
 from photon_trace.dashboard.timeline.data import TimelineData, prepare_spans, with_analysis
+from photon_trace.telemetry.trace.columns import Columns, column
 from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.trace.rows import gc_paused
 
@@ -77,11 +78,21 @@ def tail(trace: Trace, t_from: int) -> Trace:
                  [r for r in trace.requests if r.t >= t_from])
 
 
+def _overlapping(records, a: int, b: int):
+    """The records that overlap ``[a, b]``, in the form they came in (``Columns`` stay columns:
+    a 10M-span trace's edges are found with array masks, not by reading every record)."""
+    if not len(records):
+        return records
+    keep = (column(records, "t1") >= a) & (column(records, "t0") <= b)
+    if isinstance(records, Columns):
+        return records.take(keep)
+    return [r for r, k in zip(records, keep.tolist()) if k]
+
+
 def _between(trace: Trace, a: int, b: int) -> Trace:
     """The records of ``trace`` that overlap ``[a, b]`` (same header)."""
-    return Trace(trace.header, [s for s in trace.host_spans if s.t1 >= a and s.t0 <= b],
-                 [d for d in trace.device_spans if d.t1 >= a and d.t0 <= b],
-                 [w for w in trace.waits if w.t1 >= a and w.t0 <= b], trace.steps, [])
+    return Trace(trace.header, _overlapping(trace.host_spans, a, b), _overlapping(trace.device_spans, a, b),
+                 _overlapping(trace.waits, a, b), trace.steps, [])
 
 
 def outside_bubbles(trace: Trace, window: tuple[int, int] | None) -> list:
@@ -90,10 +101,9 @@ def outside_bubbles(trace: Trace, window: tuple[int, int] | None) -> list:
     Each side is classified on the records near it only, so a long trace pays for its edges,
     not for its length."""
     from photon_trace.telemetry.analysis import find_bubbles
-    ends = [d.t1 for d in trace.device_spans]
-    if window is None or not ends:
+    if window is None or not len(trace.device_spans):
         return []
-    t_min, t_max = min(d.t0 for d in trace.device_spans), max(ends)
+    t_min, t_max = int(column(trace.device_spans, "t0").min()), int(column(trace.device_spans, "t1").max())
     w0, w1 = window
     out = []
     if t_min < w0:
@@ -141,7 +151,7 @@ class TraceStore:
         self._loading: dict[str, threading.Lock] = {}
         self._partial: dict[tuple, Loaded] = {}   # spans drawn while the analysis runs
         self._go: dict[tuple, threading.Event] = {}   # set when the analysis may start (``drawn``)
-        self._failed: dict[tuple, str] = {}       # a background load's error, for the page to show
+        self._failed: dict[tuple, str] = {}       # a load's error, for the page to show, until the file changes
 
     def check(self, path: str | os.PathLike) -> Path:
         return is_inside(path, self.allowed)
@@ -244,6 +254,7 @@ class TraceStore:
                 self._go.pop(key, None)
             with self._changed:
                 self._cache[key] = loaded
+                self._failed.pop(key, None)   # opened again and loaded this time
                 while len(self._cache) > self._max:
                     self._cache.popitem(last=False)
                 self._changed.notify_all()
@@ -270,8 +281,8 @@ class TraceStore:
             while True:
                 if key in self._cache:
                     return self._cache[key]
-                if key in self._failed:
-                    raise LoadError(self._failed.pop(key))
+                if key in self._failed:   # kept: the poll and the re-draw that follows must both see it
+                    raise LoadError(self._failed[key])
                 partial = self._partial.get(key)
                 if partial is not None:
                     return partial

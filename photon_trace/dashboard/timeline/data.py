@@ -1,7 +1,10 @@
 """Timeline data: a trace's records as sorted numpy arrays, one ``SpanSet`` per category.
 
 ``prepare_timeline(trace, report)`` runs once per trace; drawing (``figure.py``) then
-only slices these arrays, so a zoom re-draw never touches the trace again.
+only searches these arrays, so a zoom re-draw never touches the trace again. The fields
+are read as arrays (``fields.py``: from ``Columns`` without a tuple per record) and each
+category is indexed per lane once (``lane_index.py``), so a draw of ten million spans
+costs its pixel columns, not its spans.
 
 Lanes are generic: one per host thread and one per device stream, named as the
 trace names them (an imported trace brings its own threads and streams); the
@@ -14,11 +17,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
+from photon_trace.dashboard.timeline.fields import Labels, numbers, pair_labels, text_codes
+from photon_trace.dashboard.timeline.lane_index import LaneIndex
 from photon_trace.dashboard.timeline.marks import RequestStates, SyncMarkers, request_states, sync_markers
 from photon_trace.dashboard.timeline.palette import (
     BUBBLE_COLOURS, DEVICE_COLOURS, IMPORTED_COLOURS, OTHER_COLOUR, PHASE_COLOURS, WAIT_COLOURS)
@@ -80,8 +84,13 @@ class SpanSet:
     info: np.ndarray          # float64 (n, 5): step, slot, rows, duration ns, launch delay ns (device ops)
     source: str               # host_spans | device_spans | waits | bubbles: where ``index`` points
     index: np.ndarray         # int64 position of each span in that list
-    text: list[str] | None = None   # per-span strings, as the trace has them (a figure shows them ``plain``)
+    text: Labels | None = None   # per-span strings, as the trace has them (a figure shows them ``plain``)
     in_window: np.ndarray | None = None  # bubbles: inside the analysis window (counted) or not
+    by_lane: LaneIndex | None = None     # built here, once: what each draw searches instead of scanning
+
+    def __post_init__(self) -> None:
+        if self.by_lane is None:
+            self.by_lane = LaneIndex(self.lane, self.t0, self.t1)
 
     def __len__(self) -> int:
         return len(self.t0)
@@ -134,10 +143,10 @@ def _window(report: Any) -> tuple[int, int] | None:
 
 
 def _rows_lookup(trace: Trace):
-    if not trace.steps:
+    if not len(trace.steps):
         return lambda steps: np.zeros(len(steps))
-    ids = np.fromiter((s.step for s in trace.steps), np.int64, len(trace.steps))
-    rows = np.fromiter((s.rows for s in trace.steps), np.float64, len(trace.steps))
+    ids = numbers(trace.steps, "step")
+    rows = numbers(trace.steps, "rows").astype(np.float64)
     order = np.argsort(ids, kind="stable")
     ids, rows = ids[order], rows[order]
 
@@ -150,7 +159,7 @@ def _rows_lookup(trace: Trace):
 
 
 def _span_set(name: str, group: str, colour: str, lane, t0, t1, cols: list, source: str, index,
-              text: list[str] | None = None, in_window=None) -> SpanSet:
+              text: Labels | None = None, in_window=None) -> SpanSet:
     lane_a = np.asarray(lane, dtype=np.int32)
     t0_a = np.asarray(t0, dtype=np.int64)
     t1_a = np.asarray(t1, dtype=np.int64)
@@ -158,22 +167,8 @@ def _span_set(name: str, group: str, colour: str, lane, t0, t1, cols: list, sour
     order = np.lexsort((t0_a, lane_a))
     return SpanSet(name, group, colour, lane_a[order], t0_a[order], t1_a[order], np.ascontiguousarray(info[order]),
                    source, np.asarray(index, dtype=np.int64)[order],
-                   [text[i] for i in order] if text is not None else None,
+                   text.take(order) if text is not None else None,
                    np.asarray(in_window, dtype=bool)[order] if in_window is not None else None)
-
-
-def _columns(records: list, strings: tuple[int, ...], ints: tuple[int, ...]) -> tuple[list, list[np.ndarray]]:
-    """Fields of records (NamedTuples): the ``strings`` fields as (int32 codes, names in order of
-    first appearance), the ``ints`` fields as int64 arrays. Every pass is a C-level ``map``
-    (no per-record Python frame), and codes keep the strings out of numpy."""
-    n = len(records)
-    named = []
-    for k in strings:
-        get = itemgetter(k)
-        names = list(dict.fromkeys(map(get, records)))
-        lut = {v: i for i, v in enumerate(names)}
-        named.append((np.fromiter(map(lut.__getitem__, map(get, records)), np.int32, n), [str(v) for v in names]))
-    return named, [np.fromiter(map(itemgetter(k), records), np.int64, n) for k in ints]
 
 
 def _wait_lanes(wait_t0: np.ndarray, phase_sets: list[SpanSet], default: int) -> np.ndarray:
@@ -198,8 +193,8 @@ def _natural(name: str) -> list:
 
 
 def _by_category(col: tuple[np.ndarray, list[str]], categories: dict | None
-                 ) -> tuple[tuple[np.ndarray, list[str]], list[str] | None]:
-    """An imported trace's span names (``_columns``' codes and names) mapped to their category
+                 ) -> tuple[tuple[np.ndarray, list[str]], Labels | None]:
+    """An imported trace's span names (``text_codes``' codes and names) mapped to their category
     (what the sets are made of), and each span's own name for the hover; our own traces' names
     pass through, with no hover text."""
     codes, names = col
@@ -209,7 +204,7 @@ def _by_category(col: tuple[np.ndarray, list[str]], categories: dict | None
     cat_names = list(dict.fromkeys(cats))
     lut = np.array([cat_names.index(c) for c in cats], dtype=np.int32)
     short = [n if len(n) <= 120 else n[:119] + "…" for n in names]
-    return (lut[codes], cat_names), [short[c] for c in codes.tolist()]
+    return (lut[codes], cat_names), Labels(codes, short)
 
 
 def _lanes(threads: list[str], streams: list[str], has_requests: bool, analysed: str = COMPUTE,
@@ -240,9 +235,11 @@ def prepare_timeline(trace: Trace, report: Any = None, outside_bubbles: list | N
 def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
     """Every lane and span of ``trace``, and its sync markers, before any analysis but the
     window: what the page can draw while the analysis is still running."""
-    # HostSpan: phase, step, slot, t0, t1, thread; DeviceSpan: stream, op, step, slot, t0, t1, enqueued
-    (phase, thread), (h_step, h_slot, h_t0, h_t1) = _columns(trace.host_spans, (0, 5), (1, 2, 3, 4))
-    (stream, op), (d_step, d_slot, d_t0, d_t1, d_enq) = _columns(trace.device_spans, (0, 1), (2, 3, 4, 5, 6))
+    hs, ds = trace.host_spans, trace.device_spans
+    phase, thread = text_codes(hs, "phase"), text_codes(hs, "thread")
+    h_step, h_slot, h_t0, h_t1 = (numbers(hs, k) for k in ("step", "slot", "t0", "t1"))
+    stream, op = text_codes(ds, "stream"), text_codes(ds, "op")
+    d_step, d_slot, d_t0, d_t1, d_enq = (numbers(ds, k) for k in ("step", "slot", "t0", "t1", "enqueued"))
     threads = thread[1] or ["main"]
     streams = stream[1] or [COMPUTE]
     analysed = primary_stream(trace)
@@ -276,12 +273,13 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
         sets.append(_span_set(
             name, "subphase" if sub else "phase", COLOURS.get(name, OTHER_COLOUR), thread_lane[m], h_t0[m], h_t1[m],
             [steps, h_slot[m], rows_of(steps), h_t1[m] - h_t0[m], np.zeros(len(m))], "host_spans", m,
-            [phase_text[i] for i in m] if phase_text is not None else None))
+            phase_text.take(m) if phase_text is not None else None))
 
     # Device ops; the spare column is the launch delay (start - enqueued).
     op_rank = {o: i for i, o in enumerate(DEVICE_OPS)}
     if op_text is None:
-        pairs = sorted({(op[1][o], stream[1][x]) for o, x in set(zip(op[0].tolist(), stream[0].tolist()))},
+        present = np.unique(op[0].astype(np.int64) * max(len(stream[1]), 1) + stream[0])
+        pairs = sorted({(op[1][c // len(stream[1])], stream[1][c % len(stream[1])]) for c in present.tolist()},
                        key=lambda p: (op_rank.get(p[0], 99), p[0], p[1]))
     else:   # an imported trace's categories: one set each, across its streams
         pairs = [(c, None) for c in named_op[1]]
@@ -295,14 +293,13 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
         sets.append(_span_set(
             name, "device", COLOURS.get(name.split(" (")[0], OTHER_COLOUR), stream_lane[m], d_t0[m], d_t1[m],
             [steps, d_slot[m], rows_of(steps), d_t1[m] - d_t0[m], np.maximum(d_t0[m] - d_enq[m], 0)],
-            "device_spans", m, [op_text[i] for i in m] if op_text is not None else None))
+            "device_spans", m, op_text.take(m) if op_text is not None else None))
 
     # Host waits, on the lane of the thread that was inside a phase when it waited.
     waits = trace.waits
-    w_t0 = np.fromiter((w.t0 for w in waits), np.int64, len(waits))
-    w_t1 = np.fromiter((w.t1 for w in waits), np.int64, len(waits))
-    w_step = np.fromiter((w.step for w in waits), np.int64, len(waits))
-    w_exp = np.fromiter((bool(w.expected) for w in waits), bool, len(waits))
+    w_t0, w_t1, w_step = (numbers(waits, k) for k in ("t0", "t1", "step"))
+    w_exp = numbers(waits, "expected").astype(bool)
+    w_text = pair_labels(text_codes(waits, "reason"), text_codes(waits, "site"), "{a}\nsite: {b}")
     wait_lane = _wait_lanes(w_t0, [st for st in sets if st.group == "phase"], 0)
     for expected, name in ((True, "wait: expected"), (False, "wait: accidental")):
         idx = np.flatnonzero(w_exp == expected)
@@ -312,7 +309,7 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
         sets.append(_span_set(
             name, "wait", COLOURS[name], wait_lane[idx], w_t0[idx], w_t1[idx],
             [steps, np.zeros(len(idx)), rows_of(steps), w_t1[idx] - w_t0[idx], np.zeros(len(idx))],
-            "waits", idx, [f"{waits[i].reason}\nsite: {waits[i].site}" for i in idx]))
+            "waits", idx, w_text.take(idx)))
 
     syncs = sync_markers(trace, window, wait_lane, [], compute_lane)
     step_ids, step_t0 = _step_starts(phase, h_step, h_t0)
@@ -336,18 +333,24 @@ def with_analysis(data: TimelineData, trace: Trace, report: Any, outside_bubbles
     counted = list(getattr(report, "bubbles", None) or [])
     bubbles = counted + list(outside_bubbles or [])
     sets = [st for st in data.sets if st.group != "bubble"]
-    for cause in BUBBLE_CAUSES + tuple(sorted({b.cause for b in bubbles} - set(BUBBLE_CAUSES))):
-        idx = [i for i, b in enumerate(bubbles) if b.cause == cause]
-        if not idx:
+    n = len(bubbles)
+    # each field in one pass over the records (millions of bubbles at ten million spans)
+    cause_code: dict[Any, int] = {}
+    codes = np.fromiter((cause_code.setdefault(b.cause, len(cause_code)) for b in bubbles), np.int32, n)
+    t0 = np.fromiter((b.t0 for b in bubbles), np.int64, n)
+    t1 = np.fromiter((b.t1 for b in bubbles), np.int64, n)
+    steps = np.fromiter((b.step if b.step is not None else -1 for b in bubbles), np.int64, n)
+    texts = Labels.of([_bubble_text(b) for b in bubbles])
+    rows = rows_of(steps)
+    for cause in BUBBLE_CAUSES + tuple(sorted(set(cause_code) - set(BUBBLE_CAUSES))):
+        if cause not in cause_code:
             continue
-        bs = [bubbles[i] for i in idx]
-        steps = np.array([b.step if b.step is not None else -1 for b in bs], dtype=np.int64)
+        idx = np.flatnonzero(codes == cause_code[cause])
+        k = len(idx)
         sets.append(_span_set(
-            bubble_name(cause), "bubble", BUBBLE_COLOURS.get(cause, OTHER_COLOUR),
-            [compute_lane] * len(bs), [b.t0 for b in bs], [b.t1 for b in bs],
-            [steps, np.zeros(len(bs)), rows_of(steps), [b.t1 - b.t0 for b in bs], np.zeros(len(bs))],
-            "bubbles", idx, [_bubble_text(b) for b in bs],
-            [i < len(counted) for i in idx]))
+            bubble_name(cause), "bubble", BUBBLE_COLOURS.get(cause, OTHER_COLOUR), np.full(k, compute_lane, np.int32),
+            t0[idx], t1[idx], [steps[idx], np.zeros(k), rows[idx], t1[idx] - t0[idx], np.zeros(k)],
+            "bubbles", idx, texts.take(idx), idx < len(counted)))
     syncs = sync_markers(trace, window, data.wait_lane, bubbles, compute_lane)
     origin = window[0] if window else data.origin
     return TimelineData(data.lanes, sets, syncs, data.step_ids, data.step_t0, origin, data.t_min, data.t_max,

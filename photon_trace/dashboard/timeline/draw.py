@@ -25,7 +25,7 @@ import plotly.graph_objects as go
 
 from photon_trace.dashboard.timeline.data import SpanSet, TimelineData
 from photon_trace.dashboard.timeline.draw_marks import REQUEST_END_NAMES, request_traces, sync_traces
-from photon_trace.dashboard.timeline.frame import BANDS, HALF, HEIGHT_STEPS, Frame, occupancy, rects, shown, uid, visible
+from photon_trace.dashboard.timeline.frame import BANDS, HALF, HEIGHT_STEPS, Frame, occupancy, rects, shown, uid
 from photon_trace.dashboard.timeline.marks import SYNC_NAME, SYNC_OUTSIDE_NAME
 from photon_trace.dashboard.timeline.palette import legend_name
 from photon_trace.dashboard.timeline.text import plain
@@ -57,9 +57,8 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
          show_legend: bool | set[str] = True) -> tuple[list, dict]:
     """The traces for ``view`` and a ``meta`` dict (mode, counts drawn) for tests and the page."""
     f = Frame(data, view)
-    vis = [visible(st.t0, st.t1, f.a, f.b) for st in data.sets]
-    n_visible = sum(int(np.count_nonzero((st.t0[v] <= f.vb) & (st.t1[v] >= f.va)))
-                    for st, v in zip(data.sets, vis) if st.group != "bubble")
+    # counted per lane by binary search (``lane_index.py``): no pass over a 10M-span trace
+    n_visible = sum(st.by_lane.count_all(f.va, f.vb) for st in data.sets if st.group != "bubble")
     aggregate = n_visible > view.max_spans
     # What the page needs to zoom and pan on its own (assets/keys.js): the range drawn, the
     # pixel it was drawn for, and the trace's extent (nothing to fetch beyond it).
@@ -72,32 +71,34 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
                             "bands": [list(BANDS[st.group]) for st in data.sets],
                             "label_names": [plain(legend_name(st.name).removeprefix("bubble: "))
                                             if st.text is None or st.group == "bubble" else None for st in data.sets],
-                            "bubbles": sum(len(v) for st, v in zip(data.sets, vis) if st.group == "bubble"),
+                            "bubbles": sum(st.by_lane.count_all(f.a, f.b) for st in data.sets if st.group == "bubble"),
                             "in_columns": 0, "syncs": 0, "lanes": [ln.label for ln in data.lanes],
                             "analysed": data.analysed}
     common = dict(xaxis=xaxis, yaxis=yaxis)
     traces: list = []
     stack: dict[int, np.ndarray] = {}
     hover_blocks = []
-    for k, (st, i) in enumerate(zip(data.sets, vis)):
-        if aggregate:
-            wide, narrow = i[:0], i
+    for k, st in enumerate(data.sets):
+        xs, ys = [], []
+        if aggregate:   # every span into its pixel column: per lane, searches over the index
+            i = None
+            meta["in_columns"] += st.by_lane.count_all(f.a, f.b)
+            x, y, blocks = _column_blocks(st, _lane_columns(st, f), f, stack)
+            hover_blocks += blocks
         else:
+            i = st.by_lane.overlapping_all(f.a, f.b, st.t1)
             keep = (st.t1[i] - st.t0[i]) >= f.px_ns * view.min_exact_px
             wide, narrow = i[keep], i[~keep]
-        meta["in_columns"] += len(narrow)
-        xs, ys = [], []
-        if len(wide):
-            y0, y1 = _band(st.lane[wide], st.group)
-            x, y = rects(f.x(st.t0[wide]), f.x(st.t1[wide]), y0, y1)
-            xs.append(x)
-            ys.append(y)
-        if len(narrow):
-            x, y, blocks = _column_blocks(st, narrow, f, stack, k)
-            if len(x):
+            meta["in_columns"] += len(narrow)
+            if len(wide):
+                y0, y1 = _band(st.lane[wide], st.group)
+                x, y = rects(f.x(st.t0[wide]), f.x(st.t1[wide]), y0, y1)
                 xs.append(x)
                 ys.append(y)
-            hover_blocks += blocks if aggregate else []
+            x, y, _ = _column_blocks(st, _subset_columns(st, narrow, f), f, stack)
+        if len(x):
+            xs.append(x)
+            ys.append(y)
         if xs:
             # float32 halves what travels when zoomed out (a column is far wider than its precision)
             dtype = np.float32 if aggregate else np.float64
@@ -105,7 +106,7 @@ def draw(data: TimelineData, view: View = View(), xaxis: str = "x", yaxis: str =
                 x=_join(xs).astype(dtype), y=_join(ys).astype(dtype), mode="lines", fill="toself", fillcolor=st.colour,
                 line=dict(width=0, color=st.colour), name=prefix + plain(legend_name(st.name)), uid=uid(prefix + st.name),
                 legendgroup=st.name, showlegend=shown(show_legend, st.name), hoverinfo="skip", **common))
-        if not aggregate and len(i):
+        if i is not None and len(i):
             traces.append(_span_hover(st, i, f, k, prefix, common))
     if hover_blocks:
         traces.append(_block_hover(hover_blocks, f, prefix, common))
@@ -145,19 +146,36 @@ def _band(lanes: np.ndarray, group: str) -> tuple[np.ndarray, np.ndarray]:
     return c + lo, c + hi
 
 
-def _column_blocks(st: SpanSet, idx: np.ndarray, f: Frame, stack: dict, k: int):
-    """Per pixel column, the share of it the spans ``idx`` occupy, as blocks of that height
-    (stacked on what the lane already holds); equal neighbours merge into one block."""
-    xs, ys, blocks = [], [], []
-    left, right = f.x(f.edges[:-1]), f.x(f.edges[1:])
+def _lane_columns(st: SpanSet, f: Frame):
+    """Per lane with spans in the drawn range: its busy share of each pixel column, its starts
+    and its spans' steps (views of the set's arrays, no copies)."""
+    ix = st.by_lane
+    for k in range(len(ix)):
+        if ix.count(k, f.a, f.b):
+            s, e = ix.segment(k)
+            yield int(ix.lanes[k]), ix.busy(k, f.edges), st.t0[s:e], st.info[s:e, 0]
+
+
+def _subset_columns(st: SpanSet, idx: np.ndarray, f: Frame):
+    """The same for the spans ``idx`` only (zoomed in: those too narrow to draw as themselves)."""
     for lane in np.unique(st.lane[idx]):
         j = idx[st.lane[idx] == lane]
-        occ = np.clip(occupancy(st.t0[j], st.t1[j], f.edges) / f.col_ns, 0.0, 1.0)
+        yield int(lane), occupancy(st.t0[j], st.t1[j], f.edges), st.t0[j], st.info[j, 0]
+
+
+def _column_blocks(st: SpanSet, lanes, f: Frame, stack: dict):
+    """Per pixel column, the share of it the spans occupy (``lanes``: per lane, busy ns per
+    column, sorted starts and steps), as blocks of that height (stacked on what the lane
+    already holds); equal neighbours merge into one block."""
+    xs, ys, blocks = [], [], []
+    left, right = f.x(f.edges[:-1]), f.x(f.edges[1:])
+    for lane, busy_ns, t0s, steps in lanes:
+        occ = np.clip(busy_ns / f.col_ns, 0.0, 1.0)
         lo, hi = BANDS[st.group]
         if st.group in STACKED:
-            base = stack.setdefault(int(lane), np.zeros(f.n_cols))
+            base = stack.setdefault(lane, np.zeros(f.n_cols))
             bottom, top = np.minimum(base, 1.0), np.minimum(base + occ, 1.0)
-            stack[int(lane)] = base + occ
+            stack[lane] = base + occ
         else:
             bottom, top = np.zeros(f.n_cols), occ
         bq, tq = np.rint(bottom * HEIGHT_STEPS), np.rint(top * HEIGHT_STEPS)
@@ -176,14 +194,13 @@ def _column_blocks(st: SpanSet, idx: np.ndarray, f: Frame, stack: dict, k: int):
         xs.append(x)
         ys.append(y)
         # Per block: spans starting in it, busy time, share, first and last step (for the hover).
-        t0s = st.t0[j]
-        starts = np.searchsorted(t0s, f.edges)
+        # (integer starts: t < e exactly when t < ceil(e); an int64 search copies nothing)
+        starts = np.searchsorted(t0s, np.ceil(f.edges).astype(np.int64))
         count = np.add.reduceat(np.diff(starts)[keep], run0)
         busy = np.add.reduceat(occ[keep] * f.col_ns, run0)
         n_c = last_c - first_c + 1
-        first = np.clip(np.where(count > 0, starts[first_c], starts[first_c] - 1), 0, len(j) - 1)
-        last = np.clip(starts[last_c + 1] - 1, 0, len(j) - 1)
-        steps = st.info[j, 0]
+        first = np.clip(np.where(count > 0, starts[first_c], starts[first_c] - 1), 0, len(t0s) - 1)
+        last = np.clip(starts[last_c + 1] - 1, 0, len(t0s) - 1)
         blocks.append((st.name, (left[first_c] + right[last_c]) / 2, (y0 + y1) / 2,
                        np.column_stack([count, busy / 1e9, 100 * busy / (n_c * f.col_ns), steps[first], steps[last],
                                         left[first_c], right[last_c]])))

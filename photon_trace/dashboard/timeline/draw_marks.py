@@ -133,8 +133,7 @@ def sync_traces(data: TimelineData, f: Frame, aggregate: bool, prefix: str, show
         marker = dict(symbol="triangle-down" if inside else "triangle-down-open", size=11, color=SYNC_COLOUR,
                       line=dict(width=1 if inside else 2, color="white" if inside else SYNC_COLOUR))
         cd = np.column_stack([sm.step[j], (sm.t1[j] - sm.t0[j]) / 1e9, sm.idle_ns[j] / 1e9])
-        text = [f"{plain(sm.site[m])}<br>reason: {plain(sm.reason[m])}" + ("" if inside else
-                "<br>outside the analysis window: not counted") for m in j]
+        shown_j = j       # the markers whose hover text is built: every one, or each bin's first
         template = _HOVER["sync"]
         if aggregate and len(j) > f.span_px / 4:
             n_b = max(int(f.span_px / 4), 1)
@@ -145,14 +144,28 @@ def sync_traces(data: TimelineData, f: Frame, aggregate: bool, prefix: str, show
             x = f.x((edges[uniq // 1000] + edges[uniq // 1000 + 1]) / 2)
             y = y[first]
             cd = np.column_stack([np.bincount(inv), np.bincount(inv, cd[:, 1]), np.bincount(inv, cd[:, 2])])
-            text = [text[q] for q in first]
+            shown_j = j[first]
             template = _HOVER["sync_aggregate"]
+        text = _sync_text(sm, shown_j, inside)
         out.append(go.Scattergl(x=x, y=y, mode="markers", marker=marker, customdata=cd, text=text,
                                 hovertemplate=template, name=prefix + name, uid=uid(prefix + name),
                                 legendgroup=SYNC_NAME, showlegend=shown(show_legend, name),
                                 hoverlabel=dict(bgcolor="white"), **common))
     if not aggregate:
         out += sync_links(data, f, i, prefix, common)
+    return out
+
+
+def _sync_text(sm, j: np.ndarray, inside: bool) -> list[str]:
+    """Each marker's hover: its site and reason (a few distinct ones, made plain once each)."""
+    made: dict[tuple[str, str], str] = {}
+    tail = "" if inside else "<br>outside the analysis window: not counted"
+    out = []
+    for m in j.tolist():
+        key = (sm.site[m], sm.reason[m])
+        if key not in made:
+            made[key] = f"{plain(key[0])}<br>reason: {plain(key[1])}{tail}"
+        out.append(made[key])
     return out
 
 

@@ -6,10 +6,10 @@ Pure numpy over a trace's records; ``data.prepare_timeline`` calls both.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import itemgetter
 
 import numpy as np
 
+from photon_trace.dashboard.timeline.fields import numbers, text_codes
 from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.trace.records import RequestRecord, Trace
 
@@ -50,24 +50,25 @@ def sync_markers(trace: Trace, window: tuple[int, int] | None, wait_lane: np.nda
                  compute_lane: int) -> SyncMarkers:
     """Each accidental-sync bubble goes to the latest wait at its call site (the bubble's
     ``detail``) that began before the bubble ended: the wait that drained the queue."""
-    idx = np.array([i for i, w in enumerate(trace.waits) if not w.expected], dtype=np.int64)
-    ws = [trace.waits[i] for i in idx]
-    t0 = np.fromiter((w.t0 for w in ws), np.int64, len(ws))
-    t1 = np.fromiter((w.t1 for w in ws), np.int64, len(ws))
-    in_window = np.ones(len(ws), dtype=bool) if window is None else (t0 < window[1]) & (t1 >= window[0])
-    site = [w.site for w in ws]
-    idle = np.zeros(len(ws), dtype=np.float64)
+    waits = trace.waits
+    idx = np.flatnonzero(~numbers(waits, "expected").astype(bool))
+    t0, t1, step = (numbers(waits, k)[idx] for k in ("t0", "t1", "step"))
+    in_window = np.ones(len(idx), dtype=bool) if window is None else (t0 < window[1]) & (t1 >= window[0])
+    site_codes, sites = text_codes(waits, "site")
+    reason_codes, reasons = text_codes(waits, "reason")
+    site_codes, reason_codes = site_codes[idx], reason_codes[idx]
+    site = [sites[c] for c in site_codes.tolist()]
+    idle = np.zeros(len(idx), dtype=np.float64)
     link_m, link_b = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     synced = [j for j, b in enumerate(bubbles) if b.cause == Cause.ACCIDENTAL_SYNC]
-    by_site: dict[str, list[int]] = {}
-    for k, s in enumerate(site):
-        by_site.setdefault(s, []).append(k)
     b_detail = [bubbles[j].detail for j in synced]
-    for s, ks in by_site.items():
+    order = np.argsort(site_codes, kind="stable")     # each site's markers, in trace order
+    cuts = np.flatnonzero(np.diff(site_codes[order])) + 1
+    for ks_a in np.split(order, cuts) if len(order) else []:
+        s = sites[int(site_codes[ks_a[0]])]
         js = np.array([j for j, d in zip(synced, b_detail) if d == s], dtype=np.int64)
         if not len(js):
             continue
-        ks_a = np.asarray(ks, dtype=np.int64)
         o = np.argsort(t0[ks_a], kind="stable")
         starts, ks_a = t0[ks_a][o], ks_a[o]
         b0 = np.fromiter((bubbles[j].t0 for j in js), np.int64, len(js))
@@ -78,8 +79,8 @@ def sync_markers(trace: Trace, window: tuple[int, int] | None, wait_lane: np.nda
         counted = np.ones(len(js), bool) if window is None else (b0 >= window[0]) & (b1 <= window[1])
         np.add.at(idle, k[counted], (b1 - b0)[counted])
     return SyncMarkers(t0, t1, np.asarray(wait_lane, dtype=np.int32)[idx] if len(idx) else np.zeros(0, np.int32),
-                       np.fromiter((w.step for w in ws), np.int64, len(ws)), idle, site,
-                       [w.reason for w in ws], in_window, idx, np.concatenate(link_m), np.concatenate(link_b))
+                       step, idle, site, [reasons[c] for c in reason_codes.tolist()], in_window, idx,
+                       np.concatenate(link_m), np.concatenate(link_b))
 
 
 @dataclass(slots=True)
@@ -119,15 +120,10 @@ def request_states(records: list[RequestRecord], lane: int) -> RequestStates:
     """Each request's first time of each event, and from them the state counts over time:
     queued [arrival, admitted), prefill [admitted, first token), decode [first token,
     finalized); a missing event closes the state at the request's next known one."""
-    n = len(records)
-    rid = np.fromiter(map(itemgetter(0), records), np.int64, n)
-    kinds = list(dict.fromkeys(map(itemgetter(1), records)))
-    lut = {k: EVENTS.get(k, -1) for k in kinds}
-    ev = np.fromiter(map(lut.__getitem__, map(itemgetter(1), records)), np.int64, n)
-    abort_of = {k: k == "aborted" for k in kinds}
-    is_abort = np.fromiter(map(abort_of.__getitem__, map(itemgetter(1), records)), bool, n)
-    t = np.fromiter(map(itemgetter(2), records), np.int64, n)
-    tok = np.fromiter(map(itemgetter(3), records), np.int64, n)
+    rid, t, tok = (numbers(records, k) for k in ("req_id", "t", "tokens"))
+    codes, kinds = text_codes(records, "event")
+    ev = np.array([EVENTS.get(k, -1) for k in kinds], dtype=np.int64)[codes] if kinds else np.zeros(0, np.int64)
+    is_abort = np.array([k == "aborted" for k in kinds], dtype=bool)[codes] if kinds else np.zeros(0, bool)
     ids, inv = np.unique(rid, return_inverse=True)
     known = ev >= 0
     big = np.iinfo(np.int64).max

@@ -11,7 +11,6 @@ import numpy as np
 import plotly.graph_objects as go
 
 from photon_trace.dashboard.timeline.data import TimelineData
-from photon_trace.dashboard.timeline.frame import occupancy
 
 COLUMNS = 600
 
@@ -30,9 +29,9 @@ def overview_figure(data: TimelineData, axis: str = "window", view_range: tuple[
     for name, colour, sets in layers:
         occ = np.zeros(COLUMNS)
         for st in sets:
-            m = st.lane == data.compute_lane
-            if np.any(m):
-                occ += occupancy(st.t0[m], st.t1[m], edges) / width
+            k = np.flatnonzero(st.by_lane.lanes == data.compute_lane)
+            if len(k):
+                occ += st.by_lane.busy(int(k[0]), edges) / width
         occ = np.clip(occ, 0, 1)
         top = np.minimum(below + occ, 1.0)
         if np.any(top > below):

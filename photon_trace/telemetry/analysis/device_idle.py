@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from photon_trace.telemetry.analysis.no_work import NoWork
+from photon_trace.telemetry.trace.columns import Columns, column, encode
 from photon_trace.telemetry.trace.lanes import device_of
 from photon_trace.telemetry.trace.records import Trace
 
@@ -41,23 +42,27 @@ class DeviceIdle(NamedTuple):
 
 
 def device_ops(trace: Trace) -> dict[str, tuple[np.ndarray, np.ndarray, set[str]]]:
-    """Per device: its ops' starts and ends (by start) and the streams they ran on."""
-    lanes: dict[str, str] = {}
-    t0s: dict[str, list[int]] = {}
-    t1s: dict[str, list[int]] = {}
-    streams: dict[str, set[str]] = {}
-    for d in trace.device_spans:
-        dev = lanes.get(d.stream)
-        if dev is None:
-            dev = lanes[d.stream] = device_of(trace, d.stream)
-            streams.setdefault(dev, set()).add(d.stream)
-        t0s.setdefault(dev, []).append(d.t0)
-        t1s.setdefault(dev, []).append(d.t1)
+    """Per device (in order of its first op): its ops' starts and ends (by start) and the
+    streams they ran on. Read as columns: the dashboard's Panels ask this of traces of
+    millions of ops."""
+    ops = trace.device_spans
+    if not len(ops):
+        return {}
+    if isinstance(ops, Columns):
+        codes, table = ops.arrays["stream"], ops.tables["stream"]
+    else:
+        codes, table = encode(d.stream for d in ops)
+    t0, t1 = column(ops, "t0"), column(ops, "t1")
+    present, first = np.unique(codes, return_index=True)
+    present = present[np.argsort(first, kind="stable")]          # streams in order of their first op
+    device = {int(c): device_of(trace, table[c]) for c in present.tolist()}
     out = {}
-    for dev in t0s:
-        a, b = np.asarray(t0s[dev], dtype=np.int64), np.asarray(t1s[dev], dtype=np.int64)
+    for dev in dict.fromkeys(device.values()):
+        mine = [c for c, d in device.items() if d == dev]
+        m = np.isin(codes, mine)
+        a, b = t0[m], t1[m]
         o = np.argsort(a, kind="stable")
-        out[dev] = (a[o], b[o], streams[dev])
+        out[dev] = (a[o], b[o], {table[c] for c in mine})
     return out
 
 

@@ -7,6 +7,7 @@ layer, so the dashboard's times and arrows match the export's without importing 
 """
 from __future__ import annotations
 
+from photon_trace.telemetry.trace.columns import column
 from photon_trace.telemetry.trace.records import HostSpan, Trace
 from photon_trace.telemetry.tracer import Phase
 
@@ -14,11 +15,9 @@ from photon_trace.telemetry.tracer import Phase
 def trace_origin_ns(trace: Trace) -> int:
     """Monotonic ns of ts = 0 in the export: the trace's first record (the dashboard's
     "trace start" axis uses the same origin, so its times match Perfetto's)."""
-    firsts = [min(s.t0 for s in trace.host_spans) if trace.host_spans else None,
-              min(d.t0 for d in trace.device_spans) if trace.device_spans else None,
-              min(w.t0 for w in trace.waits) if trace.waits else None,
-              min(r.t for r in trace.requests) if trace.requests else None]
-    firsts = [t for t in firsts if t is not None]
+    firsts = [int(column(records, name).min()) for records, name in
+              ((trace.host_spans, "t0"), (trace.device_spans, "t0"), (trace.waits, "t0"), (trace.requests, "t"))
+              if len(records)]
     return min(firsts) if firsts else int(trace.header.get("clock", {}).get("mono_ns", 0) or 0)
 
 
