@@ -5,7 +5,7 @@ Each measurement runs in a process of its own (``scale_worker.py``; ``scale_runs
 its peak RSS and kills it, "did not fit", when the machine's available memory falls under
 ``--guard-mb``). Times are medians of ``--repeats`` (``--scale-repeats`` for the large traces).
 
-1. Real traces: every sample in ``--samples`` (../shared/kineto-samples) and a ~109k-event
+1. Real traces: every sample in ``--samples`` (/work/shared/kineto-samples, else tests/data/kineto) and a ~109k-event
    synthetic one: import, import + analysis, import + analysis + gate (``photon-trace check``),
    and HTA 0.5's parse + ``get_idle_time_breakdown`` of the same file in HTA's own virtual
    environment (made in ``--cache`` on first use); target: ours at most half of HTA's time,
@@ -44,6 +44,7 @@ from helpers.scale_traces import Written, write_own_trace, write_training_trace 
 from scale_runs import GUARD_MB, Measured, hta_python, measure  # noqa: E402
 from scale_table import Row, table  # noqa: E402
 
+SAMPLES = (Path("/work/shared/kineto-samples"), ROOT / "tests" / "data" / "kineto")   # the first that exists
 GENERATOR_VERSION = 1        # bump when scale_traces.py's output changes: the cache is keyed by it
 SYNTHETIC_EVENTS = 109_000
 STAGES = ("import", "analysis", "gate")
@@ -87,6 +88,8 @@ def real_rows(paths: list[Path], args, hta: str | None, tmp: Path) -> list[Row]:
     for p in paths:
         ours = stages(p, args.repeats, args.guard_mb)
         theirs = measure("hta", hta_folder(p, tmp), args.repeats, python=hta) if hta else None
+        if theirs is not None:
+            print(f"  {p.name} HTA: " + (theirs.failed or f"{theirs.seconds} {theirs.rss_mb:.0f} MB"), flush=True)
         rows.append(Row.real(p.name, ours, theirs, REAL_S if p.name.startswith("synthetic") else None, HTA_RATIO))
     return rows
 
@@ -96,7 +99,8 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=10_000_000, help="size of the large traces (events; spans for ours)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--scale-repeats", type=int, default=1, help="repeats for the large traces")
-    ap.add_argument("--samples", type=Path, default=ROOT.parent.parent / "shared" / "kineto-samples")
+    ap.add_argument("--samples", type=Path, default=next((p for p in SAMPLES if p.is_dir()), SAMPLES[-1]),
+                    help="folder of real profiler traces (*.json.gz)")
     ap.add_argument("--cache", type=Path, default=ROOT / ".bench-cache")
     ap.add_argument("--items", default="real,scale,dashboard,fit", help="which tables, comma-separated")
     ap.add_argument("--stages", default=",".join(STAGES), help="scale: which stages (gate alone covers all)")

@@ -21,7 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "scale_worker.py"
-HTA_REQUIREMENT = "HolisticTraceAnalysis==0.5.0"
+# pandas 3 turned the upcast HTA 0.5 relies on (an int16 index column given values past 32767,
+# any trace over ~32k events) into a TypeError; under pandas 2, HTA's own era, it was a warning.
+HTA_REQUIREMENTS = ("HolisticTraceAnalysis==0.5.0", "pandas<3")
 GUARD_MB = 4096
 POLL_S = 0.2     # how often the memory guard looks (not a timing: the worker times itself)
 
@@ -96,18 +98,18 @@ def measure(stage: str, path: Path, repeats: int, *, python: str = sys.executabl
 def hta_python(cache: Path) -> tuple[str | None, str]:
     """The interpreter of a virtual environment holding HTA 0.5 (made in ``cache`` on first use,
     reused after): (its path, "") or (None, why there is none)."""
-    venv = cache / "hta-venv"
+    venv = cache.resolve() / "hta-venv"
     python = venv / "bin" / "python"
-    probe = [str(python), "-c", "import hta.trace_analysis"]
+    probe = [str(python), "-c", "import hta.trace_analysis, pandas; assert int(pandas.__version__.split('.')[0]) < 3"]
     if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
         return str(python), ""
     try:
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, capture_output=True)
-        done = subprocess.run([str(python), "-m", "pip", "install", "-q", HTA_REQUIREMENT],
+        done = subprocess.run([str(python), "-m", "pip", "install", "-q", *HTA_REQUIREMENTS],
                               capture_output=True, text=True, timeout=900)
     except (subprocess.SubprocessError, OSError) as e:
         return None, f"could not make HTA's environment: {e}"
     if done.returncode != 0 or subprocess.run(probe, capture_output=True).returncode != 0:
         tail = [line for line in done.stderr.splitlines() if not line.startswith("WARNING")][-1:]
-        return None, f"pip install {HTA_REQUIREMENT} failed: {tail[0] if tail else done.returncode}"
+        return None, f"pip install {' '.join(HTA_REQUIREMENTS)} failed: {tail[0] if tail else done.returncode}"
     return str(python), ""
