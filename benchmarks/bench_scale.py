@@ -67,10 +67,10 @@ def cached(cache: Path, name: str, make) -> Path:
     return path
 
 
-def stages(path: Path, repeats: int, guard: float, which=STAGES) -> dict[str, Measured]:
+def stages(path: Path, repeats: int, args, which=STAGES) -> dict[str, Measured]:
     out = {}
     for stage in which:
-        out[stage] = m = measure(stage, path, repeats, guard_mb=guard)
+        out[stage] = m = measure(stage, path, repeats, guard_mb=args.guard_mb, limit_s=args.limit_s)
         print(f"  {path.name} {stage}: " + (m.failed or f"{m.seconds} {m.rss_mb:.0f} MB"), flush=True)
     return out
 
@@ -86,7 +86,7 @@ def hta_folder(path: Path, tmp: Path) -> Path:
 def real_rows(paths: list[Path], args, hta: str | None, tmp: Path) -> list[Row]:
     rows = []
     for p in paths:
-        ours = stages(p, args.repeats, args.guard_mb)
+        ours = stages(p, args.repeats, args)
         theirs = measure("hta", hta_folder(p, tmp), args.repeats, python=hta) if hta else None
         if theirs is not None:
             print(f"  {p.name} HTA: " + (theirs.failed or f"{theirs.seconds} {theirs.rss_mb:.0f} MB"), flush=True)
@@ -105,6 +105,7 @@ def main() -> None:
     ap.add_argument("--items", default="real,scale,dashboard,fit", help="which tables, comma-separated")
     ap.add_argument("--stages", default=",".join(STAGES), help="scale: which stages (gate alone covers all)")
     ap.add_argument("--guard-mb", type=float, default=GUARD_MB, help="kill a worker below this available memory")
+    ap.add_argument("--limit-s", type=float, default=1800, help="kill a worker running longer than this")
     ap.add_argument("--fit-limit-mb", type=float, default=1024, help="item 4: the address space allowed")
     ap.add_argument("--no-hta", action="store_true")
     ap.add_argument("--browser", action="store_true", help="dashboard: also page open to drawn in Chromium")
@@ -140,20 +141,21 @@ def main() -> None:
                              lambda p: write_own_trace(p, args.events))
     if "scale" in items:
         which = tuple(s for s in STAGES if s in args.stages.split(","))
-        rows = [Row.scale(f"{kind}: {p.name}", stages(p, args.scale_repeats, args.guard_mb, which),
+        rows = [Row.scale(f"{kind}: {p.name}", stages(p, args.scale_repeats, args, which),
                           TARGET_S, TARGET_RSS_MB) for kind, p in big.items()]
         tables.append(table(f"2. {args.events:,} events: import, + analysis, + gate", "scale", rows))
     if "dashboard" in items:
         from scale_browser import browser_draw
         rows = []
         for kind, p in big.items():
-            m = measure("dashboard", p, args.scale_repeats, guard_mb=args.guard_mb)
+            m = measure("dashboard", p, args.scale_repeats, guard_mb=args.guard_mb, limit_s=args.limit_s)
             print(f"  {p.name} dashboard: " + (m.failed or f"{m.seconds} {m.rss_mb:.0f} MB"), flush=True)
             page = browser_draw(p) if args.browser and not m.failed else None
             rows.append(Row.dashboard(f"{kind}: {p.name}", m, page, DASH_OPEN_S, DASH_ZOOM_S))
         tables.append(table("3. Dashboard, server side (and page open to drawn with --browser)", "dashboard", rows))
     if "fit" in items:
-        m = measure(f"fit:{args.fit_limit_mb:.0f}", big["profiler"], 1, guard_mb=args.guard_mb)
+        m = measure(f"fit:{args.fit_limit_mb:.0f}", big["profiler"], 1, guard_mb=args.guard_mb,
+                    limit_s=args.limit_s)
         tables.append(table(f"4. Too large: check with {args.fit_limit_mb:.0f} MB of address space",
                             "fit", [Row.fit(big["profiler"].name, m)]))
     for t in tables:

@@ -1,10 +1,12 @@
 """How ``bench_scale.py`` runs a measurement: a worker process per repeat, its own peak RSS, a
-memory guard, medians; and Holistic Trace Analysis in a virtual environment of its own.
+memory guard, a time limit, medians; and Holistic Trace Analysis in a virtual environment of its own.
 
 Each repeat is ``scale_worker.py`` in a new process, reaped with ``os.wait4`` so its resource
 usage (peak RSS) is that process's alone. While it runs, the machine's available memory is
 watched: below ``guard_mb`` the worker is killed and the measurement says "did not fit" rather
-than let a trace too large for the machine take it down (the machine is shared).
+than let a trace too large for the machine take it down (the machine is shared); past
+``limit_s`` it is killed too and says "over the limit" (a figure far beyond its target
+costs the machine more than it tells).
 """
 from __future__ import annotations
 
@@ -49,26 +51,30 @@ def available_mb() -> float:
     return float("inf")
 
 
-def _once(python: str, stage: str, path: Path, env: dict, guard_mb: float) -> tuple[dict | None, float, str]:
+def _once(python: str, stage: str, path: Path, env: dict, guard_mb: float,
+          limit_s: float | None) -> tuple[dict | None, float, str]:
     """One worker run: (its result, its peak RSS in MB, why it failed or "")."""
     with tempfile.TemporaryDirectory() as tmp:
         out, log = Path(tmp) / "out.json", Path(tmp) / "log.txt"
         with open(log, "wb") as logf:
             proc = subprocess.Popen([python, str(WORKER), stage, str(path), str(out)], env=env,
                                     stdout=logf, stderr=subprocess.STDOUT, cwd=ROOT)
-        killed = False
+        killed, t0 = "", time.monotonic()
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             if not killed and available_mb() < guard_mb:
+                killed = f"did not fit (killed: available memory under {guard_mb / 1024:.0f} GiB)"
+            elif not killed and limit_s is not None and time.monotonic() - t0 > limit_s:
+                killed = f"over the limit (killed after {limit_s:.0f} s)"
+            if killed:
                 proc.send_signal(signal.SIGKILL)
-                killed = True
             time.sleep(POLL_S)
         proc.returncode = os.waitstatus_to_exitcode(status)
         rss = usage.ru_maxrss / 1024
         if killed:
-            return None, rss, f"did not fit (killed: available memory under {guard_mb / 1024:.0f} GiB)"
+            return None, rss, killed
         if proc.returncode != 0 or not out.exists():
             tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
             return None, rss, f"worker exit {proc.returncode}: {tail[0][:160]}"
@@ -76,7 +82,7 @@ def _once(python: str, stage: str, path: Path, env: dict, guard_mb: float) -> tu
 
 
 def measure(stage: str, path: Path, repeats: int, *, python: str = sys.executable,
-            guard_mb: float = GUARD_MB) -> Measured:
+            guard_mb: float = GUARD_MB, limit_s: float | None = None) -> Measured:
     """``stage`` of ``path``, ``repeats`` times, each in a fresh worker process."""
     env = dict(os.environ)
     if python == sys.executable:
@@ -85,7 +91,7 @@ def measure(stage: str, path: Path, repeats: int, *, python: str = sys.executabl
         env.pop("PYTHONPATH", None)     # HTA's environment: none of ours
     runs, rss = [], 0.0
     for _ in range(repeats):
-        result, peak, why = _once(python, stage, path, env, guard_mb)
+        result, peak, why = _once(python, stage, path, env, guard_mb, limit_s)
         rss = max(rss, peak)
         if why:
             return Measured(rss_mb=rss, repeats=len(runs), failed=why)

@@ -39,7 +39,8 @@ class Written:
     path: Path
     bytes: int
     steps: int
-    counts: Counter = field(default_factory=Counter)   # profiler: events by "cat" (or "ph" without one); ours: records by kind
+    # a profiler trace's events by "cat" ("ph" for those without one: the names); our file's records by kind
+    counts: Counter = field(default_factory=Counter)
 
     @property
     def events(self) -> int:
