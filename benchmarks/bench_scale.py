@@ -109,6 +109,7 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=ROOT / ".bench-cache")
     ap.add_argument("--items", default="real,scale,dashboard,fit", help="which tables, comma-separated")
     ap.add_argument("--stages", default=",".join(STAGES), help="scale: which stages (gate alone covers all)")
+    ap.add_argument("--large", default="profiler,ours", help="scale and dashboard: which large traces")
     ap.add_argument("--guard-mb", type=float, default=GUARD_MB, help="kill a worker below this available memory")
     ap.add_argument("--limit-s", type=float, default=1800, help="kill a worker running longer than this")
     ap.add_argument("--fit-limit-mb", type=float, default=1024, help="item 4: the address space allowed")
@@ -139,20 +140,23 @@ def main() -> None:
         tables.append(table("1. Real traces: ours (import + analysis + gate) against HTA 0.5 (parse + idle "
                             "breakdown)" + ("" if hta else f"; HTA not run: {why}"), "real", rows))
     big = {}
+    large = args.large.split(",")
     if items & {"scale", "dashboard", "fit"}:
         big["profiler"] = cached(cache / "traces", f"profiler-{args.events}-v{v}.json.gz",
                                  lambda p: write_training_trace(p, args.events))
+    if items & {"scale", "dashboard"} and "ours" in large:
         big["ours"] = cached(cache / "traces", f"own-{args.events}-v{v}.trace.jsonl.gz",
                              lambda p: write_own_trace(p, args.events))
+    big_run = {kind: p for kind, p in big.items() if kind in large}
     if "scale" in items:
         which = tuple(s for s in STAGES if s in args.stages.split(","))
         rows = [Row.scale(f"{kind}: {p.name}", stages(p, args.scale_repeats, args, which),
-                          TARGET_S, TARGET_RSS_MB) for kind, p in big.items()]
+                          TARGET_S, TARGET_RSS_MB) for kind, p in big_run.items()]
         tables.append(table(f"2. {args.events:,} events: import, + analysis, + gate{_at(args)}", "scale", rows))
     if "dashboard" in items:
         from scale_browser import browser_draw
         rows = []
-        for kind, p in big.items():
+        for kind, p in big_run.items():
             m = measure("dashboard", p, args.scale_repeats, guard_mb=args.guard_mb, limit_s=args.limit_s)
             print(f"  {p.name} dashboard: " + (m.failed or f"{m.seconds} {m.rss_mb:.0f} MB"), flush=True)
             page = browser_draw(p) if args.browser and not m.failed else None
