@@ -13,6 +13,8 @@ Stages (each starts from the file, as a user's command does):
   drawn range, around its middle);
 * ``fit:MB``: ``gate`` with the process's address space limited to MB (``RLIMIT_AS``): a
   trace too large for the memory it may use should be refused up front (exit 2, saying so);
+  ``fit:MB:told`` also tells the program that budget (``PHOTON_TRACE_MEMORY_BUDGET``, the
+  override of the memory check a deployment can set; code without the check ignores it);
 * ``hta``: Holistic Trace Analysis's parse and ``get_idle_time_breakdown`` (run with the
   interpreter of HTA's own virtual environment: nothing of photon_trace is imported; the trace
   must be alone in its folder, since HTA reads every trace in the folder it is given).
@@ -67,7 +69,7 @@ def _ours(stage: str, path: Path) -> tuple[dict, dict]:
 
     data = _timed(seconds, "prepare", lambda: prepare_timeline(trace, report))
     _, meta = _timed(seconds, "first_draw", lambda: draw(data, View()))
-    lo, hi = meta["data_range"]
+    lo, hi = meta.get("data_range") or meta["x_range"]     # the drawn range, seconds on the view's axis
     mid, half = (lo + hi) / 2, (hi - lo) / 200
     _, zoomed = _timed(seconds, "zoom", lambda: draw(data, View().with_range((mid - half, mid + half))))
     info.update(mode=meta["mode"], zoom_mode=zoomed["mode"], zoom_spans=zoomed["spans_visible"])
@@ -89,8 +91,12 @@ def _hta(path: Path) -> tuple[dict, dict]:
 def main() -> None:
     stage, path, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     if stage.startswith("fit:"):
+        import os
         import resource
-        limit = int(float(stage[4:]) * 2**20)
+        mb, _, told = stage[4:].partition(":")
+        limit = int(float(mb) * 2**20)
+        if told:
+            os.environ["PHOTON_TRACE_MEMORY_BUDGET"] = f"{int(float(mb))}M"
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         stage = "gate"
     seconds, info = _hta(path) if stage == "hta" else _ours(stage, path)
