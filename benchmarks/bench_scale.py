@@ -5,11 +5,11 @@ Each measurement runs in a process of its own (``scale_worker.py``; ``scale_runs
 its peak RSS and kills it, "did not fit", when the machine's available memory falls under
 ``--guard-mb``). Times are medians of ``--repeats`` (``--scale-repeats`` for the large traces).
 
-1. Real traces: every sample in ``--samples`` (/work/shared/kineto-samples, else tests/data/kineto) and a ~109k-event
-   synthetic one: import, import + analysis, import + analysis + gate (``photon-trace check``),
-   and HTA 0.5's parse + ``get_idle_time_breakdown`` of the same file in HTA's own virtual
-   environment (made in ``--cache`` on first use); target: ours at most half of HTA's time,
-   the 109k trace in at most 1.5 s.
+1. Real traces: every sample in ``--samples`` (/work/shared/kineto-samples, else
+   tests/data/kineto) and a ~109k-event synthetic one: import, import + analysis, import +
+   analysis + gate (``photon-trace check``), and HTA 0.5's parse + ``get_idle_time_breakdown``
+   of the same file in HTA's own virtual environment (made in ``--cache`` on first use);
+   target: ours at most half of HTA's time, the 109k trace in at most 1.5 s.
 2. Scale: a profiler trace of ``--events`` events (``tests/helpers/scale_traces.py``: steps of
    nested ops, launches with correlation ids and flows, kernels on three streams, memcpys,
    ``.item()`` syncs, ``cudaStreamWaitEvent``) and our own trace file of as many spans, the
