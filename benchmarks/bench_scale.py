@@ -15,8 +15,9 @@ its peak RSS and kills it, "did not fit", when the machine's available memory fa
    ``.item()`` syncs, ``cudaStreamWaitEvent``) and our own trace file of as many spans, the
    same three stages; target: at most 120 s and 4 GiB peak RSS.
 3. Dashboard: the server side of the timeline for both large traces: import, analysis,
-   ``prepare_timeline`` + first draw, one zoom to 1% of the range; target: import + prepare +
-   first draw at most 10 s, the zoom at most 1 s. ``--browser``: page open to drawn timeline
+   ``prepare_timeline``, the first view as the page gets it (figure and overview as JSON), one
+   zoom to 1% of the range; target: import + prepare + first view at most 10 s (the page can
+   draw before the analysis is done), the zoom at most 1 s. ``--browser``: page open to drawn timeline
    in headless Chromium too.
 4. Too large: ``photon-trace check`` of the large profiler trace with its address space
    limited to ``--fit-limit-mb`` (``RLIMIT_AS``), the limit left for the program to find, then

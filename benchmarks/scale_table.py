@@ -75,7 +75,7 @@ HEADS = {
              "peak RSS MB", "HTA s", "HTA peak RSS MB", "ours/HTA"],
     "scale": ["spans", "import s", "import + analysis s", "import + analysis + gate s",
               "peak RSS MB (import / + analysis / + gate)"],
-    "dashboard": ["import s", "analysis s", "prepare s", "first draw s", "open s (import + prepare + draw)",
+    "dashboard": ["import s", "analysis s", "prepare s", "first view s", "open s (import + prepare + view)",
                   "zoom 1% s", "draw modes", "peak RSS MB", "browser s"],
     "fit": ["exit", "seconds", "peak RSS MB", "said"],
 }

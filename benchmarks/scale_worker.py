@@ -9,8 +9,9 @@ Stages (each starts from the file, as a user's command does):
 * ``gate``: ``photon-trace check TRACE``, the CLI's own path (loading, checking, analysing, the
   gates, the printed verdict; its output is discarded, its exit code kept);
 * ``dashboard``: ``load_any``, ``analyze``, then the server side of the dashboard's timeline:
-  ``prepare_timeline`` and the first, zoomed-out draw, and one zoom (a view of 1% of the
-  drawn range, around its middle);
+  ``prepare_timeline``, the first view as the page gets it (the figure with its pan margin and
+  the overview strip, as JSON), and one zoom (a view of 1% of the whole range, around its
+  middle: its figure as JSON);
 * ``fit:MB``: ``gate`` with the process's address space limited to MB (``RLIMIT_AS``): a
   trace too large for the memory it may use should be refused up front (exit 2, saying so);
   ``fit:MB:told`` also tells the program that budget (``PHOTON_TRACE_MEMORY_BUDGET``, the
@@ -64,14 +65,24 @@ def _ours(stage: str, path: Path) -> tuple[dict, dict]:
     if stage != "dashboard":
         raise SystemExit(f"unknown stage {stage!r}")
     from photon_trace.dashboard.timeline.data import prepare_timeline
-    from photon_trace.dashboard.timeline.draw import draw
+    from photon_trace.dashboard.timeline.figure import timeline_figure
+    from photon_trace.dashboard.timeline.overview import overview_figure
     from photon_trace.dashboard.timeline.view import View
 
+    # what the page gets: the figure drawn a view's width beyond each side (the pan margin of
+    # dashboard/callbacks/timeline.py) and the overview strip, as JSON
+    view = View(pad=1.0)
+
+    def page(v: View) -> dict:
+        fig = timeline_figure(data, v)
+        fig.to_json()
+        return fig.layout.meta
+
     data = _timed(seconds, "prepare", lambda: prepare_timeline(trace, report))
-    _, meta = _timed(seconds, "first_draw", lambda: draw(data, View()))
-    lo, hi = meta.get("data_range") or meta["x_range"]     # the drawn range, seconds on the view's axis
+    meta = _timed(seconds, "first_draw", lambda: (overview_figure(data).to_json(), page(view))[1])
+    lo, hi = meta["x_range"]        # the whole trace's range, seconds on the view's axis
     mid, half = (lo + hi) / 2, (hi - lo) / 200
-    _, zoomed = _timed(seconds, "zoom", lambda: draw(data, View().with_range((mid - half, mid + half))))
+    zoomed = _timed(seconds, "zoom", lambda: page(view.with_range((mid - half, mid + half))))
     info.update(mode=meta["mode"], zoom_mode=zoomed["mode"], zoom_spans=zoomed["spans_visible"])
     return seconds, info
 
