@@ -2,6 +2,7 @@
 PASS or MISS (a figure that could not be measured says why, and is a MISS)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from scale_runs import Measured
@@ -63,11 +64,15 @@ class Row:
 
     @classmethod
     def fit(cls, name: str, m: Measured) -> Row:
+        """A refusal passes when it is bad input (exit 2) that says how much memory is needed, not
+        one that ran out (a ``MemoryError`` while reading is exit 2 as well, and no refusal)."""
         code = m.info.get("exit_code")
         said = m.info.get("verdict", "")
-        ok = not m.failed and code == 2 and "memory" in said.lower() and "Traceback" not in said
-        cells = [str(code if code is not None else "-"), _s(m.get("gate")), f"{m.rss_mb:.0f}", said[:120] or "-"]
-        return cls(name, cells, "exit 2 saying it does not fit", ok, m.failed)
+        ok = (not m.failed and code == 2 and "memory" in said.lower() and "MemoryError" not in said
+              and re.search(r"\d\s*[GM]i?B", said) is not None)
+        cells = [str(code if code is not None else "-"), _s(m.get("gate")), f"{m.rss_mb:.0f}",
+                 (said[-150:] if len(said) > 150 else said) or "-"]
+        return cls(name, cells, "exit 2 saying what it needs", ok, m.failed)
 
 
 HEADS = {

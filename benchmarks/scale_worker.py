@@ -52,7 +52,7 @@ def _ours(stage: str, path: Path) -> tuple[dict, dict]:
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             info["exit_code"] = _timed(seconds, "gate", lambda: main(["check", str(path)]))
-        info["verdict"] = sink.getvalue().strip().splitlines()[0][:200] if sink.getvalue().strip() else ""
+        info["verdict"] = sink.getvalue().strip().splitlines()[0][:400] if sink.getvalue().strip() else ""
         return seconds, info
     trace = _timed(seconds, "import", lambda: load_any(path))
     info["spans"] = len(trace.host_spans) + len(trace.device_spans)
