@@ -7,7 +7,8 @@ difference as a share of the stream's span, the idle in gaps the host opened (HT
 host_wait), and our finer causes: host-bound (with what the host was doing), accidental
 sync (with its call site), a wait on another stream, launch latency (queued, started late),
 short gaps, and how much of the idle another stream covered. Then ours over our own window
-(every step) where that differs, and both tools' run times. Never fails on speed.
+(every step) where that differs. The two tools' times are ``bench_scale.py``'s (each in a
+process of its own, medians, peak RSS).
 
     python benchmarks/bench_kineto_vs_hta.py [TRACE.json[.gz] ...]
 
@@ -21,7 +22,6 @@ import argparse
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,13 +42,9 @@ def _ms(ns: float) -> str:
 
 
 def compare(path: Path, have_hta: bool) -> list[str]:
-    t0 = time.perf_counter()
     trace = load_any(path)
     report = analyze(trace)
-    t_ours = time.perf_counter() - t0
-    t1 = time.perf_counter()
     theirs = hta_idle(path) if have_hta else {}
-    t_hta = time.perf_counter() - t1
     windowed = hta_window(trace)
     mine = ours(windowed)
     cut = len(windowed.device_spans) < len(trace.device_spans)
@@ -78,8 +74,8 @@ def compare(path: Path, have_hta: bool) -> list[str]:
     if top:
         out += ["", "top of our diagnosis (" + report.stream + "): " + "; ".join(
             f"{d.cause} at {d.site_or_phase[:60]} {_ms(d.idle_ns)} ms -> {d.predicted_speedup:.3f}x" for d in top)]
-    out += ["", f"time: ours (read + import + analysis) {t_ours:.2f} s"
-            + (f", HTA (parse + idle breakdown) {t_hta:.2f} s" if have_hta else ", HTA not installed")]
+    if not have_hta:
+        out += ["", "HTA not installed: ours only"]
     return out
 
 
