@@ -31,6 +31,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 # A 10M-span trace of ours is ~1.1 GB of text; a 10M-event profiler trace ~1 GB of JSON.
 MAX_BYTES = 4 * 1024 ** 3                 # on disk
 MAX_DECOMPRESSED_BYTES = 16 * 1024 ** 3   # a .gz trace, expanded
+MAX_RATIO = 100            # a .gz trace expanding more than this many times its size is a bomb:
+_RATIO_FROM = 64 * 1024 ** 2   # ours expand ~5x, a profiler's JSON ~13x (checked past 64 MiB)
 _HEADER_BYTES = 64 * 1024                   # the header line must fit in this
 _CHUNK = 1024 * 1024
 _FORMAT_FIELD = b'"format":"photon_trace"'
@@ -103,18 +105,22 @@ def _gunzip_checked(f, name: str, limit: int) -> bytes:
         raise NotOpenable(f"{name}: not gzip data, though the name ends in .gz")
     f.seek(0)
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    head, total = b"", 0
+    head, total, read = b"", 0, 0
     try:
         while not d.eof:
             raw = f.read(_CHUNK)
             if not raw:
                 break     # cut short: the loader reports what it can read
+            read += len(raw)
             data = d.decompress(raw, _CHUNK)
             while True:
                 total += len(data)
                 if total > limit:
                     raise NotOpenable(f"{name}: decompresses to more than the {limit} bytes this dashboard "
                                       f"opens (a gzip bomb, or a trace too large to draw)")
+                if total > _RATIO_FROM and total > MAX_RATIO * read:
+                    raise NotOpenable(f"{name}: expands more than {MAX_RATIO} times its size (a gzip bomb; "
+                                      f"traces expand 5-15 times)")
                 if len(head) < _HEADER_BYTES:
                     head += data[:_HEADER_BYTES - len(head)]
                 if not d.unconsumed_tail:
