@@ -103,3 +103,22 @@ def test_a_cgroup_limit_counts_less_its_usage_but_not_its_reclaimable_cache(tmp_
     assert fit._cgroup_left(v1) == (1 << 30) + (1 << 20)
     (v1 / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712")   # v1's "no limit"
     assert fit._cgroup_left(v1) is None
+
+
+def test_an_address_space_limit_is_what_a_load_has(kineto, monkeypatch):
+    """``ulimit -v`` (a CI runner's cap): allocations past it fail however much memory the machine
+    has, so the figure a load may use is the limit less the process's size, and a trace that
+    needs more is refused with it named, not left to die of a MemoryError half-way."""
+    import resource
+
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
+    need = estimate(kineto, "kineto").bytes
+    with open("/proc/self/status") as f:
+        size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    limit = size + need // 2
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (limit, resource.RLIM_INFINITY)
+                        if which == resource.RLIMIT_AS else (resource.RLIM_INFINITY,) * 2)
+    have, where = available()
+    assert have <= need // 2 and "address-space limit" in where
+    with pytest.raises(TraceTooLargeError, match="address-space limit"):
+        load_any(kineto)

@@ -91,7 +91,25 @@ def available() -> tuple[int | None, str]:
     limit = _cgroup_left()
     if limit is not None and (best is None or limit < best):
         best, where = limit, "this cgroup's memory limit less its usage"
+    space = _address_space_left()
+    if space is not None and (best is None or space < best):
+        best, where = space, "this process's address-space limit (ulimit -v) less its size"
     return best, where
+
+
+def _address_space_left() -> int | None:
+    """What ``RLIMIT_AS`` (``ulimit -v``, a CI runner's cap) leaves above the process's virtual
+    size now (``VmSize``): allocations past it fail however much memory the machine has."""
+    try:
+        import resource
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status", encoding="ascii") as f:
+            size_kb = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
+        return max(0, soft - size_kb * 1024)
+    except (ImportError, OSError, ValueError, StopIteration, IndexError):
+        return None
 
 
 def check_fits(path: str | os.PathLike, kind: str) -> None:
