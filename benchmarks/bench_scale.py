@@ -48,7 +48,7 @@ from scale_runs import GUARD_MB, Measured, hta_python, measure  # noqa: E402
 from scale_table import Row, table  # noqa: E402
 
 SAMPLES = (Path("/work/shared/kineto-samples"), ROOT / "tests" / "data" / "kineto")   # the first that exists
-GENERATOR_VERSION = 1        # bump when scale_traces.py's output changes: the cache is keyed by it
+GENERATOR_VERSION = 2        # bump when scale_traces.py's output changes: the cache is keyed by it
 SYNTHETIC_EVENTS = 109_000
 SCALE_EVENTS = 10_000_000
 # "Up front": a refusal that takes longer is no refusal. Today's code under an address-space limit

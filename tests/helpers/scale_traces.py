@@ -80,8 +80,8 @@ def _shifted(kind: str, rows: list, dt: int, ds: int, dr: int) -> list:
     """``rows`` of record ``kind`` moved ``dt`` ns later, ``ds`` steps and ``dr`` request ids on."""
     if kind == "host_spans":      # phase, step, slot, t0, t1, thread, cpu_ns, runq_ns
         return [(p, s + ds, sl, a + dt, b + dt, th, c, q) for p, s, sl, a, b, th, c, q in rows]
-    if kind == "device_spans":    # stream, op, step, slot, t0, t1, enqueued
-        return [(st, op, s + ds, sl, a + dt, b + dt, e + dt) for st, op, s, sl, a, b, e in rows]
+    if kind == "device_spans":    # stream, op, step, slot, t0, t1, enqueued, runq_t0, runq_t1 (counters: as they were)
+        return [(st, op, s + ds, sl, a + dt, b + dt, e + dt, *runq) for st, op, s, sl, a, b, e, *runq in rows]
     if kind == "waits":           # reason, expected, t0, t1, site, step, cpu_ns, runq_ns
         return [(r, x, a + dt, b + dt, si, s + ds, c, q) for r, x, a, b, si, s, c, q in rows]
     if kind == "steps":           # step, kind, slot, rows, zombie_rows, constrained_rows, tokens
