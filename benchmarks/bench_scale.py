@@ -43,12 +43,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers.scale_traces import Written, write_own_trace, write_training_trace  # noqa: E402
+from helpers.scale_traces import GENERATOR_VERSION, Written, write_own_trace, write_training_trace  # noqa: E402
 from scale_runs import GUARD_MB, Measured, hta_python, measure  # noqa: E402
 from scale_table import Row, table  # noqa: E402
 
 SAMPLES = (Path("/work/shared/kineto-samples"), ROOT / "tests" / "data" / "kineto")   # the first that exists
-GENERATOR_VERSION = 2        # bump when scale_traces.py's output changes: the cache is keyed by it
 SYNTHETIC_EVENTS = 109_000
 SCALE_EVENTS = 10_000_000
 # "Up front": a refusal that takes longer is no refusal. Today's code under an address-space limit

@@ -10,7 +10,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from helpers.scale_traces import write_own_trace, write_training_trace
+from helpers.scale_traces import GENERATOR_VERSION, write_own_trace, write_training_trace
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.trace.importers import load_any
 
@@ -55,7 +55,8 @@ def test_quick_prints_each_table_with_a_verdict_per_row(tmp_path):
     text = out.stdout
     assert re.search(r"machine: \d+ CPUs, load [\d.]+", text)
     made = dict(re.findall(r"made (\S+): ([\d,]+) records", text))
-    assert set(made) == {"synthetic-5000-v1.json.gz", "profiler-20000-v1.json.gz", "own-20000-v1.trace.jsonl.gz"}
+    v = GENERATOR_VERSION
+    assert set(made) == {f"synthetic-5000-v{v}.json.gz", f"profiler-20000-v{v}.json.gz", f"own-20000-v{v}.trace.jsonl.gz"}
     tables = re.split(r"\n### ", text)[1:]
     assert [t.split(".")[0] for t in tables] == ["1", "2", "3"]
     for t in tables:
@@ -69,5 +70,5 @@ def test_quick_prints_each_table_with_a_verdict_per_row(tmp_path):
             seconds = [float(c) for c, h in zip(cells, head.strip("|").split("|")) if h.strip().endswith(" s")
                        and c != "-"]
             assert seconds and all(0 <= s < 600 for s in seconds), row
-    spans = re.search(r"\| profiler: profiler-20000-v1.json.gz \| ([\d,]+) \|", tables[1])
-    assert spans and 0 < int(spans.group(1).replace(",", "")) <= int(made["profiler-20000-v1.json.gz"].replace(",", ""))
+    spans = re.search(rf"\| profiler: profiler-20000-v{v}.json.gz \| ([\d,]+) \|", tables[1])
+    assert spans and 0 < int(spans.group(1).replace(",", "")) <= int(made[f"profiler-20000-v{v}.json.gz"].replace(",", ""))

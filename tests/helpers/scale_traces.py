@@ -47,6 +47,9 @@ class Written:
         return sum(self.counts.values())
 
 
+GENERATOR_VERSION = 2   # bump when this module's output changes: bench_scale's cache is keyed by it
+
+
 def write_training_trace(path: Path, events: int, *, kernels_per_step: int = 100, seed: int = 0,
                          rich: bool = True, compresslevel: int = 3) -> Written:
     """A gzipped profiler trace of whole ProfilerSteps, at least ``events`` events (thread and
