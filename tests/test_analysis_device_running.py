@@ -38,3 +38,10 @@ def test_unmeasured_or_tiny_waits_split_nothing():
     assert split(PARTS, op(-10, 0), op(900 * US, 1_000 * US)) == PARTS     # -1: a GPU, an import
     small = op(900 * US, 1_000 * US, MIN_RUNQ_NS - 1, 0)
     assert split(PARTS, op(-10, 0, 0, 0), small) == PARTS
+
+
+def test_a_gap_a_sync_opened_stays_whole():
+    """The sync drained the worker: its wake-up, waiting for a CPU included, is the sync's cost."""
+    parts = [Part(0, 300 * US, Cause.ACCIDENTAL_SYNC, "engine.py:1")] + PARTS[1:]
+    prev, nxt = op(-10, 0, 0, 0), op(900 * US, 1_000 * US, 10_000 * US, 0)
+    assert split(parts, prev, nxt) == parts

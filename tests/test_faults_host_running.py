@@ -4,8 +4,6 @@ expected commit wait or host code.
 
 * A CPU burner (``yes``) pinned to the core the engine's host thread runs on: the thread is
   runnable but the machine runs something else, through its waits and its phases.
-* A CPU burner on the core the engine keeps for its device worker, the worker at a lower priority
-  (nice 5): the worker waits for its core with ops queued, ``device_descheduled``, not ``dispatch``.
 * Two CPU burners beside a clean run, wherever the OS puts them: the idle while the host was
   descheduled is said beside the gate's figure, not counted in it, and no host-code row holds it.
 * Another Python thread holding the GIL: at every 4th commit wait a thread holds it for 3
@@ -20,7 +18,6 @@ idle charged to another in the same run.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import threading
 import time
@@ -31,7 +28,6 @@ import pytest
 from helpers.fault_helpers import Runs, patched
 from photon_trace.telemetry.analysis import Cause
 from photon_trace.telemetry.analysis.causes import HOST_CODE, who_fixes
-from photon_trace.telemetry.analysis.device_running import waited_ns
 from photon_trace.telemetry.analysis.diagnosis import ranked
 from photon_trace.telemetry.analysis.gate import DEFAULT_MAX_IDLE_FRACTION, descheduled_fraction, run_check
 from photon_trace.telemetry.tracer import now_ns
@@ -110,22 +106,6 @@ def runs(tmp_path_factory):
         burner.kill()
         burner.wait()
         burner = None
-        device_cpus = set(range(os.cpu_count() or 1)) - host_cpus   # the core the engine kept for its worker
-        if device_cpus:
-            # The worker at nice 5 beside a burner on its core: at equal priority the scheduler's
-            # wake-up preference gives a waking worker the core at once (no run-queue wait to
-            # see); a quarter of the burner's weight, it waits with its ops queued.
-            burner = subprocess.Popen(["yes"], stdout=subprocess.DEVNULL)
-            os.sched_setaffinity(burner.pid, device_cpus)
-            worker = int(re.search(r"pid (\d+)", eng.device.device_name).group(1))
-            os.setpriority(os.PRIO_PROCESS, worker, 5)
-            try:
-                res.run("burner_on_device_core", eng, prepared)
-            finally:
-                os.setpriority(os.PRIO_PROCESS, worker, 0)
-            burner.kill()
-            burner.wait()
-            burner = None
         burners = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(2)]
         try:
             res.run("beside_two_burners", eng, prepared)
@@ -170,27 +150,6 @@ def test_another_thread_holding_the_gil_reads_host_blocked_or_descheduled(runs):
     assert not_running > idle[Cause.COMMIT_WAIT] + idle[Cause.HOST_BOUND], dict(idle)
 
 
-
-
-def test_a_device_worker_sharing_its_core_with_a_burner_is_descheduled_not_dispatch(runs):
-    """The host-process device's worker runnable but not running with its op queued: the
-    deployment's (``device_descheduled``), not the device's launch latency, and not gated."""
-    if "burner_on_device_core" not in runs.runs:
-        pytest.skip("one CPU: the engine keeps no core apart for its device worker")
-    ((trace, rep, _),) = runs["burner_on_device_core"]
-    idle = idle_by_cause(rep)
-    device_side = idle[Cause.DISPATCH] + idle[Cause.DEVICE_BUSY]
-    # The scheduler may still hand the worker its core whenever it has work (its wake-up
-    # preference): then there is no run-queue wait in the gaps to tell apart, and nothing to decide.
-    compute = sorted((d for d in trace.device_spans if d.stream == "compute"), key=lambda d: d.t0)
-    waited = sum(waited_ns(a, b) for a, b in zip(compute, compute[1:]) if rep.window[0] <= a.t1 and b.t0 <= rep.window[1])
-    if waited < 2 * device_side + 1_000_000:
-        pytest.skip(f"the worker waited for a CPU only {waited / 1e6:.1f} ms in the window's compute gaps "
-                    f"({device_side / 1e6:.1f} ms device-side idle): the scheduler gave it its core")
-    assert idle[Cause.DEVICE_DESCHEDULED] > device_side, dict(idle)
-    gate = next(g for g in run_check(trace).gates if g.name == "idle_fraction")
-    assert gate.value == pytest.approx(rep.idle_fraction - descheduled_fraction(rep))
-    assert gate.value < rep.idle_fraction - idle[Cause.DEVICE_DESCHEDULED] / rep.work_ns / 2, gate.message
 
 
 def test_beside_two_burners_the_gate_counts_no_descheduling_as_host_code(runs):

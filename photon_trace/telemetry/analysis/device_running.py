@@ -18,6 +18,10 @@ host-fixable share smaller, and where the worker waited while it had nothing que
 host-late part), the time it waited can at most take the device-side parts, which it would
 then overstate; a gap's total is unchanged.
 
+A gap an accidental sync opened is left whole: the sync drained the worker, which then slept,
+and its wake-up, run-queue wait included, is what removing the sync gives back (the
+mask-upload fault's A/B gain beside two burners), so it stays the sync's to be charged.
+
 Below ``MIN_RUNQ_NS`` (20 us, the bubble threshold) nothing is split: a few us of wake-up
 noise stays the device's. GPU traces, imports and older files carry -1: not split.
 """
@@ -43,7 +47,7 @@ def split(parts: list, prev: DeviceSpan, nxt: DeviceSpan) -> list:
     """``parts`` (a gap's ``attribution.Part`` s in time order) with up to the worker's run-queue
     wait in the gap taken from its device-side parts as ``device_descheduled``."""
     left = waited_ns(prev, nxt)
-    if left < MIN_RUNQ_NS:
+    if left < MIN_RUNQ_NS or any(p.cause == Cause.ACCIDENTAL_SYNC for p in parts):
         return parts
     out = list(parts)
     for cause in _TAKES:
