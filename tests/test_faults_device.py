@@ -70,7 +70,12 @@ def test_one_slow_forward_in_four_is_a_device_side_row_with_the_injected_share(r
     # the slow ones are slow by what was injected: their median less the median (medians, which a
     # stall cannot move), within the forward's own spread in the clean run
     spread = base.p90_ns - base.p50_ns
-    assert abs(fwd.slow_p50_ns - fwd.p50_ns - injected) <= 0.25 * injected + spread, (fwd, injected, base)
+    # and the worker's own waits for a CPU inside the forwards (its run-queue counter, recorded
+    # at each op's start and end): beside two burners and a demo they moved the slow ones'
+    # median 4.2 ms from the injected spin, against 3.9 ms of clean spread
+    queued = runq_shift(trace, fwd)
+    assert abs(fwd.slow_p50_ns - fwd.p50_ns - injected) <= 0.25 * injected + spread + queued, \
+        (fwd, injected, base, queued)
     (finding,) = [f for f in rep.device_findings if f.op == "forward"]
     device_time = sum(s.total_ns for s in rep.device_ops)
     assert finding.share == fwd.tail_ns / device_time >= 0.75 * expected / device_time
@@ -80,6 +85,20 @@ def test_one_slow_forward_in_four_is_a_device_side_row_with_the_injected_share(r
     assert finding.words.startswith(f"forward: 1 step in {finding.every:.0f} takes ")
     # no bubble holds it: no row of the diagnosis names the forward
     assert all(d.site_or_phase != "forward" for d in rep.diagnosis)
+
+
+def runq_shift(trace, fwd) -> float:
+    """How far the run-queue waits inside the slow forwards (at least 1.5x the median) moved
+    their median from the others': |median wait of the slow ones - median wait of the rest|."""
+    from statistics import median
+
+    from photon_trace.telemetry.analysis.device_spread import SLOW_FACTOR
+
+    ops = [(d.t1 - d.t0, d.runq_t1 - d.runq_t0) for d in trace.device_spans
+           if d.op == "forward" and d.runq_t0 >= 0 and d.runq_t1 >= 0]
+    slow = [q for dur, q in ops if dur >= SLOW_FACTOR * fwd.p50_ns]
+    rest = [q for dur, q in ops if dur < SLOW_FACTOR * fwd.p50_ns]
+    return abs(median(slow) - median(rest)) if slow and rest else 0.0
 
 
 def test_check_without_a_baseline_says_the_device_side_row(runs):
