@@ -74,12 +74,13 @@ def test_each_sync_names_its_call_site_once_per_step(runs, fault, site, reason):
 
 
 def test_the_plan_delay_is_in_the_plan_spans(runs):
-    trace, rep, _ = runs["long_plan_delay"][0]
-    sleep = runs.sleep
-    plans = sorted(h.t1 - h.t0 for h in trace.host_spans if h.phase == "plan")
-    slept = sorted(sleep.took)[len(sleep.took) // 2] * 1e9
-    assert plans[len(plans) // 2] >= slept
-    assert rep.syncs == []
+    # each plan span holds one sleep, so the median plan is at least the median sleep of the
+    # same run (the other run's sleeps overshoot by their own load: not comparable)
+    for (trace, rep, _), took in zip(runs["long_plan_delay"], runs.slept):
+        plans = sorted(h.t1 - h.t0 for h in trace.host_spans if h.phase == "plan")
+        assert len(plans) == len(took), (len(plans), len(took))
+        assert plans[len(plans) // 2] >= sorted(took)[len(took) // 2] * 1e9
+        assert rep.syncs == []
 
 
 def test_check_passes_the_clean_runs_and_fails_every_fault(runs):

@@ -29,7 +29,8 @@ ATTRIBUTED = ("read_in_plan", "read_in_stage", "wait_in_plan", "plan_delay", "sy
 
 def traced_fault_runs(out: Path) -> Runs:
     """Every traced run the fault tests look at, in ``out``: ``Runs`` with ``faults`` (family
-    name -> the injected fault, its delays' times) and ``sleep`` (``long_plan_delay``'s)."""
+    name -> the injected fault, its delays' times), ``sleep`` (``long_plan_delay``'s) and
+    ``slept`` (per ``long_plan_delay`` run, how long each of its sleeps took)."""
     from photon_trace.engine.engine import Engine
 
     res = Runs(out)
@@ -62,13 +63,16 @@ def traced_fault_runs(out: Path) -> Runs:
 def _twins(res: Runs, eng, plain, constrained) -> None:
     """The engine module's faults, each run right after its clean twin, ``REPEATS`` times."""
     sleep = None
+    res.slept = []
     for _ in range(REPEATS):
         clean = res.run("clean", eng, plain)
         res.run("read_in_commit", eng, plain, read_in_commit(eng))
         # The delay must exceed the device's work per step or the pipeline hides it:
         # 5 ms, or more when this shared machine makes the device slow.
         sleep = sleep or Sleep(max(0.005, 6 * clean.mean_period_ms / 1e3))  # idle ~5/6: clear of the 0.5 gate under load
+        before = len(sleep.took)
         res.run("long_plan_delay", eng, plain, patched(eng.scheduler, "plan", delay_before(sleep)))
+        res.slept.append(sleep.took[before:])     # this run's sleeps, as they ran
         res.run("clean_constrained", eng, constrained)
         res.run("mask_sync", eng, constrained, BY_NAME["mask_sync"].inject(eng, 0.0))
     res.sleep = sleep
