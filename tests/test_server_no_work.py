@@ -8,7 +8,9 @@ between ticks is a ``serve`` span with the thread's counters (``server/between_t
 the time it waited for a core there is ``host_descheduled``, which the gate does not count,
 not host code "outside phases" (once 49.6 ms of it, 12.6% gated, beside two CPU burners before
 the span). The gate still fails on real host faults in the loop: the same client against a
-server whose per-tick token hook, after the warm-up, computes for P/4 and blocks for P."""
+server whose per-tick token hook, after the warm-up, computes for P/4 and blocks for P.
+Measured (docs/observability.md, "The server loop between ticks"): 14 clean runs, one failed at
+7.53%, on the engine's own phases blocked off the CPU (the GIL, most likely), not the loop."""
 from __future__ import annotations
 
 import dataclasses
@@ -115,7 +117,7 @@ def test_a_paced_clients_trace_passes_the_gate_and_says_its_no_work(paced_trace,
     sleeps = [h for h in trace.host_spans if h.phase == NO_WORK]
     assert len(sleeps) >= REQUESTS                            # one sleep after each request at least
     assert report.no_work_ns > 0 and before.idle_fraction > report.idle_fraction
-    assert main(["check", str(path)]) == EXIT_PASS            # the default limit, whatever the load
+    assert main(["check", str(path)]) == EXIT_PASS            # the default limit
     out = capsys.readouterr().out
     assert "window had no work: not gated" in out and f"{report.no_work_fraction:.1%} of the window had no work" in out
     # no host-bound "outside phases" row dominates what there is to fix
