@@ -166,3 +166,23 @@ def test_the_same_trace_read_without_its_no_work_fails_the_gate(paced_trace):
     assert gated(before) > gated(report)
     assert run_check(trace).exit_code == EXIT_PASS
     assert run_check(bare).exit_code == EXIT_FAIL
+
+
+def test_the_exports_keep_the_serve_spans_out_of_the_steps(paced_trace):
+    """Perfetto draws a serve span in its own category, not as a tick's sub-phase; OTLP leaves it
+    out of every step's spans, as it does no_work (a step's span covers its own work only)."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from photon_trace.telemetry.export.otlp.sink import export_trace
+    from photon_trace.telemetry.export.perfetto import trace_events
+
+    path, _ = paced_trace
+    trace = load_trace(path)
+    serve = Phase.SERVE.span_name
+    drawn = [e for e in trace_events(trace) if e.get("name") == serve]
+    assert drawn and {e["cat"] for e in drawn} == {serve}
+    ex = InMemorySpanExporter()
+    export_trace(trace, exporter=ex, every_n_steps=1)
+    names = {s.name for s in ex.get_finished_spans()}
+    assert "step" in names and "commit" in names and serve not in names
