@@ -9,7 +9,7 @@ the time it waited for a core there is ``host_descheduled``, which the gate does
 not host code "outside phases" (once 49.6 ms of it, 12.6% gated, beside two CPU burners before
 the span). The gate still fails on real host faults in the loop: the same client against a
 server whose per-tick token hook, after the warm-up, computes for P/4 and blocks for P.
-Measured (docs/observability.md, "The server loop between ticks"): 14 clean runs, one failed at
+Measured (docs/observability.md, "The server loop between ticks"): 17 clean runs, one failed at
 7.53%, on the engine's own phases blocked off the CPU (the GIL, most likely), not the loop."""
 from __future__ import annotations
 
