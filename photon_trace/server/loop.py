@@ -10,9 +10,10 @@ mailboxes are in ``mailbox.py``: per tick, the deltas bound for one asyncio loop
 single ``call_soon_threadsafe``. The thread's own time between ticks is a ``serve`` span in the
 trace, with the thread's counters (``between_ticks.py``). With no work and no commands the
 thread sleeps on a condition (no spin) through ``Engine.wait_for_work`` (a ``no_work`` span in
-the trace) and records each sleep: both keep the time with nothing to do out of the idle figures. It checks the engine's
-invariants each time it goes idle (every page, row and slot free); asleep, it checks every
-``IDLE_WATCH_S`` that the device is alive: a worker dead while idle is healed then.
+the trace) and records each sleep: both keep the time with nothing to do out of the idle
+figures. It checks the engine's invariants each time it goes idle (every page, row and slot
+free); asleep, it checks every ``IDLE_WATCH_S`` that the device is alive: a worker dead while
+idle is healed then.
 
 The loop heals: when a tick raises (the device worker was killed or ran out of
 memory, a CUDA error, a bug) and the loop was given a factory, it fails only the
