@@ -3,11 +3,14 @@ server and the official ``openai`` client, waits 3 P between its requests (P: th
 its warm-up request measured). The engine sleeps between them; its trace has those sleeps as
 ``no_work`` spans, and ``check`` reads them as no work, not as host-bound bubbles.
 
-This machine's CPU is shared: under load (load average 6 here) the engine thread wakes late
-from its commit waits, idle *with* work that the default 5% limit fails on in clean runs alike
-(51% measured once; 4.0-4.3% on a quieter machine). So the gate is run at a limit between the
-two readings of the same trace (with its no-work spans, and without them as before no_work
-existed), which only the reading with no work passes whatever the machine's load."""
+At the default limit (5%), on a machine other jobs keep busy too: the engine loop's own time
+between ticks is a ``serve`` span with the thread's counters (``server/between_ticks.py``), so
+the time it waited for a core there is ``host_descheduled``, which the gate does not count,
+not host code "outside phases" (once 49.6 ms of it, 12.6% gated, beside two CPU burners before
+the span). The gate still fails on real host faults in the loop: the same client against a
+server whose per-tick token hook, after the warm-up, computes for P/4 and blocks for P.
+Measured (docs/observability.md, "The server loop between ticks"): 17 clean runs, one failed at
+7.53%, on the engine's own phases blocked off the CPU (the GIL, most likely), not the loop."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,11 +23,12 @@ openai = pytest.importorskip("openai")
 
 from photon_trace.cli.dispatch import main  # noqa: E402
 from photon_trace.engine.engine import Engine  # noqa: E402
+from photon_trace.server.state import ServerState  # noqa: E402
 from photon_trace.telemetry.analysis import OUTSIDE_PHASES, Cause, analyze  # noqa: E402
 from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, descheduled_fraction, run_check  # noqa: E402
 from photon_trace.telemetry.recording.file_writer import TraceFileWriter  # noqa: E402
 from photon_trace.telemetry.trace.file import load_trace  # noqa: E402
-from photon_trace.telemetry.tracer import NO_WORK  # noqa: E402
+from photon_trace.telemetry.tracer import NO_WORK, Phase  # noqa: E402
 from helpers.serving import TINY_SERVER, serving  # noqa: E402
 
 WARM_TOKENS = 32
@@ -40,25 +44,58 @@ def _until(deadline: float) -> None:
         pause.wait(left)
 
 
+def _paced(path, slow_hook: bool = False) -> float:
+    """Serve the paced client into the trace file ``path``; returns P. With ``slow_hook``, after
+    the warm-up every tick's token hook (the server's metrics, on the engine thread between
+    ticks) also computes for P/4 of the thread's CPU time and then blocks for P, off the CPU (a
+    synchronous write to something slow): real host faults in the loop. (On CPU alone it would
+    not do: beside two burners the thread got about a tenth of a core, and host code can take no
+    more of the wall time than the CPU the machine gives it: 5.3-6.5% gated, measured.)"""
+    faulty = threading.Event()
+    period_ns = [0]
+    tokens_hook = ServerState._tokens
+
+    def slow_tokens(self, deltas: list) -> None:
+        tokens_hook(self, deltas)
+        if faulty.is_set():
+            end = time.thread_time_ns() + period_ns[0] // 4
+            while time.thread_time_ns() < end:    # on the CPU: host code, whatever the load
+                pass
+            threading.Event().wait(period_ns[0] / 1e9)    # off the CPU, not runnable: blocked
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ServerState, "_tokens", slow_tokens)
+        with serving(lambda tracer: Engine(tracer=tracer, **TINY_SERVER), model_name="tiny",
+                     sinks=(TraceFileWriter(path),)) as srv, \
+                openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=120) as client:
+            def ask(n: int, seed: int) -> None:
+                c = client.completions.create(model="tiny", prompt="the device waits", max_tokens=n, seed=seed,
+                                              temperature=0.0, extra_body={"ignore_eos": True})
+                assert c.usage.completion_tokens == n
+
+            t0 = time.monotonic()
+            ask(WARM_TOKENS, 0)
+            period = (time.monotonic() - t0) / WARM_TOKENS     # P: the warm-up's time per step, all in
+            period_ns[0] = int(period * 1e9)
+            if slow_hook:
+                faulty.set()
+            for i in range(REQUESTS):
+                ask(TOKENS, i + 1)
+                _until(time.monotonic() + PAUSE_PERIODS * period)
+    # the server is stopped: the engine closed its tracer and the file has its end line
+    return period
+
+
 @pytest.fixture(scope="module")
 def paced_trace(tmp_path_factory):
     path = tmp_path_factory.mktemp("paced") / "paced.trace.jsonl"
-    with serving(lambda tracer: Engine(tracer=tracer, **TINY_SERVER), model_name="tiny",
-                 sinks=(TraceFileWriter(path),)) as srv, \
-            openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=120) as client:
-        def ask(n: int, seed: int) -> None:
-            c = client.completions.create(model="tiny", prompt="the device waits", max_tokens=n, seed=seed,
-                                          temperature=0.0, extra_body={"ignore_eos": True})
-            assert c.usage.completion_tokens == n
+    return path, _paced(path)
 
-        t0 = time.monotonic()
-        ask(WARM_TOKENS, 0)
-        period = (time.monotonic() - t0) / WARM_TOKENS     # P: the warm-up's time per step, all in
-        for i in range(REQUESTS):
-            ask(TOKENS, i + 1)
-            _until(time.monotonic() + PAUSE_PERIODS * period)
-    # the server is stopped: the engine closed its tracer and the file has its end line
-    return path, period
+
+@pytest.fixture(scope="module")
+def slow_hook_trace(tmp_path_factory):
+    path = tmp_path_factory.mktemp("paced") / "slow-hook.trace.jsonl"
+    return path, _paced(path, slow_hook=True)
 
 
 def _readings(path) -> tuple:
@@ -80,8 +117,7 @@ def test_a_paced_clients_trace_passes_the_gate_and_says_its_no_work(paced_trace,
     sleeps = [h for h in trace.host_spans if h.phase == NO_WORK]
     assert len(sleeps) >= REQUESTS                            # one sleep after each request at least
     assert report.no_work_ns > 0 and before.idle_fraction > report.idle_fraction
-    limit = (gated(report) + gated(before)) / 2
-    assert main(["check", str(path), "--max-idle", f"{limit:.6f}"]) == EXIT_PASS
+    assert main(["check", str(path)]) == EXIT_PASS            # the default limit
     out = capsys.readouterr().out
     assert "window had no work: not gated" in out and f"{report.no_work_fraction:.1%} of the window had no work" in out
     # no host-bound "outside phases" row dominates what there is to fix
@@ -90,16 +126,63 @@ def test_a_paced_clients_trace_passes_the_gate_and_says_its_no_work(paced_trace,
     assert outside <= 0.5 * report.bubble_ns, report.diagnosis[:3]
 
 
+def test_the_loops_time_between_ticks_is_a_serve_span_with_the_threads_counters(paced_trace):
+    path, _ = paced_trace
+    trace = load_trace(path)
+    serve = [h for h in trace.host_spans if h.phase == Phase.SERVE.span_name]
+    steps = {s.step for s in trace.steps}
+    assert len(serve) >= len(steps)                    # one after every tick at least
+    assert all(h.cpu_ns >= 0 for h in serve)           # each with the thread's on-CPU time
+    # never over a sleep: the no_work span begins where a serve span ended
+    sleeps = [(h.t0, h.t1) for h in trace.host_spans if h.phase == NO_WORK]
+    for h in serve:
+        assert not any(h.t0 < a and b < h.t1 for a, b in sleeps), (h, sleeps)
+
+
+def test_real_host_code_in_the_loop_still_fails_the_gate(slow_hook_trace, capsys):
+    """The token hook computing P/4 and blocking P per tick: host faults between ticks; the gate
+    fails at the default limit and names them, in the loop's serve span."""
+    path, _ = slow_hook_trace
+    report = analyze(load_trace(path))
+    assert main(["check", str(path)]) == EXIT_FAIL
+    said = capsys.readouterr()
+    # host code comes first in what the gate names (beside other jobs the hook's thread also
+    # waits for a core: descheduled, not gated)
+    assert "is over the limit" in said.err and "(largest: host_bound at outside phases (in serve)" in said.err
+    blocked = sum(d.idle_ns for d in report.diagnosis
+                  if d.cause == Cause.HOST_BLOCKED and d.site_or_phase == f"{OUTSIDE_PHASES} (in serve)")
+    assert blocked >= 0.05 * report.work_ns, report.diagnosis[:4]     # the write alone is over the limit
+
+
 def test_the_same_trace_read_without_its_no_work_fails_the_gate(paced_trace):
     """What the gate said before no_work existed: the sleeps were idle, host-bound "outside
-    phases"; at a limit between the two readings, only the one with no work passes."""
+    phases" (or, where the loop's serve span covers them, its split by whether the host ran);
+    at the default limit only the reading with no work passes."""
     path, _ = paced_trace
     trace, report, bare, before = _readings(path)
-    outside = sum(d.idle_ns for d in before.diagnosis
-                  if d.cause == Cause.HOST_BOUND and d.site_or_phase.startswith(OUTSIDE_PHASES))
-    assert outside >= report.no_work_ns                  # every sleep was charged to host code
+    outside = sum(d.idle_ns for d in before.diagnosis if d.site_or_phase.startswith(OUTSIDE_PHASES))
+    assert outside >= report.no_work_ns                  # every sleep was charged outside the phases
     assert before.idle_ns >= report.idle_ns + report.no_work_ns
     assert gated(before) > gated(report)
-    limit = (gated(report) + gated(before)) / 2
-    assert run_check(trace, max_idle_fraction=limit).exit_code == EXIT_PASS
-    assert run_check(bare, max_idle_fraction=limit).exit_code == EXIT_FAIL
+    assert run_check(trace).exit_code == EXIT_PASS
+    assert run_check(bare).exit_code == EXIT_FAIL
+
+
+def test_the_exports_keep_the_serve_spans_out_of_the_steps(paced_trace):
+    """Perfetto draws a serve span in its own category, not as a tick's sub-phase; OTLP leaves it
+    out of every step's spans, as it does no_work (a step's span covers its own work only)."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from photon_trace.telemetry.export.otlp.sink import export_trace
+    from photon_trace.telemetry.export.perfetto import trace_events
+
+    path, _ = paced_trace
+    trace = load_trace(path)
+    serve = Phase.SERVE.span_name
+    drawn = [e for e in trace_events(trace) if e.get("name") == serve]
+    assert drawn and {e["cat"] for e in drawn} == {serve}
+    ex = InMemorySpanExporter()
+    export_trace(trace, exporter=ex, every_n_steps=1)
+    names = {s.name for s in ex.get_finished_spans()}
+    assert "step" in names and "commit" in names and serve not in names

@@ -9,15 +9,16 @@ from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.tracer import SUB_PHASES, TOP_PHASES, Phase
 
 # The serialised form: the host span names in every trace file written so far.
-NAMES = ["plan", "launch", "commit", "finalize", "stage", "mask_build", "mask_upload", "stream_out", "no_work"]
+NAMES = ["plan", "launch", "commit", "finalize", "stage", "mask_build", "mask_upload", "stream_out", "no_work",
+         "serve"]
 
 
 def test_each_phase_keeps_its_span_name_and_the_top_phases_come_first():
     assert [p.span_name for p in Phase] == NAMES
     assert TOP_PHASES == ("plan", "launch", "commit", "finalize")
     assert SUB_PHASES == ("stage", "mask_build", "mask_upload", "stream_out")
-    assert [p.top for p in Phase] == [True] * 4 + [False] * 5
-    assert [p.sub for p in Phase] == [False] * 4 + [True] * 4 + [False]   # no_work: neither
+    assert [p.top for p in Phase] == [True] * 4 + [False] * 6
+    assert [p.sub for p in Phase] == [False] * 4 + [True] * 4 + [False] * 2   # no_work, serve: neither
     assert STEP_ANNOTATION == "launch"
 
 

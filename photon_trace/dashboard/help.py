@@ -52,6 +52,7 @@ MEANINGS: dict[str, str] = {
     "host wait: expected": "the host waited on the device where the design does (the commit's copy-back)",
     "host wait: accidental": "the host waited where the design does not: a sync to remove",
     "no work (engine idle)": "the engine had no request to run and waited for one: its device idle is no bubble",
+    "serve": "host: the server's engine loop between ticks: hands out tokens, takes new requests",
     "requests: decoding": "requests generating tokens", "requests: prefill": "requests in prefill",
     "requests: queued": "requests waiting for a row", "requests: finished": "a request finished (◆)",
     "requests: aborted": "a request aborted (✕)",

@@ -5,12 +5,15 @@ state: they post commands (add a request, abort one) to a queue this thread drai
 at the top of every tick, read their request's output from a ``RequestStream`` the
 thread feeds, and read counters from ``Engine.stats()``, the snapshot the engine
 publishes at the end of each tick. (What they do call directly is thread-safe by
-design: ``compile_format``, and the config and tokenizer, fixed at start-up.) Per tick, the deltas bound for one asyncio loop go over in a single
-``call_soon_threadsafe``. With no work and no commands the thread sleeps on a condition
-(no spin) through ``Engine.wait_for_work`` (a ``no_work`` span in the trace) and records each
-sleep: both keep the time with nothing to do out of the idle figures. It checks the engine's
-invariants each time it goes idle (every page, row and slot free); asleep, it checks every
-``IDLE_WATCH_S`` that the device is alive: a worker dead while idle is healed then.
+design: ``compile_format``, and the config and tokenizer, fixed at start-up.) The commands and
+mailboxes are in ``mailbox.py``: per tick, the deltas bound for one asyncio loop go over in a
+single ``call_soon_threadsafe``. The thread's own time between ticks is a ``serve`` span in the
+trace, with the thread's counters (``between_ticks.py``). With no work and no commands the
+thread sleeps on a condition (no spin) through ``Engine.wait_for_work`` (a ``no_work`` span in
+the trace) and records each sleep: both keep the time with nothing to do out of the idle
+figures. It checks the engine's invariants each time it goes idle (every page, row and slot
+free); asleep, it checks every ``IDLE_WATCH_S`` that the device is alive: a worker dead while
+idle is healed then.
 
 The loop heals: when a tick raises (the device worker was killed or ran out of
 memory, a CUDA error, a bug) and the loop was given a factory, it fails only the
@@ -30,52 +33,21 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any
 
 from photon_trace.engine.outputs import RequestOutput
 from photon_trace.engine.params import SamplingParams
 from photon_trace.telemetry.tracer import RequestEvent, now_ns
 
+from photon_trace.server.between_ticks import BetweenTicks
+from photon_trace.server.mailbox import RequestStream, Update, _Abort, _Add, _post
 from photon_trace.server.served_engine import ServedEngine
+
+__all__ = ["EngineLoop", "RequestStream", "Update", "IDLE_WATCH_S"]
 
 log = logging.getLogger(__name__)
 
 IDLE_WATCH_S = 0.5   # how soon /health says "degraded" after an idle worker dies (a check: a waitpid)
-
-
-@dataclass(slots=True)
-class Update:
-    """What a request's stream receives: new tokens; on the last one, the finished output."""
-    token_ids: list[int]
-    finished: bool = False
-    logprobs: list | None = None   # TokenLogprob per token, when the request asked for them
-    output: RequestOutput | None = None
-    error: str | None = None       # the engine failed or the server is stopping
-
-
-@dataclass(eq=False)
-class RequestStream:
-    """One request's mailbox on its asyncio loop. Made on that loop, fed by the engine thread."""
-    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
-    queue: asyncio.Queue[Update] = field(default_factory=asyncio.Queue)
-    deltas: bool = True        # False: only the final update (non-streamed requests)
-    req_id: int = -1
-
-
-@dataclass(slots=True)
-class _Add:
-    prompt: list[int]
-    params: SamplingParams
-    response_format: Any
-    stream: RequestStream
-    future: Future
-    span: dict | None = None
-
-
-@dataclass(slots=True)
-class _Abort:
-    stream: RequestStream
 
 
 def _describe_failure(e: BaseException) -> str:
@@ -123,6 +95,7 @@ class EngineLoop:
         self.sleeping_since: int | None = None
         self.invariant_error: str | None = None    # the last idle check's failure, None when it passed
         self.idle_checks = 0
+        self._between = BetweenTicks()
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self, timeout_s: float = 600.0) -> None:
@@ -221,13 +194,21 @@ class EngineLoop:
             self._shutdown(self.engine)
 
     def _serve(self, engine) -> None:
-        while True:
-            commands = self._next_commands(engine)
-            if commands is None:
-                return
-            for c in commands:
-                self._apply(engine, c)
-            self._dispatch(engine, engine.step())
+        between = self._between     # the loop's own time between ticks: ``serve`` spans
+        between.begin(engine)
+        try:
+            while True:
+                commands = self._next_commands(engine)
+                if commands is None:
+                    return
+                for c in commands:
+                    self._apply(engine, c)
+                between.end()
+                deltas = engine.step()
+                between.begin(engine)
+                self._dispatch(engine, deltas)
+        finally:
+            between.end()
 
     def _heal(self, engine, e: Exception):
         """Fail the requests in flight, drop ``engine``'s device, build a new engine; None if not."""
@@ -281,7 +262,9 @@ class EngineLoop:
         with self._cond:
             if not self._commands and not self._stopping and engine.idle:
                 self._check_idle(engine)
+                self._between.end()     # the sleep is no_work, not the loop's host time
                 engine.wait_for_work(lambda: self._sleep(engine))   # the trace's no_work span
+                self._between.begin(engine)
             if self._stopping:
                 return None
             commands = list(self._commands)
@@ -388,15 +371,3 @@ def _notify(hook: Callable | None, *args) -> None:
             hook(*args)
         except Exception:
             log.exception("photon_trace: the hook %s failed", getattr(hook, "__name__", repr(hook)))
-
-
-def _post(loop: asyncio.AbstractEventLoop, batch: list[tuple[RequestStream, Update]]) -> None:
-    try:
-        loop.call_soon_threadsafe(_deliver, batch)
-    except RuntimeError:  # that event loop is closed: nobody is listening any more
-        pass
-
-
-def _deliver(batch: list[tuple[RequestStream, Update]]) -> None:
-    for stream, update in batch:
-        stream.queue.put_nowait(update)

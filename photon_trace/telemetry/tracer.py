@@ -18,7 +18,7 @@ from enum import IntEnum
 
 class TraceLevel(IntEnum):
     OFF = 0   # nothing recorded; every call is a no-op
-    ON = 1    # phases, no-work spans, device ops, waits, steps, request events
+    ON = 1    # phases, no-work and serve spans, device ops, waits, steps, request events
     FULL = 2  # also the sub-phases (stage, mask build/upload, stream-out) and per-row detail
 
 
@@ -26,8 +26,10 @@ class Phase(IntEnum):
     """Host phases of a tick. The first four (the top phases) are recorded at ON, the
     sub-phases (STAGE to STREAM_OUT, each inside a top phase on its thread) at FULL.
     NO_WORK is no phase of a tick: the time the engine had nothing to run (no running or
-    waiting request) and its caller waited for a request, recorded at ON; it comes last so
-    that the other phases' codes keep their meaning in older traces."""
+    waiting request) and its caller waited for a request, recorded at ON. SERVE is none either:
+    the server's engine loop between two ticks (handing out a tick's tokens, taking queued
+    requests), recorded at ON. New codes come last so that the others keep their meaning in
+    older traces."""
     PLAN = 0
     LAUNCH = 1
     COMMIT = 2
@@ -37,6 +39,7 @@ class Phase(IntEnum):
     MASK_UPLOAD = 6  # enqueueing the mask copy (host side of it)
     STREAM_OUT = 7   # appending tokens, detokenising, handing results to callers
     NO_WORK = 8      # the engine idle, its caller waiting for a request (``Engine.wait_for_work``)
+    SERVE = 9        # the server's engine loop between ticks (``server/between_ticks.py``)
 
     @property
     def span_name(self) -> str:

@@ -20,6 +20,7 @@ PHASE_COLOURS = {
     Phase.STAGE: "#4B784B", Phase.MASK_BUILD: "#D26900", Phase.MASK_UPLOAD: "#C300A5",
     Phase.STREAM_OUT: "#B40F2D",
     Phase.NO_WORK: "#E6E6E6",   # neutral: the engine had nothing to run, no fault of anyone's
+    Phase.SERVE: "#FFFF96",     # pale yellow: the server's engine loop between ticks, host code
 }
 """Every phase's colour (a test fails while a phase has none)."""
 

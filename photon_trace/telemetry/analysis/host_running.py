@@ -4,10 +4,12 @@ the thread's own counters.
 A host span and a host wait carry the recording thread's on-CPU time (``cpu_ns``) and
 run-queue wait (``runq_ns``: runnable, not running) over them (``recording/thread_clock.py``).
 ``attribution`` labels each stretch of a gap's host-late part with what covered it; where
-that is a top-level phase or an expected wait with counters, this module splits it:
+that is a top-level phase, another host span with counters (the server loop's ``serve``
+between ticks: ``host_bound`` "outside phases (in serve)") or an expected wait with counters,
+this module splits it:
 
-* **A phase** (``host_bound`` in it): only its on-CPU time stays host code in that phase;
-  its run-queue time is ``host_descheduled`` (the machine ran something else) and the rest,
+* **A phase** (``host_bound`` in it; a ``serve`` span likewise): only its on-CPU time stays
+  host code in that phase; its run-queue time is ``host_descheduled`` (the machine ran something else) and the rest,
   off the CPU and not runnable, ``host_blocked`` (the GIL, a lock, I/O, a sleep). A phase's
   *own* counters are its totals less those of the waits inside it (a commit's copy-back wait
   is the wait's own time, below). The counters say how much, not when: a stretch of a span

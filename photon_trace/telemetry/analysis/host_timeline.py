@@ -139,7 +139,9 @@ def host_timeline(host_spans: Sequence[HostSpan], waits: list[HostWait], phases:
                   landed: dict[int, int], slack_ns: int, skip_no_work: bool) -> Timeline:
     """The timeline of what covers host time (module docstring): ``waits`` (of positive length)
     first, then the host spans: top-level ``phases`` as themselves, any other span but a
-    sub-phase as "outside phases (in it)", ``no_work`` spans left out when ``skip_no_work``."""
+    sub-phase as "outside phases (in it)", ``no_work`` spans left out when ``skip_no_work``. A
+    span with the thread's counters (a phase; the server loop's ``serve`` between ticks) carries
+    them in its label, to be split by whether the host ran."""
     labels: list[Label] = [OUTSIDE]
     seen: dict[Label, int] = {OUTSIDE: 0}
 
@@ -172,13 +174,13 @@ def host_timeline(host_spans: Sequence[HostSpan], waits: list[HostWait], phases:
     h_cls = cls_of[phase] if len(phase) else np.empty(0, np.int64)
     keep = (h_cls == 2) | ((h_cls == 3) & (h_t1 > h_t0))
     h_label = label_of[phase] if len(phase) else np.empty(0, np.int64)
-    counted = np.flatnonzero(keep & (h_cls == 2) & (column(host_spans, "cpu_ns") >= 0)) if len(phase) else []
-    if len(counted):        # a phase with the thread's counters: its own label (``host_running``)
-        own = PhaseCounters(waits)
+    counted = np.flatnonzero(keep & (column(host_spans, "cpu_ns") >= 0)) if len(phase) else []
+    if len(counted):        # a span with the thread's counters (a phase, the server loop's
+        own = PhaseCounters(waits)     # ``serve``): its own label, split by them (``host_running``)
         h_label = h_label.copy()
         for i in np.asarray(counted).tolist():
             h = host_spans[i]
-            h_label[i] = code((Cause.HOST_BOUND, h.phase, own.of(h)))
+            h_label[i] = code((*labels[h_label[i]][:2], own.of(h)))
     mine = np.flatnonzero(keep)
     t0 = np.concatenate([w_t0, h_t0[mine]])
     t1 = np.concatenate([w_t1, h_t1[mine]])

@@ -45,6 +45,8 @@ from photon_trace.telemetry.trace.records import HostSpan, Trace
 from photon_trace.telemetry.trace.time import issuer, trace_origin_ns
 from photon_trace.telemetry.tracer import NO_WORK, TOP_PHASES, Phase
 
+SERVE = Phase.SERVE.span_name   # the server loop between ticks: its own category, no tick's sub-phase
+
 HOST_PID = 1
 DEVICE_PID = 2
 IDLE_PID = 3        # and on: one process per device for its idle, all streams together
@@ -157,7 +159,7 @@ def trace_events(trace: Trace, bubbles: list | None = None,
                        "cname": "grey", "ts": ts(s.t0), "dur": dur(s.t0, s.t1), "args": step_args(s.step, s.slot)}
                 continue
             yield {"ph": "X", "pid": HOST_PID, "tid": tids[s.thread], "name": s.phase,
-                   "cat": "phase" if s.phase in TOP_PHASES else "subphase",
+                   "cat": "phase" if s.phase in TOP_PHASES else SERVE if s.phase == SERVE else "subphase",
                    "ts": ts(s.t0), "dur": dur(s.t0, s.t1), "args": {**step_args(s.step, s.slot), **_ran(s)}}
         else:
             w = ws[i - n]

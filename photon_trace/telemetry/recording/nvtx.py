@@ -37,6 +37,7 @@ PHASE_COLORS: dict[Phase, int] = {  # ARGB
     Phase.MASK_UPLOAD: 0xFFB07AA1,  # purple
     Phase.STREAM_OUT: 0xFF9C755F,   # brown
     Phase.NO_WORK: 0xFFBAB0AC,      # grey: the engine had nothing to run
+    Phase.SERVE: 0xFFFF9DA7,        # pink: the server's loop between ticks
 }
 
 

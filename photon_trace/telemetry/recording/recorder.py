@@ -1,11 +1,8 @@
 """The recording tracer: a tuple append on the engine's hot path; conversion and encoding
 in the engine thread's own device waits; I/O on each sink's own thread.
 
-Hot path: each call stores one plain tuple into a preallocated ring buffer (a
-fixed-size list and a write count): no formatting, locks or allocation beyond the
-tuple. Host spans carry the recording ``threading.Thread`` (its name is read when
-converted). A ring that wraps before it is drained loses its oldest records,
-counted per kind in ``dropped`` and in the trace header.
+Hot path: each call stores one plain tuple into a preallocated ring buffer (rings.py: the
+rings, the calls, whether the host ran, the levels; this class is a ``RingTracer``).
 
 Where the rest runs, and why. Every ``flush_interval_s`` a *cycle* drains the
 rings, converts the tuples (convert.py) and prepares each sink's chunk (the trace
@@ -42,20 +39,6 @@ Closing never hangs: ``close()`` finishes the cycle, then closes the sinks withi
 ``close_timeout_s`` (sink_set.py: a stuck sink is abandoned and what it lost is
 written into the trace's ``dropped``). It returns within ``close_timeout_s`` plus
 the CPU time of converting what was still in the rings.
-
-Whether the host ran: ``begin``/``end`` and ``begin_wait``/``host_wait`` also read the calling
-thread's on-CPU and run-queue counters (thread_clock.py: one ``pread`` of its schedstat file,
-kept open, each; the bytes are parsed at conversion) and the record gets their differences
-(``cpu_ns``, ``runq_ns``). A begin's reading waits in a dict keyed by its start time until its
-end (a wait's by the ``t0`` that ``begin_wait`` returned); a wait recorded without
-``begin_wait`` (a sync that CUDA's sync debug mode found) has none: -1.
-
-Levels: OFF makes every call the base class's no-op; ON records the four tick
-phases, the engine's no-work spans, device ops, waits, steps and request events; FULL
-adds the sub-phases.
-With ``nvtx=True`` and an NVTX tool attached, ``begin``/``end`` also push/pop NVTX
-ranges. The hot-path calls are not locked: two threads recording into one ring at
-the same instant can, rarely, overwrite one record.
 """
 from __future__ import annotations
 
@@ -67,24 +50,21 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Generator
-from threading import current_thread
 
-from photon_trace.telemetry.recording.convert import convert, drain
+from photon_trace.telemetry.recording.convert import convert
+from photon_trace.telemetry.recording.rings import RingTracer
 from photon_trace.telemetry.recording.sink_port import SinkPort
 from photon_trace.telemetry.recording.sink_set import SinkSet
 from photon_trace.telemetry.recording.sinks import MemorySink, Sink
-from photon_trace.telemetry.recording.thread_clock import ThreadClock
 from photon_trace.telemetry.trace.header import merge_header, new_header
 from photon_trace.telemetry.trace.pieces import run_to_end
 from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
-from photon_trace.telemetry.tracer import DeviceOp, Phase, RequestEvent, StepKind, Stream, Tracer, TraceLevel
+from photon_trace.telemetry.tracer import Tracer, TraceLevel
 
 log = logging.getLogger(__name__)
 
-_BUF = {k: ("_" + k, "_" + k + "_n") for k in RECORD_KINDS}  # each ring and its write count
 
-
-class RecordingTracer(Tracer):
+class RecordingTracer(RingTracer):
     """Records into ring buffers; sinks receive converted chunks (see the module docstring).
 
     ``sinks``: objects with ``open(header)``, ``write(chunk)``, ``close()`` (sinks.py).
@@ -101,29 +81,9 @@ class RecordingTracer(Tracer):
                  keep: bool = False, capacity: int = 1 << 16, flush_interval_s: float | None = 0.5,
                  slice_us: float = 50.0, close_timeout_s: float = 5.0, nvtx: bool = True, clock=None,
                  header: dict | None = None) -> None:
-        self.level = TraceLevel(level)
-        self._now = clock or time.monotonic_ns
-        if self.level == TraceLevel.OFF:
-            capacity = 16  # nothing is recorded
-        cap = 1 << max(4, (max(capacity, 2) - 1).bit_length())
-        self.capacity = cap
-        self._mask = cap - 1
-        for buf, n in _BUF.values():
-            setattr(self, buf, [None] * cap)
-            setattr(self, n, 0)
-        self._read = dict.fromkeys(RECORD_KINDS, 0)
-        self.dropped = dict.fromkeys(RECORD_KINDS, 0)   # ring wrap-around, per record kind
-        # per phase code, whether its spans are kept: all at FULL, all but the sub-phases below it
-        self._keeps = tuple(self.level >= TraceLevel.FULL or not p.sub for p in sorted(Phase))
-
+        super().__init__(level, capacity, nvtx, clock)   # the rings and the hot path (rings.py)
         self.header = new_header(self.level.name.lower(), **(header or {}))
-        # the calling thread's counters, unparsed; none on a stand-in clock (a synthetic run's
-        # virtual time has nothing to do with the thread's real CPU time)
-        thread_clock = ThreadClock() if clock is None else None
-        self._counters = thread_clock.read if thread_clock else _no_counters
-        self.header["host"]["thread_clock"] = thread_clock.source if thread_clock else "none (a stand-in clock)"
-        self._began: dict[int, object] = {}        # a span's start time -> its counters then
-        self._wait_began: dict[int, object] = {}   # the same for the waits begun
+        self.header["host"]["thread_clock"] = self.thread_clock
         self._header_lock = threading.Lock()
         self._pending_update: dict = {}
         self._opened = False
@@ -148,14 +108,7 @@ class RecordingTracer(Tracer):
         self.windows: deque[tuple[int, int]] = deque(maxlen=4096)  # (t0, t1) of each cycle, monotonic ns
 
         if self.level == TraceLevel.OFF:
-            for name in ("begin", "end", "begin_wait", "host_wait", "device_op", "step", "request", "work"):
-                setattr(self, name, getattr(Tracer, name).__get__(self))
-        else:
-            from photon_trace.telemetry.recording.nvtx import NvtxRanges
-            self.nvtx = NvtxRanges.create() if nvtx else None
-            if self.nvtx is not None:
-                self.begin = self._begin_nvtx
-                self.end = self._end_nvtx
+            self.work = Tracer.work.__get__(self)
         if self._memory is not None:
             self._sinks.attach(self._memory)
         for s in sinks:
@@ -164,70 +117,6 @@ class RecordingTracer(Tracer):
         ref = weakref.ref(self)
         self._atexit = lambda: (t := ref()) is not None and t.close()
         atexit.register(self._atexit)
-
-    nvtx = None
-
-    # -- hot path ----------------------------------------------------------------------
-    def begin(self, phase: Phase, step: int, slot: int) -> int:
-        t0 = self._now()
-        if self._keeps[phase]:
-            self._began[t0] = self._counters()
-        return t0
-
-    def end(self, phase: Phase, step: int, slot: int, t0: int) -> None:
-        if self._keeps[phase]:
-            c1 = self._counters()
-            i = self._host_spans_n
-            self._host_spans[i & self._mask] = (phase, step, slot, t0, self._now(), current_thread(),
-                                                self._began.pop(t0, None), c1)
-            self._host_spans_n = i + 1
-
-    def _begin_nvtx(self, phase: Phase, step: int, slot: int) -> int:
-        if self._keeps[phase]:
-            self.nvtx.push(phase, step)
-            t0 = self._now()
-            self._began[t0] = self._counters()
-            return t0
-        return self._now()
-
-    def _end_nvtx(self, phase: Phase, step: int, slot: int, t0: int) -> None:
-        if self._keeps[phase]:
-            c1 = self._counters()
-            t1 = self._now()
-            self.nvtx.pop()
-            i = self._host_spans_n
-            self._host_spans[i & self._mask] = (phase, step, slot, t0, t1, current_thread(),
-                                                self._began.pop(t0, None), c1)
-            self._host_spans_n = i + 1
-
-    def begin_wait(self) -> int:
-        t0 = self._now()
-        self._wait_began[t0] = self._counters()
-        return t0
-
-    def host_wait(self, reason: str, expected: bool, t0: int, t1: int, site: str, step: int) -> None:
-        c0 = self._wait_began.pop(t0, None)
-        i = self._waits_n
-        self._waits[i & self._mask] = (reason, expected, t0, t1, site, step, c0,
-                                       None if c0 is None else self._counters())
-        self._waits_n = i + 1
-
-    def device_op(self, stream: Stream, op: DeviceOp, step: int, slot: int,
-                  t0: int, t1: int, enqueued: int, runq_t0: int = -1, runq_t1: int = -1) -> None:
-        i = self._device_spans_n
-        self._device_spans[i & self._mask] = (stream, op, step, slot, t0, t1, enqueued, runq_t0, runq_t1)
-        self._device_spans_n = i + 1
-
-    def step(self, step: int, *, kind: StepKind, slot: int, rows: int, zombie_rows: int,
-             constrained_rows: int, tokens: int) -> None:
-        i = self._steps_n
-        self._steps[i & self._mask] = (step, kind, slot, rows, zombie_rows, constrained_rows, tokens)
-        self._steps_n = i + 1
-
-    def request(self, req_id: int, event: RequestEvent, t: int, tokens: int = 0) -> None:
-        i = self._requests_n
-        self._requests[i & self._mask] = (req_id, event, t, tokens)
-        self._requests_n = i + 1
 
     # -- in the engine's device waits ---------------------------------------------------
     def work(self) -> bool:
@@ -413,16 +302,6 @@ class RecordingTracer(Tracer):
                 return
             os.sched_yield()  # the GIL and the core go back to the engine between slices
 
-    def _take(self, kind: str) -> tuple[list, int]:
-        """The tuples written since the last drain, and how many were lost to wrap-around."""
-        buf_name, n_name = _BUF[kind]
-        raw, lost, self._read[kind] = drain(getattr(self, buf_name), self._read[kind],
-                                            lambda: getattr(self, n_name))
-        return raw, lost
-
-
-def _no_counters() -> None:
-    return None
 
 
 def _copy_header(header: dict) -> dict:

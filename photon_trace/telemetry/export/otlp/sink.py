@@ -56,6 +56,7 @@ from photon_trace.telemetry.tracer import Phase
 
 log = logging.getLogger(__name__)
 _COMMIT, _PLAN, _NO_WORK = Phase.COMMIT.span_name, Phase.PLAN.span_name, Phase.NO_WORK.span_name
+_BETWEEN_STEPS = frozenset((_NO_WORK, Phase.SERVE.span_name))   # no step's: the engine idle, the server loop
 
 
 class OtelSink:
@@ -225,7 +226,7 @@ class OtelSink:
             c = self._header.get("clock", {})
             self._offset = int(c.get("wall_ns", 0)) - int(c.get("mono_ns", 0))
         for s in chunk.host_spans:
-            if s.phase == _NO_WORK:
+            if s.phase in _BETWEEN_STEPS:
                 continue    # between steps, no step's: a step's span covers its own work only
             b = self._steps[s.step]
             b.host.append(s)
