@@ -38,9 +38,12 @@ NOT_RUNNING = (Cause.HOST_DESCHEDULED, Cause.HOST_BLOCKED)
 
 
 def _timed(fn) -> float:
-    t0 = time.perf_counter()
+    """``fn``'s CPU time on this thread: a probe descheduled mid-way on a busy machine would
+    read long on the wall clock and make the hog short (once it hid behind the queued step
+    entirely: no host-late idle at all in its windows)."""
+    t0 = time.thread_time()
     fn()
-    return time.perf_counter() - t0
+    return time.thread_time() - t0
 
 
 class GilHog:
@@ -48,7 +51,7 @@ class GilHog:
     when each ran. A pure-Python loop is not enough: the interpreter hands the GIL to a waiting
     thread every switch interval (5 ms), and once the engine thread got it back between two
     bytecodes, its wait saw no lateness at all. One C call (``sum`` over a ``range``) holds it
-    to the end; its length is calibrated here, on this machine, from a short one."""
+    to the end; its length is calibrated here, on this machine, from a short one's CPU time."""
 
     def __init__(self, n: int, seconds: float) -> None:
         self.n, self.seconds, self.calls = n, seconds, 0
