@@ -9,6 +9,12 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
+from photon_trace.telemetry.analysis import analyze, find_bubbles, gate, sync_sites
+from photon_trace.telemetry.analysis.window import compute_extent
+from photon_trace.telemetry.trace.importers import load_any
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -24,3 +30,28 @@ def test_the_version_in_a_header_is_the_packages_without_reading_the_installed_m
                 "print(photon_trace_version(), 'importlib.metadata' in sys.modules)")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
     assert got == f"{project} False"
+
+
+KINETO = sorted((ROOT / "tests" / "data" / "kineto").glob("*.json.gz"))
+
+
+@pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name.split(".")[0])
+def test_the_sync_gate_counts_the_same_idle_from_the_reports_bubbles(path):
+    """Where the steady-state window is the whole compute extent, the report's bubbles are the
+    whole run's: the syncs' idle per site is the same as from splitting every gap again."""
+    trace = load_any(path)
+    report = analyze(trace)
+    extent = compute_extent(trace)
+    again = sync_sites(trace, find_bubbles(trace, extent))
+    assert sync_sites(trace, gate._whole_run_bubbles(report, trace)) == again
+    if tuple(report.window) == extent:
+        assert sync_sites(trace, report.bubbles) == again
+
+
+def test_the_gate_does_not_split_the_gaps_again_when_the_window_is_the_whole_run(monkeypatch):
+    path = ROOT / "tests" / "data" / "kineto" / "trace_filter_sampled_rank-0.json.gz"
+    calls = []
+    monkeypatch.setattr(gate, "find_bubbles", lambda *a, **k: calls.append(a) or find_bubbles(*a, **k))
+    result = gate.run_check(str(path))
+    assert tuple(result.report.window) == compute_extent(load_any(path))   # the case this is about
+    assert [g.name for g in result.gates] == ["idle_fraction", "accidental_syncs"] and calls == []
