@@ -18,6 +18,7 @@ from photon_trace.telemetry.trace.distinct import distinct, first_of_each, membe
 from photon_trace.telemetry.trace.importers import load_any
 
 ROOT = Path(__file__).resolve().parents[1]
+KINETO = sorted((ROOT / "tests" / "data" / "kineto").glob("*.json.gz"))
 
 
 def fresh(code: str) -> str:
@@ -26,15 +27,22 @@ def fresh(code: str) -> str:
     return done.stdout.strip()
 
 
+def test_a_check_without_a_baseline_or_junit_imports_neither_comparison_nor_xml():
+    heavy = ("photon_trace.telemetry.analysis.comparison", "xml.etree.ElementTree")
+    got = fresh("import contextlib, io, sys\n"
+                "from photon_trace.cli.dispatch import main\n"
+                "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+                f"    code = main(['check', {str(KINETO[0])!r}])\n"
+                f"print(code, [m for m in {heavy!r} if m in sys.modules])")
+    assert got == "1 []"
+
+
 def test_the_version_in_a_header_is_the_packages_without_reading_the_installed_metadata():
     got = fresh("import sys\n"
                 "from photon_trace.telemetry.trace.header import photon_trace_version\n"
                 "print(photon_trace_version(), 'importlib.metadata' in sys.modules)")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
     assert got == f"{project} False"
-
-
-KINETO = sorted((ROOT / "tests" / "data" / "kineto").glob("*.json.gz"))
 
 
 @pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name.split(".")[0])
