@@ -55,7 +55,8 @@ def test_the_version_in_a_header_is_the_packages_without_reading_the_installed_m
     assert got == f"{project} False"
 
 
-@pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("path", KINETO + sorted(Path("/work/shared/kineto-samples").glob("*.json.gz")),
+                         ids=lambda p: p.name.split(".")[0])
 def test_the_sync_gate_counts_the_same_idle_from_the_reports_bubbles(path):
     """Where the steady-state window is the whole compute extent, the report's bubbles are the
     whole run's: the syncs' idle per site is the same as from splitting every gap again."""
