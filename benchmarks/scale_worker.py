@@ -23,6 +23,13 @@ Stages (each starts from the file, as a user's command does):
 Writes ``{"seconds": {part: s}, "info": {...}}`` to OUT.json; the parent reads the peak RSS
 from the process's own resource usage when it exits. Times exclude the interpreter's start
 and the imports of the libraries, which a long-running dashboard or notebook pays once.
+
+What is imported before the clock starts, the same for both tools: each tool's entry point
+(ours: ``analyze``, ``load_any`` and the command line's ``dispatch``; HTA's
+``hta.trace_analysis``, which imports pandas and numpy). Whatever a tool imports after that,
+its own modules or a library, is its cost and timed: ``photon-trace check`` loads the check
+command, the profile importer, the gates. Both run from bytecode (``bench_scale.py`` compiles
+ours first, as installing does; pip compiled HTA's).
 """
 from __future__ import annotations
 

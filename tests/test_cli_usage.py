@@ -7,11 +7,13 @@ from __future__ import annotations
 import argparse
 import re
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from photon_trace.cli.dispatch import build_parser, main
+from photon_trace.cli.dispatch import build_parser, command_of, main
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_TRACE = ROOT / "traces" / "tiny-s8-pipelined.trace.jsonl"
@@ -192,3 +194,38 @@ def test_generate_says_a_presets_text_is_noise(capsys):
     assert main(["generate", "--backend", "cpu", "--max-tokens", "3", "--model", "tiny", "hi"]) == 0
     err = capsys.readouterr().err
     assert "tiny is a preset with random weights: its text is noise" in err
+
+
+PROFILE = ROOT / "tests" / "data" / "kineto" / "critical_path_cuda_event_sync_event_sync_trace.json.gz"
+
+
+def test_a_subcommand_imports_only_what_it_needs():
+    """``photon-trace check`` of a profile loads neither the web server nor the engine nor the
+    dashboard (other subcommands' parsers import them): a fresh process, since this one has them."""
+    code = ("import contextlib, io, sys\n"
+            "from photon_trace.cli.dispatch import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+            f"    code = main(['check', {str(PROFILE)!r}])\n"
+            "heavy = ('photon_trace.server', 'photon_trace.engine', 'photon_trace.dashboard', 'starlette')\n"
+            "print(code, sorted(m for m in sys.modules if m.startswith(heavy)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(None, 1) == ["1", "[]\n"]    # the gate ran (a sync in it: exit 1)
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", str(PROFILE), "--max-idle", "0.5", "--allow-sync", "*item*"],
+    ["--debug", "import", str(PROFILE), "--debug"],
+    ["export", "perfetto", str(PROFILE)],
+    ["serve", "--port", "0"],
+    ["bench", "--streams", "1", "8"],
+], ids=lambda a: a[0] if a[0] != "--debug" else a[1])
+def test_the_one_subcommand_parser_reads_arguments_as_the_whole_one(argv):
+    assert command_of(argv) is not None
+    one, whole = vars(build_parser(command_of(argv)).parse_args(argv)), vars(build_parser().parse_args(argv))
+    assert one == whole
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h", "check"], ["chek", "x"], [], ["--debug"]])
+def test_help_and_mistakes_get_the_whole_parser(argv):
+    assert command_of(argv) is None

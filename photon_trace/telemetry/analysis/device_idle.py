@@ -22,6 +22,7 @@ import numpy as np
 
 from photon_trace.telemetry.analysis.no_work import NoWork
 from photon_trace.telemetry.trace.columns import Columns, column, encode
+from photon_trace.telemetry.trace.distinct import first_of_each
 from photon_trace.telemetry.trace.lanes import device_of
 from photon_trace.telemetry.trace.records import Trace
 
@@ -53,7 +54,7 @@ def device_ops(trace: Trace) -> dict[str, tuple[np.ndarray, np.ndarray, set[str]
     else:
         codes, table = encode(d.stream for d in ops)
     t0, t1 = column(ops, "t0"), column(ops, "t1")
-    present, first = np.unique(codes, return_index=True)
+    present, first, _ = first_of_each(codes)
     present = present[np.argsort(first, kind="stable")]          # streams in order of their first op
     device = {int(c): device_of(trace, table[c]) for c in present.tolist()}
     out = {}

@@ -39,10 +39,9 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import NamedTuple, Union
 
-from photon_trace.telemetry.analysis import Report, analyze, find_bubbles, sync_sites
+from photon_trace.telemetry.analysis import Bubble, Report, analyze, find_bubbles, sync_sites
 from photon_trace.telemetry.analysis.causes import DEPLOYMENT, Cause, who_fixes
 from photon_trace.telemetry.analysis.device_report import device_lines
-from photon_trace.telemetry.analysis.comparison import NO_CLEAR_CHANGE, compare
 from photon_trace.telemetry.analysis.diagnosis import ranked
 from photon_trace.telemetry.analysis.gaps import stream_mask
 from photon_trace.telemetry.analysis.gate_report import (  # noqa: F401 (the renderers, as gate's API)
@@ -300,8 +299,7 @@ def _sync_gate(report: Report | None, trace: Trace | None, allow_syncs: tuple[st
 
     whole = trace is not None
     if whole:
-        bubbles = find_bubbles(trace, compute_extent(trace)) if report is not None else []
-        sites, allowed = mine(sync_sites(trace, bubbles))
+        sites, allowed = mine(sync_sites(trace, _whole_run_bubbles(report, trace)))
     else:
         sites, allowed = mine(report.syncs)
     count = sum(s.count for s in sites)
@@ -324,6 +322,18 @@ def _sync_gate(report: Report | None, trace: Trace | None, allow_syncs: tuple[st
     return Gate("accidental_syncs", count == 0, msg, count, 0)
 
 
+def _whole_run_bubbles(report: Report | None, trace: Trace) -> list[Bubble]:
+    """The bubbles of the whole run (its compute extent), by which its syncs' idle is counted.
+    ``report`` is ``analyze(trace)``'s, over the steady-state window: where that window is the
+    whole extent (a short profile has no warm-up to cut), its bubbles are these already (made
+    the same way; ``with_cover`` only adds what covered them), and splitting every gap again
+    took a third of checking a 27k-event profile."""
+    if report is None:
+        return []
+    extent = compute_extent(trace)
+    return report.bubbles if tuple(report.window) == extent else find_bubbles(trace, extent)
+
+
 def _regressions(report: Report, baseline: Report, tolerance: float,
                  hosts: tuple[dict | None, dict | None] = (None, None)) -> tuple[list[Gate], str]:
     """Idle per step and the median period against the baseline's, each a verdict only where
@@ -331,6 +341,8 @@ def _regressions(report: Report, baseline: Report, tolerance: float,
     period); none when the pair is too busy to tell, and where the device's own speed changed only
     those beyond what that change explains (``Comparison.decides``; the others ``UNDECIDED``). Also
     why a gate could not decide ("" when each did)."""
+    # imported here: only a check against a baseline compares (2 ms of every other check's start)
+    from photon_trace.telemetry.analysis.comparison import NO_CLEAR_CHANGE, compare
     try:
         c = compare(baseline, report, band=tolerance, host_runs=hosts)
     except ValueError as e:

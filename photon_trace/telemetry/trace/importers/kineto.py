@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from photon_trace.telemetry.trace.columns import Columns
+from photon_trace.telemetry.trace.distinct import distinct, first_of_each
 from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, photon_trace_version
 from photon_trace.telemetry.trace.importers.kineto_events import (
     CALL_CODES, CODE, DEVICE_CODES, HOST_CODES, KINDS, NESTING_CODES, SYNC_CAT, EventTable)
@@ -150,7 +151,7 @@ def kineto_to_trace(doc: KinetoDoc, *, step_annotation: str | None = None, stric
     h_step = steps.of(h_t0)
     host_spans = _host_columns(doc, ev, host[h_order], h_step[h_order])
     device_spans = _device_columns(ev, device, lanes, d_step, enqueued, np.lexsort((d_t1, d_t0)))
-    used = np.unique(np.concatenate([d_step, h_step, np.array([w.step for w in waits], dtype=np.int64)]))
+    used = distinct(np.concatenate([d_step, h_step, np.array([w.step for w in waits], dtype=np.int64)]))
     step_records = [StepRecord(int(s), IMPORTED_STEP, 0, 0, 0, 0, 0) for s in used.tolist()]
 
     # The primary stream launches the most ops: compute streams run many short kernels,
@@ -163,7 +164,7 @@ def kineto_to_trace(doc: KinetoDoc, *, step_annotation: str | None = None, stric
         present = np.flatnonzero(count).tolist()
         primary = min((ev.lanes[c] for c in present),
                       key=lambda s: (-count[ev.lanes.index(s)], -busy[ev.lanes.index(s)], s))
-    call_names = [ev.names[c] for c in np.unique(ev.name[calls]).tolist()]
+    call_names = [ev.names[c] for c in distinct(ev.name[calls]).tolist()]
     header = _header(doc, steps, primary, sorted(nesting.top_level_ops()), ev, host, device, len(syncs),
                      unlinked=int((~linked).sum()), problems=problems.seen,
                      stream_overlaps={ev.lanes[c]: o._asdict() for c, o in
@@ -193,7 +194,7 @@ def _compact(codes: np.ndarray, table: list[str]) -> tuple[np.ndarray, list[str]
     (as ``columns.encode`` makes them); equal strings share a code."""
     if not len(codes):
         return codes.astype(np.int32), []
-    used, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    used, first, inverse = first_of_each(codes)
     order = np.argsort(first, kind="stable")
     texts: dict[str, int] = {}
     remap = np.empty(len(used), dtype=np.int32)
@@ -252,8 +253,8 @@ def _categories(ev: EventTable, rows: np.ndarray, label) -> dict[str, str]:
     if not len(rows):
         return {}
     names = ev.name[rows]
-    used, first = np.unique(names, return_index=True)
-    _, last_rev = np.unique(names[::-1], return_index=True)
+    used, first, _ = first_of_each(names)
+    _, last_rev, _ = first_of_each(names[::-1])
     last = len(names) - 1 - last_rev
     kinds = ev.kind[rows[last]]
     return {ev.names[used[i]]: label(KINDS[kinds[i]]) for i in np.argsort(first, kind="stable").tolist()}

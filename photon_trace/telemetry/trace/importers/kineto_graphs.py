@@ -17,6 +17,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from photon_trace.telemetry.trace.distinct import distinct
 from photon_trace.telemetry.trace.importers.kineto_events import EventTable
 from photon_trace.telemetry.trace.importers.runtime_calls import (
     CAPTURE_BEGIN_CALLS, CAPTURE_END_CALLS, GRAPH_LAUNCH_CALLS)
@@ -30,7 +31,7 @@ def graph_summary(events: EventTable, calls: np.ndarray, launcher: np.ndarray) -
     graph_calls = calls[is_graph[events.name[calls]]] if len(events.names) else calls[:0]
     linked = launcher[launcher >= 0]
     by_graph = linked[is_graph[events.name[linked]]] if len(linked) else linked
-    replayed = len(np.unique(by_graph))
+    replayed = len(distinct(by_graph))
     captures, captured = _captures(events, calls)
     return {"launches": len(graph_calls), "replayed": replayed, "kernels": len(by_graph), "captures": captures,
             "captured_launches": captured,

@@ -20,6 +20,7 @@ from collections import Counter
 
 import numpy as np
 
+from photon_trace.telemetry.trace.distinct import member
 from photon_trace.telemetry.trace.importers.kineto_events import CODE, ODD, Event, EventTable, Flows
 
 _STEP_NUMBER = re.compile(r"#(\d+)$")
@@ -75,7 +76,7 @@ def by_flow(events: EventTable, ops: np.ndarray, calls: np.ndarray, starts: Flow
     out = np.full(len(ops), -1, dtype=np.int64)
     if not len(ops) or not len(ends.ns):
         return out
-    at = np.isin(ends.ns, events.t0[ops])              # only the flows that can end at these ops
+    at = member(ends.ns, events.t0[ops])              # only the flows that can end at these ops
     end_of = {}
     for r in np.flatnonzero(at).tolist():
         end_of[(int(ends.thread[r]), int(ends.ns[r]))] = ends.odd.get(r, int(ends.id[r]))

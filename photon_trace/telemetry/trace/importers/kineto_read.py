@@ -13,7 +13,8 @@ become integer nanoseconds, and the source's resolution is kept.
 
 The document is read as a stream (``kineto_scan.py``: a block of events at a time, never the
 whole as Python objects) into columns (``kineto_events.py``: what the importer uses of each
-event). A document the stream cannot follow, or one cut short, is parsed whole when it is
+event); one of a few blocks is decoded whole instead (``kineto_small.py``: the same events,
+without the stream's scan for where each block ends). A document the stream cannot follow, or one cut short, is parsed whole when it is
 small (< ``WHOLE_MAX`` bytes on disk), so every message about a damaged file is the one the
 whole-document parse gives; a large one gets the stream's account of it.
 
@@ -37,6 +38,7 @@ from photon_trace.telemetry.trace.fit import check_fits
 from photon_trace.telemetry.trace.importers.kineto_events import (
     DEVICE_CODES, HOST_CODES, EventBuilder, EventTable, Flows)
 from photon_trace.telemetry.trace.importers.kineto_scan import CorruptGzip, Source, Stream, Unstreamable
+from photon_trace.telemetry.trace.importers.kineto_small import small_document
 from photon_trace.telemetry.trace.importers.kineto_times import implausible_rows
 from photon_trace.telemetry.trace.plausible import RULE
 
@@ -110,24 +112,20 @@ def read_kineto(path: str | Path, data: bytes | None = None, *, strict: bool = T
         check_fits(path, "kineto")     # refused up front when it cannot fit in memory
     problems = Problems(str(path), strict, defer=True)
     builder = EventBuilder(problems)
-    source = Source(path, data)
-    stream = Stream(source)
+    small = small_document(path, data, size)
     try:
-        try:
-            for block in stream.blocks():
-                builder.add(block)
-                del block             # not held while the next block is decoded
-        except CorruptGzip as e:
-            raise KinetoFormatError(f"{path}: a corrupt gzip stream ({e})") from None
-        except Unstreamable as e:
-            if size > WHOLE_MAX:
-                raise KinetoFormatError(f"{path}: not JSON, or not a trace this reader can stream ({e})") from None
-            raise _Whole from None
-        if stream.truncated and size <= WHOLE_MAX:
-            raise _Whole
-        meta, truncated, n_events = stream.meta, stream.truncated, stream.n_events
-        if truncated:
-            _truncated(path, source.cut, n_events, stream.where, strict)
+        if small is not None:     # decoded whole: what the stream would read, without its scan
+            meta, events = small
+            del small
+            n_events, truncated = len(events), False
+            if events:
+                builder.add(events)
+            del events
+        else:
+            stream = _streamed(path, builder, size, Source(path, data))
+            meta, truncated, n_events = stream.meta, stream.truncated, stream.n_events
+            if truncated:
+                _truncated(path, stream.source.cut, n_events, stream.where, strict)
     except _Whole:
         problems = Problems(str(path), strict, defer=True)
         builder = EventBuilder(problems)
@@ -151,6 +149,26 @@ def read_kineto(path: str | Path, data: bytes | None = None, *, strict: bool = T
         warnings.warn(f"{path}: skipped {count} event{'s' if count > 1 else ''} ({kind}); first: {first}",
                       KinetoPartialWarning, stacklevel=2)
     return out
+
+
+def _streamed(path: Path, builder: EventBuilder, size: int, source: Source) -> Stream:
+    """The document read as a stream into ``builder`` (the stream read: its metadata, events,
+    whether truncated); ``_Whole`` when it is small and the stream could not follow it or it
+    was cut short."""
+    stream = Stream(source)
+    try:
+        for block in stream.blocks():
+            builder.add(block)
+            del block             # not held while the next block is decoded
+    except CorruptGzip as e:
+        raise KinetoFormatError(f"{path}: a corrupt gzip stream ({e})") from None
+    except Unstreamable as e:
+        if size > WHOLE_MAX:
+            raise KinetoFormatError(f"{path}: not JSON, or not a trace this reader can stream ({e})") from None
+        raise _Whole from None
+    if stream.truncated and size <= WHOLE_MAX:
+        raise _Whole
+    return stream
 
 
 def _truncated(path: Path, cut: bool, complete: int, where: int, strict: bool) -> None:

@@ -35,10 +35,20 @@ def _head(path: Path) -> bytes:
     return raw[:_HEAD]
 
 
+# What ``nsys_read.py`` tells an Nsight file by (its ``REPORT_SUFFIXES`` and ``SQLITE_MAGIC``; a
+# test holds them equal), seen here first: a profiler trace is neither, and need not import the
+# Nsight reader and sqlite3 (1.5 ms of checking a small profile).
+_NSYS_SUFFIXES = (".nsys-rep", ".qdrep")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
 def is_nsys(path: str | os.PathLike) -> bool:
     """Is ``path`` an Nsight Systems report or SQLite export (plain or gzipped)?"""
+    head = _head(Path(path))
+    if not str(path).endswith(_NSYS_SUFFIXES) and not head.startswith(_SQLITE_MAGIC):
+        return False
     from photon_trace.telemetry.trace.importers.nsys_read import is_report, looks_like_sqlite
-    return is_report(path) or looks_like_sqlite(_head(Path(path)))
+    return is_report(path) or looks_like_sqlite(head)
 
 
 def is_kineto(path: str | os.PathLike) -> bool:
