@@ -29,14 +29,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from photon_trace.telemetry.trace.columns import Columns, encode
 from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, photon_trace_version
+from photon_trace.telemetry.trace.importers import nsys_arrays as a
 from photon_trace.telemetry.trace.importers import nsys_query as q
+from photon_trace.telemetry.trace.importers.nsys_arrays import HostArrays, OpArrays
 from photon_trace.telemetry.trace.importers.nsys_read import (
     COPY_KINDS, MEM_KINDS, Export, kind_labels, open_export)
 from photon_trace.telemetry.trace.importers.nsys_rules import api_rules
@@ -70,16 +72,17 @@ def wait_kind(api: str) -> str | None:
 
 @dataclass
 class NsysRows:
-    """What the queries return, before any record is made (``nsys_to_trace`` makes them)."""
+    """What the queries return, before any record is made (``nsys_to_trace`` makes them): the
+    large tables as arrays (``nsys_arrays``), the rest as tuples."""
     path: str
     meta: dict
     meta_table: str
     step_annotation: str | None
     strings: dict[int, str]
-    ops: list[tuple]
-    calls: list[tuple]
+    ops: OpArrays
+    calls: HostArrays
     nvtx: list[tuple]
-    osrt: list[tuple]
+    osrt: HostArrays
     waits: list[tuple]
     frames: dict[int, list[tuple]]
     threads: dict[int, str]
@@ -106,7 +109,7 @@ def import_nsys(path: str | os.PathLike, *, step_annotation: str | None = None) 
 
 
 def read_export(x: Export, step_annotation: str | None = None) -> NsysRows:
-    """Run every query on an open export (see ``nsys_query``)."""
+    """Run every query on an open export (see ``nsys_query`` and ``nsys_arrays``)."""
     duplicates = q.make_calls(x)
     names = q.call_names(x)
     q.set_names(x, "wait_names", [(i, w) for i, n, _ in names if (w := wait_kind(n)) is not None])
@@ -123,7 +126,7 @@ def read_export(x: Export, step_annotation: str | None = None) -> NsysRows:
     return NsysRows(
         path=x.path, meta=x.meta, meta_table=x.meta_table, step_annotation=step_annotation,
         strings=dict(x.query("SELECT id, value FROM StringIds")),
-        ops=q.device_ops(x), calls=q.host_calls(x), nvtx=nvtx, osrt=q.osrt_calls(x), waits=waits,
+        ops=a.device_ops(x), calls=a.host_calls(x), nvtx=nvtx, osrt=a.osrt_calls(x), waits=waits,
         frames=frames, threads=q.thread_names(x), processes=q.process_names(x), gpus=q.gpu_names(x),
         mem_kinds=mem_kinds, copy_kinds=kind_labels(x, "ENUM_CUDA_MEMCPY_OPER", COPY_KINDS),
         overhead=q.profiler_overhead(x), nvtx_counts=dict(q.nvtx_counts(x)), rules=api_rules(x, mem_kinds),
@@ -134,67 +137,94 @@ def read_export(x: Export, step_annotation: str | None = None) -> NsysRows:
 
 
 def nsys_to_trace(r: NsysRows) -> Trace:
-    """The records of an export, from its query rows: the one place records are made."""
+    """The records of an export, from its query rows: the one place records are made. Device ops
+    and host spans become ``Columns`` by array operations; Python runs per lane, per name, per
+    NVTX range and per wait, not per op or call."""
     steps = NvtxSteps(r.nvtx, r.step_annotation, r.path)
-    host_lane = _ThreadLanes(r.threads, {c[2] >> 24 & 0xFFFFFF for c in r.calls}
-                             | {n[2] >> 24 & 0xFFFFFF for n in r.nvtx})
-    s = r.strings
+    ops = r.ops
 
     # Device ops: lane, name and the step of the launch that enqueued each.
-    multi = len({o[1] for o in r.ops}) > 1
-    lanes: dict[tuple, str] = {}
+    multi = len({lane[0] for lane in ops.lanes}) > 1
+    lanes: list[str] = []
     devices: dict[str, str] = {}
-    for kind, pid, dev, stream, *_ in r.ops:
-        if (pid, dev, stream) not in lanes:
-            device = f"pid {pid} gpu{dev}" if multi else f"gpu{dev}"
-            lanes[(pid, dev, stream)] = f"{device} stream {stream}"
-            devices[lanes[(pid, dev, stream)]] = device
-    op_names = _op_names(r, s)
-    launched = np.array([o[6] if o[6] is not None else o[4] for o in r.ops], dtype=np.int64)
-    op_steps = steps.of_many(launched).tolist()
-    device_spans = [DeviceSpan(lanes[(pid, dev, stream)], op_names[(kind, key)], st, 0, t0, t1, enq or 0)
-                    for (kind, pid, dev, stream, t0, t1, enq, _, key, _), st in zip(r.ops, op_steps)]
+    for pid, dev, stream, *_ in ops.lanes:
+        device = f"pid {pid} gpu{dev}" if multi else f"gpu{dev}"
+        lanes.append(f"{device} stream {stream}")
+        devices[lanes[-1]] = device
+    op_names = [_op_name(r, kind, key) for kind, key in ops.names]
+    op_step = steps.of_many(np.where(ops.linked, ops.enqueued, ops.t0))
+    op, op_table = a.first_use(ops.name, op_names)
+    n = len(ops)
+    device_spans = Columns(DeviceSpan, {"stream": ops.lane.astype(np.int32), "op": op, "step": op_step,
+                                        "slot": np.zeros(n, dtype=np.int64), "t0": ops.t0, "t1": ops.t1,
+                                        "enqueued": ops.enqueued}, {"stream": lanes, "op": op_table})
 
-    # Host lanes: calls, NVTX ranges (our engine's phases with their step), OS runtime calls.
-    names = {i: base_name(v) for i, v in s.items()}
-
-    def step_of(rows: list[tuple]) -> list[int]:
-        return steps.of_many(np.fromiter((x[0] for x in rows), np.int64, len(rows))).tolist()
-
-    host = [HostSpan(names[n], st, 0, t0, t1, host_lane(g)) for (t0, t1, g, n, _), st in zip(r.calls, step_of(r.calls))]
-    host += [HostSpan(text, int(payload) if steps.engine and dom == ENGINE_DOMAIN and payload is not None
-                      else st, 0, t0, t1, host_lane(g))
-             for (t0, t1, g, text, dom, payload), st in zip(r.nvtx, step_of(r.nvtx))]
-    host += [HostSpan(s.get(n, f"osrt {n}"), st, 0, t0, t1, host_lane(g))
-             for (t0, t1, g, n), st in zip(r.osrt, step_of(r.osrt))]
-    host.sort(key=lambda h: (h.t0, -h.t1))
-
+    host, host_categories = _host_columns(r, steps)
     sites = innermost_ranges(r.nvtx, [(w[2], w[0]) for w in r.waits], steps)
-    waits = [_wait(r, w, site, st, steps) for w, site, st in zip(r.waits, sites, step_of(r.waits))]
-    used = sorted({d.step for d in device_spans} | {h.step for h in host} | {w.step for w in waits})
-    count = Counter(d.stream for d in device_spans)
-    busy: Counter = Counter()
-    for d in device_spans:
-        busy[d.stream] += d.t1 - d.t0
-    primary = min(count, key=lambda x: (-count[x], -busy[x], x)) if count else None
+    w_step = steps.of_many(np.fromiter((w[0] for w in r.waits), np.int64, len(r.waits))).tolist()
+    waits = [_wait(r, w, site, st, steps) for w, site, st in zip(r.waits, sites, w_step)]
+    used = sorted(set(a.distinct(op_step)) | set(a.distinct(host.arrays["step"])) | set(w_step))
+    primary = min(range(len(lanes)), key=lambda i: (-ops.lanes[i][3], -ops.lanes[i][4], lanes[i]), default=None)
     phases = sorted(TOP_PHASES) if steps.engine else top_level_names(r.nvtx, steps)
-    header = _header(r, steps, primary, phases, devices, lanes, op_names, len(host), len(waits),
-                     unlinked=sum(1 for o in r.ops if o[6] is None))
+    categories = {"host": host_categories,
+                  "device": {name: KIND_NAMES[kind] for (kind, _), name in zip(ops.names, op_names)}}
+    header = _header(r, steps, lanes[primary] if primary is not None else None, phases, devices, lanes,
+                     categories, len(host), len(waits), unlinked=int(n - np.count_nonzero(ops.linked)))
     return Trace(header, host, device_spans, waits, [StepRecord(x, IMPORTED_STEP, 0, 0, 0, 0, 0) for x in used], [])
 
 
-def _op_names(r: NsysRows, s: dict[int, str]) -> dict[tuple, str]:
-    out = {}
-    for kind, *_, key, _ in r.ops:
-        if (kind, key) in out:
-            continue
-        if kind == q.KERNEL:
-            out[(kind, key)] = s.get(key, f"kernel {key}")
-        elif kind == q.MEMCPY:
-            out[(kind, key)] = _copy_name(r, key)
-        else:
-            out[(kind, key)] = f"Memset ({r.mem_kinds.get(key, key)})"
-    return out
+def _host_columns(r: NsysRows, steps: NvtxSteps) -> tuple[Columns, dict[str, str]]:
+    """Runtime and driver calls, NVTX ranges (our engine's phases with their step) and OS runtime
+    calls as one ``Columns`` of host spans by (start, longest first); and their categories."""
+    calls, osrt, nvtx, s = r.calls, r.osrt, r.nvtx, r.strings
+    nv = len(nvtx)
+    nv_t0, nv_t1, nv_gtid = (np.fromiter((x[i] for x in nvtx), np.int64, nv) for i in range(3))
+    nv_step = steps.of_many(nv_t0)
+    if steps.engine:    # our engine's phases carry their step as the payload
+        nv_step = np.array([int(p) if d == ENGINE_DOMAIN and p is not None else st
+                            for (*_, d, p), st in zip(nvtx, nv_step.tolist())], dtype=np.int64)
+    nv_code, nv_table = encode(x[3] for x in nvtx)
+    call_ids, call_code = a.distinct_codes(calls.name_id)
+    osrt_ids, osrt_code = a.distinct_codes(osrt.name_id)
+    table = ([base_name(s.get(i, "?")) for i in call_ids.tolist()] + nv_table
+             + [s.get(i, f"osrt {i}") for i in osrt_ids.tolist()])
+    phase = np.concatenate([call_code, nv_code + len(call_ids), osrt_code + len(call_ids) + len(nv_table)])
+    t0 = np.concatenate([calls.t0, nv_t0, osrt.t0])
+    t1 = np.concatenate([calls.t1, nv_t1, osrt.t1])
+    gtids, thread = a.distinct_codes(np.concatenate([calls.gtid, nv_gtid, osrt.gtid]))
+    lane_of = np.zeros(len(gtids), dtype=bool)     # a host lane's process is named where calls or NVTX are in several
+    lane_of[thread[:len(calls) + nv]] = True
+    host_lane = _ThreadLanes(r.threads, set((gtids[lane_of] >> 24 & 0xFFFFFF).tolist()))
+    step = np.concatenate([steps.of_many(calls.t0), nv_step, steps.of_many(osrt.t0)])
+    order = np.lexsort((-t1, t0))
+    phase, phases = a.first_use(phase[order], table)
+    thread, threads = a.first_use(thread[order], [host_lane(g) for g in gtids.tolist()])
+    n = len(order)
+    host = Columns(HostSpan, {"phase": phase, "step": step[order], "slot": np.zeros(n, dtype=np.int64),
+                              "t0": t0[order], "t1": t1[order], "thread": thread,
+                              "cpu_ns": np.full(n, -1, dtype=np.int64), "runq_ns": np.full(n, -1, dtype=np.int64)},
+                   {"phase": phases, "thread": threads})
+    # Categories as a dict built in call order makes them: names by first call, the kind of the last.
+    is_call = np.flatnonzero(order < len(calls))
+    code, driver = phase[is_call], calls.driver[order[is_call]]
+    first = np.full(len(phases), len(is_call), dtype=np.int64)
+    last = np.full(len(phases), -1, dtype=np.int64)
+    np.minimum.at(first, code, np.arange(len(code)))
+    np.maximum.at(last, code, np.arange(len(code)))
+    called = [c for c in np.argsort(first, kind="stable").tolist() if last[c] >= 0]
+    categories = {phases[c]: "cuda driver" if driver[last[c]] else "cuda runtime" for c in called}
+    categories.update({x[3]: "nvtx" for x in nvtx})
+    _, osrt_first = a.first_use(osrt_code, [table[len(call_ids) + len(nv_table) + i] for i in range(len(osrt_ids))])
+    categories.update({name: "os runtime" for name in osrt_first})
+    return host, categories
+
+
+def _op_name(r: NsysRows, kind: int, key: int) -> str:
+    if kind == q.KERNEL:
+        return r.strings.get(key, f"kernel {key}")
+    if kind == q.MEMCPY:
+        return _copy_name(r, key)
+    return f"Memset ({r.mem_kinds.get(key, key)})"
 
 
 def _copy_name(r: NsysRows, key: int) -> str:
@@ -238,33 +268,29 @@ class _ThreadLanes:
         return lane
 
 
-def _overhead(r: NsysRows, devices: dict[str, str], ops: list[tuple], lanes: dict[tuple, str]) -> dict:
+def _overhead(r: NsysRows, devices: dict[str, str], lanes: list[str]) -> dict:
     """Per device, the profiler's stalls inside its first-to-last op range (nsys counts them busy)."""
     extent: dict[str, list[int]] = {}
     pid_of: dict[str, int] = {}
-    for kind, pid, dev, stream, t0, t1, *_ in ops:
-        d = devices[lanes[(pid, dev, stream)]]
+    for (pid, _, _, _, _, t0, t1), lane in zip(r.ops.lanes, lanes):
+        d = devices[lane]
         e = extent.setdefault(d, [t0, t1])
         e[0], e[1] = min(e[0], t0), max(e[1], t1)
         pid_of[d] = pid
     out: dict[str, list[list[int]]] = {}
     for pid, t0, t1 in r.overhead:
-        for d, (a, b) in extent.items():
-            if pid_of[d] == pid and t0 > a and t1 < b:
+        for d, (lo, hi) in extent.items():
+            if pid_of[d] == pid and t0 > lo and t1 < hi:
                 out.setdefault(d, []).append([t0, t1])
     return out
 
 
 def _header(r: NsysRows, steps: NvtxSteps, primary: str | None, phases: list[str], devices: dict[str, str],
-            lanes: dict[tuple, str], op_names: dict[tuple, str], n_host: int, n_waits: int, **counts) -> dict:
-    kinds = Counter(o[0] for o in r.ops)
-    pids = sorted({o[1] for o in r.ops} | {c[2] >> 24 & 0xFFFFFF for c in r.calls})
-    gpus = sorted({r.gpus.get(o[2], f"device {o[2]}") for o in r.ops} or set(r.gpus.values()))
-    categories = {"host": {**{base_name(r.strings.get(n, "?")): "cuda driver" if drv else "cuda runtime"
-                              for _, _, _, n, drv in r.calls},
-                           **{t[3]: "nvtx" for t in r.nvtx},
-                           **{r.strings.get(n, f"osrt {n}"): "os runtime" for _, _, _, n in r.osrt}},
-                  "device": {name: KIND_NAMES[kind] for (kind, _), name in op_names.items()}}
+            lanes: list[str], categories: dict, n_host: int, n_waits: int, **counts) -> dict:
+    kinds = r.ops.kinds
+    call_pids = set((a.distinct_codes(r.calls.gtid)[0] >> 24 & 0xFFFFFF).tolist())
+    pids = sorted({lane[0] for lane in r.ops.lanes} | call_pids)
+    gpus = sorted({r.gpus.get(lane[1], f"device {lane[1]}") for lane in r.ops.lanes} or set(r.gpus.values()))
     return {
         "format": FORMAT_NAME, "version": FORMAT_VERSION, "photon_trace_version": photon_trace_version(),
         "trace_level": "imported",
@@ -276,7 +302,8 @@ def _header(r: NsysRows, steps: NvtxSteps, primary: str | None, phases: list[str
                    "schema_version": r.meta.get("EXPORT_SCHEMA_VERSION"), "metadata_table": r.meta_table,
                    "session_start_ns": r.session_start_ns, "resolution_ns": 1,
                    "processes": {str(p): r.processes.get(p) for p in pids},
-                   "kernels": kinds[q.KERNEL], "memcpys": kinds[q.MEMCPY], "memsets": kinds[q.MEMSET],
+                   "kernels": kinds.get(q.KERNEL, 0), "memcpys": kinds.get(q.MEMCPY, 0),
+                   "memsets": kinds.get(q.MEMSET, 0),
                    "runtime_calls": len(r.calls), "duplicate_runtime_rows": r.duplicates,
                    "nvtx_ranges": r.nvtx_counts, "osrt_calls": len(r.osrt), "host_spans": n_host,
                    "host_waits": n_waits, "table_rows": r.table_rows, "problems": {},
@@ -284,7 +311,7 @@ def _header(r: NsysRows, steps: NvtxSteps, primary: str | None, phases: list[str
         "primary_stream": primary,
         "host_phases": phases,
         "stream_devices": devices,
-        "profiler_overhead": _overhead(r, devices, r.ops, lanes),
+        "profiler_overhead": _overhead(r, devices, lanes),
         "nsys_rules": r.rules,
         "categories": categories,
     }
