@@ -102,7 +102,7 @@ def main() -> None:
         print(json.dumps(stage(*args.stage)))
         return
     with tempfile.TemporaryDirectory() as tmp:
-        folder = args.cache or Path(tmp)
+        folder = (args.cache or Path(tmp)).resolve()     # the stages run from the repository root
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"nsys-{args.kernels}-{args.per_step}.sqlite"
         if not path.exists():
@@ -121,7 +121,9 @@ def main() -> None:
             parts = ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v:,}" if isinstance(v, int)
                               else f"{k} {v}" for k, v in r.items())
             print(f"{what:>8}: {parts}")
-        if "check" in rows:
+        if rows.get("check", {}).get("exit") == 2:
+            print("check: bad input (exit 2), no figure")
+        elif "check" in rows:
             c = rows["check"]
             verdict = "PASS" if c["seconds"] <= LIMIT_S and c["peak_rss_gb"] <= LIMIT_GB else "MISS"
             print(f"import + analysis + gate (photon-trace check): {c['seconds']:.1f} s, peak RSS "
