@@ -111,9 +111,11 @@ def import_nsys(path: str | os.PathLike, *, step_annotation: str | None = None) 
 def read_export(x: Export, step_annotation: str | None = None) -> NsysRows:
     """Run every query on an open export (see ``nsys_query`` and ``nsys_arrays``)."""
     duplicates = q.make_calls(x)
-    names = q.call_names(x)
-    q.set_names(x, "wait_names", [(i, w) for i, n, _ in names if (w := wait_kind(n)) is not None])
-    q.set_names(x, "async_copy_names", [(i, "async") for i, n, _ in names if ASYNC_COPY.match(base_name(n))])
+    strings = dict(x.query("SELECT id, value FROM StringIds"))
+    calls = a.host_calls(x)
+    names = [(i, strings[i]) for i in a.distinct(calls.name_id) if i in strings]   # every function called
+    q.set_names(x, "wait_names", [(i, w) for i, n in names if (w := wait_kind(n)) is not None])
+    q.set_names(x, "async_copy_names", [(i, "async") for i, n in names if ASYNC_COPY.match(base_name(n))])
     q.make_nvtx(x)
     nvtx = q.nvtx_ranges(x)
     waits = q.wait_calls(x)
@@ -125,8 +127,7 @@ def read_export(x: Export, step_annotation: str | None = None) -> NsysRows:
     mem_kinds = kind_labels(x, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
     return NsysRows(
         path=x.path, meta=x.meta, meta_table=x.meta_table, step_annotation=step_annotation,
-        strings=dict(x.query("SELECT id, value FROM StringIds")),
-        ops=a.device_ops(x), calls=a.host_calls(x), nvtx=nvtx, osrt=a.osrt_calls(x), waits=waits,
+        strings=strings, ops=a.device_ops(x), calls=calls, nvtx=nvtx, osrt=a.osrt_calls(x), waits=waits,
         frames=frames, threads=q.thread_names(x), processes=q.process_names(x), gpus=q.gpu_names(x),
         mem_kinds=mem_kinds, copy_kinds=kind_labels(x, "ENUM_CUDA_MEMCPY_OPER", COPY_KINDS),
         overhead=q.profiler_overhead(x), nvtx_counts=dict(q.nvtx_counts(x)), rules=api_rules(x, mem_kinds),

@@ -66,12 +66,6 @@ def make_calls(x: Export) -> int:
     return total - kept
 
 
-def call_names(x: Export) -> list[tuple[int, str, int]]:
-    """(nameId, name, calls) of every runtime or driver function called."""
-    return x.query("SELECT c.nameId, s.value, count(*) FROM calls c JOIN StringIds s ON s.id = c.nameId "
-                   "GROUP BY c.nameId")
-
-
 def _payload(x: Export) -> str:
     cols = [c for c in ("int64Value", "uint64Value", "int32Value", "uint32Value") if x.has("NVTX_EVENTS", c)]
     return f"COALESCE({', '.join('n.' + c for c in cols)})" if len(cols) > 1 else (f"n.{cols[0]}" if cols else "NULL")
