@@ -17,7 +17,8 @@ import numpy as np
 
 from photon_trace.telemetry.trace.importers import nsys_query as q
 from photon_trace.telemetry.trace.importers.nsys import (
-    KIND_NAMES, NsysRows, _copy_name, _ThreadLanes, _wait, base_name, read_export)
+    KIND_NAMES, NsysRows, _copy_name, _wait, read_export)
+from photon_trace.telemetry.trace.importers.nsys_host import ThreadLanes, base_name
 from photon_trace.telemetry.trace.importers.nsys_read import open_export
 from photon_trace.telemetry.trace.importers.nsys_steps import (
     ENGINE_DOMAIN, NvtxSteps, innermost_ranges, top_level_names)
@@ -75,7 +76,7 @@ def _osrt_calls(x) -> list[tuple]:
 
 def _to_trace(r: NsysRows, ops: list[tuple], calls: list[tuple], osrt: list[tuple]) -> Trace:
     steps = NvtxSteps(r.nvtx, r.step_annotation, r.path)
-    host_lane = _ThreadLanes(r.threads, {c[2] >> 24 & 0xFFFFFF for c in calls} | {n[2] >> 24 & 0xFFFFFF for n in r.nvtx})
+    host_lane = ThreadLanes(r.threads, {c[2] >> 24 & 0xFFFFFF for c in calls} | {n[2] >> 24 & 0xFFFFFF for n in r.nvtx})
     s = r.strings
     multi = len({o[1] for o in ops}) > 1
     lanes: dict[tuple, str] = {}

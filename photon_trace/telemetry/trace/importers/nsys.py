@@ -2,8 +2,10 @@
 Perfetto export and the CI gate work on ``nsys profile`` reports of any program.
 
 ``nsys export --type sqlite report.nsys-rep`` writes the export; ``nsys_read`` opens and
-checks it, ``nsys_query`` reads it with SQL (joins and filters in SQLite, tuples out), and
-``nsys_to_trace`` here turns those tuples into records, in one place:
+checks it, ``nsys_query`` reads it with SQL (joins and filters in SQLite, tuples out),
+``nsys_arrays`` reads its large tables (device ops, runtime and OS runtime calls) as numpy
+arrays, and ``nsys_to_trace`` here turns both into records, in one place: device ops and host
+spans (``nsys_host``) as ``Columns``, made by array operations, waits as a list:
 
 * **Device lanes**, one per (process, device, stream): kernels (demangled names), memcpys
   (``Memcpy HtoD (Pageable -> Device)``) and memsets. An op's ``enqueued`` is the start of
@@ -34,18 +36,19 @@ from pathlib import Path
 
 import numpy as np
 
-from photon_trace.telemetry.trace.columns import Columns, encode
+from photon_trace.telemetry.trace.columns import Columns
 from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, photon_trace_version
 from photon_trace.telemetry.trace.importers import nsys_arrays as a
 from photon_trace.telemetry.trace.importers import nsys_query as q
 from photon_trace.telemetry.trace.importers.nsys_arrays import HostArrays, OpArrays
+from photon_trace.telemetry.trace.importers.nsys_host import base_name, host_columns
 from photon_trace.telemetry.trace.importers.nsys_read import (
     COPY_KINDS, MEM_KINDS, Export, kind_labels, open_export)
 from photon_trace.telemetry.trace.importers.nsys_rules import api_rules
 from photon_trace.telemetry.trace.importers.nsys_steps import (
     ENGINE_DOMAIN, NvtxSteps, call_site, innermost_ranges, top_level_names, user_frame)
 from photon_trace.telemetry.trace.lanes import IMPORTED_STEP
-from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, StepRecord, Trace
+from photon_trace.telemetry.trace.records import DeviceSpan, HostWait, StepRecord, Trace
 from photon_trace.telemetry.tracer import TOP_PHASES, Phase
 
 WAIT_NAMES = (
@@ -56,13 +59,7 @@ WAIT_NAMES = (
     (re.compile(r"^cu(da)?Memset(?!.*Async)"), "a blocking memset"),
 )
 ASYNC_COPY = re.compile(r"^cu(da)?Memcpy.*Async")
-_VERSION_SUFFIX = re.compile(r"_v\d+$")
 KIND_NAMES = {q.KERNEL: "kernel", q.MEMCPY: "memcpy", q.MEMSET: "memset"}
-
-
-def base_name(api: str) -> str:
-    """``cudaMemcpy_v3020`` -> ``cudaMemcpy``: the function as the program calls it."""
-    return _VERSION_SUFFIX.sub("", api)
 
 
 def wait_kind(api: str) -> str | None:
@@ -160,7 +157,7 @@ def nsys_to_trace(r: NsysRows) -> Trace:
                                         "slot": np.zeros(n, dtype=np.int64), "t0": ops.t0, "t1": ops.t1,
                                         "enqueued": ops.enqueued}, {"stream": lanes, "op": op_table})
 
-    host, host_categories = _host_columns(r, steps)
+    host, host_categories = host_columns(r.calls, r.osrt, r.nvtx, r.strings, r.threads, steps)
     sites = innermost_ranges(r.nvtx, [(w[2], w[0]) for w in r.waits], steps)
     w_step = steps.of_many(np.fromiter((w[0] for w in r.waits), np.int64, len(r.waits))).tolist()
     waits = [_wait(r, w, site, st, steps) for w, site, st in zip(r.waits, sites, w_step)]
@@ -172,52 +169,6 @@ def nsys_to_trace(r: NsysRows) -> Trace:
     header = _header(r, steps, lanes[primary] if primary is not None else None, phases, devices, lanes,
                      categories, len(host), len(waits), unlinked=int(n - np.count_nonzero(ops.linked)))
     return Trace(header, host, device_spans, waits, [StepRecord(x, IMPORTED_STEP, 0, 0, 0, 0, 0) for x in used], [])
-
-
-def _host_columns(r: NsysRows, steps: NvtxSteps) -> tuple[Columns, dict[str, str]]:
-    """Runtime and driver calls, NVTX ranges (our engine's phases with their step) and OS runtime
-    calls as one ``Columns`` of host spans by (start, longest first); and their categories."""
-    calls, osrt, nvtx, s = r.calls, r.osrt, r.nvtx, r.strings
-    nv = len(nvtx)
-    nv_t0, nv_t1, nv_gtid = (np.fromiter((x[i] for x in nvtx), np.int64, nv) for i in range(3))
-    nv_step = steps.of_many(nv_t0)
-    if steps.engine:    # our engine's phases carry their step as the payload
-        nv_step = np.array([int(p) if d == ENGINE_DOMAIN and p is not None else st
-                            for (*_, d, p), st in zip(nvtx, nv_step.tolist())], dtype=np.int64)
-    nv_code, nv_table = encode(x[3] for x in nvtx)
-    call_ids, call_code = a.distinct_codes(calls.name_id)
-    osrt_ids, osrt_code = a.distinct_codes(osrt.name_id)
-    table = ([base_name(s.get(i, "?")) for i in call_ids.tolist()] + nv_table
-             + [s.get(i, f"osrt {i}") for i in osrt_ids.tolist()])
-    phase = np.concatenate([call_code, nv_code + len(call_ids), osrt_code + len(call_ids) + len(nv_table)])
-    t0 = np.concatenate([calls.t0, nv_t0, osrt.t0])
-    t1 = np.concatenate([calls.t1, nv_t1, osrt.t1])
-    gtids, thread = a.distinct_codes(np.concatenate([calls.gtid, nv_gtid, osrt.gtid]))
-    lane_of = np.zeros(len(gtids), dtype=bool)     # a host lane's process is named where calls or NVTX are in several
-    lane_of[thread[:len(calls) + nv]] = True
-    host_lane = _ThreadLanes(r.threads, set((gtids[lane_of] >> 24 & 0xFFFFFF).tolist()))
-    step = np.concatenate([steps.of_many(calls.t0), nv_step, steps.of_many(osrt.t0)])
-    order = np.lexsort((-t1, t0))
-    phase, phases = a.first_use(phase[order], table)
-    thread, threads = a.first_use(thread[order], [host_lane(g) for g in gtids.tolist()])
-    n = len(order)
-    host = Columns(HostSpan, {"phase": phase, "step": step[order], "slot": np.zeros(n, dtype=np.int64),
-                              "t0": t0[order], "t1": t1[order], "thread": thread,
-                              "cpu_ns": np.full(n, -1, dtype=np.int64), "runq_ns": np.full(n, -1, dtype=np.int64)},
-                   {"phase": phases, "thread": threads})
-    # Categories as a dict built in call order makes them: names by first call, the kind of the last.
-    is_call = np.flatnonzero(order < len(calls))
-    code, driver = phase[is_call], calls.driver[order[is_call]]
-    first = np.full(len(phases), len(is_call), dtype=np.int64)
-    last = np.full(len(phases), -1, dtype=np.int64)
-    np.minimum.at(first, code, np.arange(len(code)))
-    np.maximum.at(last, code, np.arange(len(code)))
-    called = [c for c in np.argsort(first, kind="stable").tolist() if last[c] >= 0]
-    categories = {phases[c]: "cuda driver" if driver[last[c]] else "cuda runtime" for c in called}
-    categories.update({x[3]: "nvtx" for x in nvtx})
-    _, osrt_first = a.first_use(osrt_code, [table[len(call_ids) + len(nv_table) + i] for i in range(len(osrt_ids))])
-    categories.update({name: "os runtime" for name in osrt_first})
-    return host, categories
 
 
 def _op_name(r: NsysRows, kind: int, key: int) -> str:
@@ -251,22 +202,6 @@ def _wait(r: NsysRows, w: tuple, site: tuple, step: int, steps: NvtxSteps) -> Ho
     frame = user_frame(r.frames.get(chain, []), api) if chain is not None else None
     where = call_site(nvtx, domain, frame, steps.label, steps.found > 0 and step >= 0)
     return HostWait(f"commit: copy-back ({api})" if expected else reason, expected, t0, t1, where, step)
-
-
-class _ThreadLanes:
-    """Host lane names: ``thread TID (name)``, with the process when the report has several."""
-
-    def __init__(self, names: dict[int, str], pids: set[int]):
-        self.names, self.multi, self._cache = names, len(pids) > 1, {}
-
-    def __call__(self, gtid: int) -> str:
-        lane = self._cache.get(gtid)
-        if lane is None:
-            tid, pid = gtid & 0xFFFFFF, gtid >> 24 & 0xFFFFFF
-            name = self.names.get(gtid)
-            lane = (f"pid {pid} " if self.multi else "") + f"thread {tid}" + (f" ({name})" if name else "")
-            self._cache[gtid] = lane
-        return lane
 
 
 def _overhead(r: NsysRows, devices: dict[str, str], lanes: list[str]) -> dict:
