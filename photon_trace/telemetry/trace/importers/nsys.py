@@ -43,7 +43,7 @@ from photon_trace.telemetry.trace.importers import nsys_query as q
 from photon_trace.telemetry.trace.importers.nsys_arrays import HostArrays, OpArrays
 from photon_trace.telemetry.trace.importers.nsys_host import base_name, host_columns
 from photon_trace.telemetry.trace.importers.nsys_read import (
-    COPY_KINDS, MEM_KINDS, Export, kind_labels, open_export)
+    COPY_KINDS, MEM_KINDS, Export, check_fits, kind_labels, open_export)
 from photon_trace.telemetry.trace.importers.nsys_rules import api_rules
 from photon_trace.telemetry.trace.importers.nsys_steps import (
     ENGINE_DOMAIN, NvtxSteps, call_site, innermost_ranges, top_level_names, user_frame)
@@ -107,6 +107,7 @@ def import_nsys(path: str | os.PathLike, *, step_annotation: str | None = None) 
 
 def read_export(x: Export, step_annotation: str | None = None) -> NsysRows:
     """Run every query on an open export (see ``nsys_query`` and ``nsys_arrays``)."""
+    table_rows = check_fits(x)       # refused up front when it cannot fit in memory
     duplicates = q.make_calls(x)
     strings = dict(x.query("SELECT id, value FROM StringIds"))
     calls = a.host_calls(x)
@@ -129,9 +130,7 @@ def read_export(x: Export, step_annotation: str | None = None) -> NsysRows:
         mem_kinds=mem_kinds, copy_kinds=kind_labels(x, "ENUM_CUDA_MEMCPY_OPER", COPY_KINDS),
         overhead=q.profiler_overhead(x), nvtx_counts=dict(q.nvtx_counts(x)), rules=api_rules(x, mem_kinds),
         session_start_ns=q.session_start_ns(x), duplicates=duplicates,
-        table_rows={t: x.rows(t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                                           "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME",
-                                           "NVTX_EVENTS", "OSRT_API") if x.has(t)})
+        table_rows=table_rows)
 
 
 def nsys_to_trace(r: NsysRows) -> Trace:
