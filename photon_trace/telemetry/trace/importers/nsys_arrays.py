@@ -1,13 +1,13 @@
 """The large tables of an Nsight Systems export (device ops, runtime calls, OS runtime calls) as
 numpy arrays straight from SQLite, never one Python tuple per row.
 
-Python's ``sqlite3`` can only hand rows out as tuples: ~2 s per million rows of a few integers,
-and ~150 bytes a row while they are held. Here each query's result is first written to a temp
-table (its joins, filters, sort and the small lookups done in SQLite), then each column comes
-out as one ``group_concat`` string that numpy parses: ~0.1 s per million values, and only the
-text of one column held at a time. The per-row codes (a device op's lane and name) are looked up
-in SQLite against small tables of the distinct values, in order of first use, so Python works
-per lane and per name, not per op.
+Python's ``sqlite3`` can only hand rows out as tuples: ~2 s per million rows of a few integers
+on this project's machine, and a Python object per value while they are held. Here each query's
+result is first written to a temp table (its joins, filters and sort done in SQLite), then each
+column comes out as one ``group_concat`` string that numpy parses: ~0.2 s per million values, and
+only the text of one column held at a time. The per-row codes (a device op's lane and name) are
+looked up in SQLite against small tables of the distinct values and renumbered here in order of
+first use, so Python works per lane and per name, not per op.
 
 A column must hold integers only (``group_concat`` drops NULLs: every column read here is
 ``COALESCE``d or filtered); a value that is not one (a corrupt export) is an ``NsysFormatError``.
