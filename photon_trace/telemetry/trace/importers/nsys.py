@@ -2,8 +2,10 @@
 Perfetto export and the CI gate work on ``nsys profile`` reports of any program.
 
 ``nsys export --type sqlite report.nsys-rep`` writes the export; ``nsys_read`` opens and
-checks it, ``nsys_query`` reads it with SQL (joins and filters in SQLite, tuples out), and
-``nsys_to_trace`` here turns those tuples into records, in one place:
+checks it, ``nsys_query`` reads it with SQL (joins and filters in SQLite, tuples out),
+``nsys_arrays`` reads its large tables (device ops, runtime and OS runtime calls) as numpy
+arrays, and ``nsys_to_trace`` here turns both into records, in one place: device ops and host
+spans (``nsys_host``) as ``Columns``, made by array operations, waits as a list:
 
 * **Device lanes**, one per (process, device, stream): kernels (demangled names), memcpys
   (``Memcpy HtoD (Pageable -> Device)``) and memsets. An op's ``enqueued`` is the start of
@@ -29,21 +31,24 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from photon_trace.telemetry.trace.columns import Columns
 from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, photon_trace_version
+from photon_trace.telemetry.trace.importers import nsys_arrays as a
 from photon_trace.telemetry.trace.importers import nsys_query as q
+from photon_trace.telemetry.trace.importers.nsys_arrays import HostArrays, OpArrays
+from photon_trace.telemetry.trace.importers.nsys_host import base_name, host_columns
 from photon_trace.telemetry.trace.importers.nsys_read import (
-    COPY_KINDS, MEM_KINDS, Export, kind_labels, open_export)
+    COPY_KINDS, MEM_KINDS, Export, check_fits, kind_labels, open_export)
 from photon_trace.telemetry.trace.importers.nsys_rules import api_rules
 from photon_trace.telemetry.trace.importers.nsys_steps import (
     ENGINE_DOMAIN, NvtxSteps, call_site, innermost_ranges, top_level_names, user_frame)
 from photon_trace.telemetry.trace.lanes import IMPORTED_STEP
-from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, StepRecord, Trace
+from photon_trace.telemetry.trace.records import DeviceSpan, HostWait, StepRecord, Trace
 from photon_trace.telemetry.tracer import TOP_PHASES, Phase
 
 WAIT_NAMES = (
@@ -54,13 +59,7 @@ WAIT_NAMES = (
     (re.compile(r"^cu(da)?Memset(?!.*Async)"), "a blocking memset"),
 )
 ASYNC_COPY = re.compile(r"^cu(da)?Memcpy.*Async")
-_VERSION_SUFFIX = re.compile(r"_v\d+$")
 KIND_NAMES = {q.KERNEL: "kernel", q.MEMCPY: "memcpy", q.MEMSET: "memset"}
-
-
-def base_name(api: str) -> str:
-    """``cudaMemcpy_v3020`` -> ``cudaMemcpy``: the function as the program calls it."""
-    return _VERSION_SUFFIX.sub("", api)
 
 
 def wait_kind(api: str) -> str | None:
@@ -70,16 +69,17 @@ def wait_kind(api: str) -> str | None:
 
 @dataclass
 class NsysRows:
-    """What the queries return, before any record is made (``nsys_to_trace`` makes them)."""
+    """What the queries return, before any record is made (``nsys_to_trace`` makes them): the
+    large tables as arrays (``nsys_arrays``), the rest as tuples."""
     path: str
     meta: dict
     meta_table: str
     step_annotation: str | None
     strings: dict[int, str]
-    ops: list[tuple]
-    calls: list[tuple]
+    ops: OpArrays
+    calls: HostArrays
     nvtx: list[tuple]
-    osrt: list[tuple]
+    osrt: HostArrays
     waits: list[tuple]
     frames: dict[int, list[tuple]]
     threads: dict[int, str]
@@ -106,11 +106,14 @@ def import_nsys(path: str | os.PathLike, *, step_annotation: str | None = None) 
 
 
 def read_export(x: Export, step_annotation: str | None = None) -> NsysRows:
-    """Run every query on an open export (see ``nsys_query``)."""
+    """Run every query on an open export (see ``nsys_query`` and ``nsys_arrays``)."""
+    table_rows = check_fits(x)       # refused up front when it cannot fit in memory
     duplicates = q.make_calls(x)
-    names = q.call_names(x)
-    q.set_names(x, "wait_names", [(i, w) for i, n, _ in names if (w := wait_kind(n)) is not None])
-    q.set_names(x, "async_copy_names", [(i, "async") for i, n, _ in names if ASYNC_COPY.match(base_name(n))])
+    strings = dict(x.query("SELECT id, value FROM StringIds"))
+    calls = a.host_calls(x)
+    names = [(i, strings[i]) for i in a.distinct(calls.name_id) if i in strings]   # every function called
+    q.set_names(x, "wait_names", [(i, w) for i, n in names if (w := wait_kind(n)) is not None])
+    q.set_names(x, "async_copy_names", [(i, "async") for i, n in names if ASYNC_COPY.match(base_name(n))])
     q.make_nvtx(x)
     nvtx = q.nvtx_ranges(x)
     waits = q.wait_calls(x)
@@ -122,79 +125,57 @@ def read_export(x: Export, step_annotation: str | None = None) -> NsysRows:
     mem_kinds = kind_labels(x, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
     return NsysRows(
         path=x.path, meta=x.meta, meta_table=x.meta_table, step_annotation=step_annotation,
-        strings=dict(x.query("SELECT id, value FROM StringIds")),
-        ops=q.device_ops(x), calls=q.host_calls(x), nvtx=nvtx, osrt=q.osrt_calls(x), waits=waits,
+        strings=strings, ops=a.device_ops(x), calls=calls, nvtx=nvtx, osrt=a.osrt_calls(x), waits=waits,
         frames=frames, threads=q.thread_names(x), processes=q.process_names(x), gpus=q.gpu_names(x),
         mem_kinds=mem_kinds, copy_kinds=kind_labels(x, "ENUM_CUDA_MEMCPY_OPER", COPY_KINDS),
         overhead=q.profiler_overhead(x), nvtx_counts=dict(q.nvtx_counts(x)), rules=api_rules(x, mem_kinds),
         session_start_ns=q.session_start_ns(x), duplicates=duplicates,
-        table_rows={t: x.rows(t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                                           "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME",
-                                           "NVTX_EVENTS", "OSRT_API") if x.has(t)})
+        table_rows=table_rows)
 
 
 def nsys_to_trace(r: NsysRows) -> Trace:
-    """The records of an export, from its query rows: the one place records are made."""
+    """The records of an export, from its query rows: the one place records are made. Device ops
+    and host spans become ``Columns`` by array operations; Python runs per lane, per name, per
+    NVTX range and per wait, not per op or call."""
     steps = NvtxSteps(r.nvtx, r.step_annotation, r.path)
-    host_lane = _ThreadLanes(r.threads, {c[2] >> 24 & 0xFFFFFF for c in r.calls}
-                             | {n[2] >> 24 & 0xFFFFFF for n in r.nvtx})
-    s = r.strings
+    ops = r.ops
 
     # Device ops: lane, name and the step of the launch that enqueued each.
-    multi = len({o[1] for o in r.ops}) > 1
-    lanes: dict[tuple, str] = {}
+    multi = len({lane[0] for lane in ops.lanes}) > 1
+    lanes: list[str] = []
     devices: dict[str, str] = {}
-    for kind, pid, dev, stream, *_ in r.ops:
-        if (pid, dev, stream) not in lanes:
-            device = f"pid {pid} gpu{dev}" if multi else f"gpu{dev}"
-            lanes[(pid, dev, stream)] = f"{device} stream {stream}"
-            devices[lanes[(pid, dev, stream)]] = device
-    op_names = _op_names(r, s)
-    launched = np.array([o[6] if o[6] is not None else o[4] for o in r.ops], dtype=np.int64)
-    op_steps = steps.of_many(launched).tolist()
-    device_spans = [DeviceSpan(lanes[(pid, dev, stream)], op_names[(kind, key)], st, 0, t0, t1, enq or 0)
-                    for (kind, pid, dev, stream, t0, t1, enq, _, key, _), st in zip(r.ops, op_steps)]
+    for pid, dev, stream, *_ in ops.lanes:
+        device = f"pid {pid} gpu{dev}" if multi else f"gpu{dev}"
+        lanes.append(f"{device} stream {stream}")
+        devices[lanes[-1]] = device
+    op_names = [_op_name(r, kind, key) for kind, key in ops.names]
+    op_step = steps.of_many(np.where(ops.linked, ops.enqueued, ops.t0))
+    op, op_table = a.first_use(ops.name, op_names)
+    n = len(ops)
+    device_spans = Columns(DeviceSpan, {"stream": ops.lane.astype(np.int32), "op": op, "step": op_step,
+                                        "slot": np.zeros(n, dtype=np.int64), "t0": ops.t0, "t1": ops.t1,
+                                        "enqueued": ops.enqueued}, {"stream": lanes, "op": op_table})
 
-    # Host lanes: calls, NVTX ranges (our engine's phases with their step), OS runtime calls.
-    names = {i: base_name(v) for i, v in s.items()}
-
-    def step_of(rows: list[tuple]) -> list[int]:
-        return steps.of_many(np.fromiter((x[0] for x in rows), np.int64, len(rows))).tolist()
-
-    host = [HostSpan(names[n], st, 0, t0, t1, host_lane(g)) for (t0, t1, g, n, _), st in zip(r.calls, step_of(r.calls))]
-    host += [HostSpan(text, int(payload) if steps.engine and dom == ENGINE_DOMAIN and payload is not None
-                      else st, 0, t0, t1, host_lane(g))
-             for (t0, t1, g, text, dom, payload), st in zip(r.nvtx, step_of(r.nvtx))]
-    host += [HostSpan(s.get(n, f"osrt {n}"), st, 0, t0, t1, host_lane(g))
-             for (t0, t1, g, n), st in zip(r.osrt, step_of(r.osrt))]
-    host.sort(key=lambda h: (h.t0, -h.t1))
-
+    host, host_categories = host_columns(r.calls, r.osrt, r.nvtx, r.strings, r.threads, steps)
     sites = innermost_ranges(r.nvtx, [(w[2], w[0]) for w in r.waits], steps)
-    waits = [_wait(r, w, site, st, steps) for w, site, st in zip(r.waits, sites, step_of(r.waits))]
-    used = sorted({d.step for d in device_spans} | {h.step for h in host} | {w.step for w in waits})
-    count = Counter(d.stream for d in device_spans)
-    busy: Counter = Counter()
-    for d in device_spans:
-        busy[d.stream] += d.t1 - d.t0
-    primary = min(count, key=lambda x: (-count[x], -busy[x], x)) if count else None
+    w_step = steps.of_many(np.fromiter((w[0] for w in r.waits), np.int64, len(r.waits))).tolist()
+    waits = [_wait(r, w, site, st, steps) for w, site, st in zip(r.waits, sites, w_step)]
+    used = sorted(set(a.distinct(op_step)) | set(a.distinct(host.arrays["step"])) | set(w_step))
+    primary = min(range(len(lanes)), key=lambda i: (-ops.lanes[i][3], -ops.lanes[i][4], lanes[i]), default=None)
     phases = sorted(TOP_PHASES) if steps.engine else top_level_names(r.nvtx, steps)
-    header = _header(r, steps, primary, phases, devices, lanes, op_names, len(host), len(waits),
-                     unlinked=sum(1 for o in r.ops if o[6] is None))
+    categories = {"host": host_categories,
+                  "device": {name: KIND_NAMES[kind] for (kind, _), name in zip(ops.names, op_names)}}
+    header = _header(r, steps, lanes[primary] if primary is not None else None, phases, devices, lanes,
+                     categories, len(host), len(waits), unlinked=int(n - np.count_nonzero(ops.linked)))
     return Trace(header, host, device_spans, waits, [StepRecord(x, IMPORTED_STEP, 0, 0, 0, 0, 0) for x in used], [])
 
 
-def _op_names(r: NsysRows, s: dict[int, str]) -> dict[tuple, str]:
-    out = {}
-    for kind, *_, key, _ in r.ops:
-        if (kind, key) in out:
-            continue
-        if kind == q.KERNEL:
-            out[(kind, key)] = s.get(key, f"kernel {key}")
-        elif kind == q.MEMCPY:
-            out[(kind, key)] = _copy_name(r, key)
-        else:
-            out[(kind, key)] = f"Memset ({r.mem_kinds.get(key, key)})"
-    return out
+def _op_name(r: NsysRows, kind: int, key: int) -> str:
+    if kind == q.KERNEL:
+        return r.strings.get(key, f"kernel {key}")
+    if kind == q.MEMCPY:
+        return _copy_name(r, key)
+    return f"Memset ({r.mem_kinds.get(key, key)})"
 
 
 def _copy_name(r: NsysRows, key: int) -> str:
@@ -222,49 +203,29 @@ def _wait(r: NsysRows, w: tuple, site: tuple, step: int, steps: NvtxSteps) -> Ho
     return HostWait(f"commit: copy-back ({api})" if expected else reason, expected, t0, t1, where, step)
 
 
-class _ThreadLanes:
-    """Host lane names: ``thread TID (name)``, with the process when the report has several."""
-
-    def __init__(self, names: dict[int, str], pids: set[int]):
-        self.names, self.multi, self._cache = names, len(pids) > 1, {}
-
-    def __call__(self, gtid: int) -> str:
-        lane = self._cache.get(gtid)
-        if lane is None:
-            tid, pid = gtid & 0xFFFFFF, gtid >> 24 & 0xFFFFFF
-            name = self.names.get(gtid)
-            lane = (f"pid {pid} " if self.multi else "") + f"thread {tid}" + (f" ({name})" if name else "")
-            self._cache[gtid] = lane
-        return lane
-
-
-def _overhead(r: NsysRows, devices: dict[str, str], ops: list[tuple], lanes: dict[tuple, str]) -> dict:
+def _overhead(r: NsysRows, devices: dict[str, str], lanes: list[str]) -> dict:
     """Per device, the profiler's stalls inside its first-to-last op range (nsys counts them busy)."""
     extent: dict[str, list[int]] = {}
     pid_of: dict[str, int] = {}
-    for kind, pid, dev, stream, t0, t1, *_ in ops:
-        d = devices[lanes[(pid, dev, stream)]]
+    for (pid, _, _, _, _, t0, t1), lane in zip(r.ops.lanes, lanes):
+        d = devices[lane]
         e = extent.setdefault(d, [t0, t1])
         e[0], e[1] = min(e[0], t0), max(e[1], t1)
         pid_of[d] = pid
     out: dict[str, list[list[int]]] = {}
     for pid, t0, t1 in r.overhead:
-        for d, (a, b) in extent.items():
-            if pid_of[d] == pid and t0 > a and t1 < b:
+        for d, (lo, hi) in extent.items():
+            if pid_of[d] == pid and t0 > lo and t1 < hi:
                 out.setdefault(d, []).append([t0, t1])
     return out
 
 
 def _header(r: NsysRows, steps: NvtxSteps, primary: str | None, phases: list[str], devices: dict[str, str],
-            lanes: dict[tuple, str], op_names: dict[tuple, str], n_host: int, n_waits: int, **counts) -> dict:
-    kinds = Counter(o[0] for o in r.ops)
-    pids = sorted({o[1] for o in r.ops} | {c[2] >> 24 & 0xFFFFFF for c in r.calls})
-    gpus = sorted({r.gpus.get(o[2], f"device {o[2]}") for o in r.ops} or set(r.gpus.values()))
-    categories = {"host": {**{base_name(r.strings.get(n, "?")): "cuda driver" if drv else "cuda runtime"
-                              for _, _, _, n, drv in r.calls},
-                           **{t[3]: "nvtx" for t in r.nvtx},
-                           **{r.strings.get(n, f"osrt {n}"): "os runtime" for _, _, _, n in r.osrt}},
-                  "device": {name: KIND_NAMES[kind] for (kind, _), name in op_names.items()}}
+            lanes: list[str], categories: dict, n_host: int, n_waits: int, **counts) -> dict:
+    kinds = r.ops.kinds
+    call_pids = set((a.distinct_codes(r.calls.gtid)[0] >> 24 & 0xFFFFFF).tolist())
+    pids = sorted({lane[0] for lane in r.ops.lanes} | call_pids)
+    gpus = sorted({r.gpus.get(lane[1], f"device {lane[1]}") for lane in r.ops.lanes} or set(r.gpus.values()))
     return {
         "format": FORMAT_NAME, "version": FORMAT_VERSION, "photon_trace_version": photon_trace_version(),
         "trace_level": "imported",
@@ -276,7 +237,8 @@ def _header(r: NsysRows, steps: NvtxSteps, primary: str | None, phases: list[str
                    "schema_version": r.meta.get("EXPORT_SCHEMA_VERSION"), "metadata_table": r.meta_table,
                    "session_start_ns": r.session_start_ns, "resolution_ns": 1,
                    "processes": {str(p): r.processes.get(p) for p in pids},
-                   "kernels": kinds[q.KERNEL], "memcpys": kinds[q.MEMCPY], "memsets": kinds[q.MEMSET],
+                   "kernels": kinds.get(q.KERNEL, 0), "memcpys": kinds.get(q.MEMCPY, 0),
+                   "memsets": kinds.get(q.MEMSET, 0),
                    "runtime_calls": len(r.calls), "duplicate_runtime_rows": r.duplicates,
                    "nvtx_ranges": r.nvtx_counts, "osrt_calls": len(r.osrt), "host_spans": n_host,
                    "host_waits": n_waits, "table_rows": r.table_rows, "problems": {},
@@ -284,7 +246,7 @@ def _header(r: NsysRows, steps: NvtxSteps, primary: str | None, phases: list[str
         "primary_stream": primary,
         "host_phases": phases,
         "stream_devices": devices,
-        "profiler_overhead": _overhead(r, devices, r.ops, lanes),
+        "profiler_overhead": _overhead(r, devices, lanes),
         "nsys_rules": r.rules,
         "categories": categories,
     }

@@ -1,11 +1,13 @@
 """The SQL that reads an Nsight Systems export: joins and filters in SQLite, rows as tuples out.
 
-Every query returns plain tuples in time order; ``nsys.py`` turns them into records in one
-place. What SQLite does here, so Python never walks a table row by row to find it:
+The queries here return plain tuples in time order (the small tables: NVTX ranges, waits, names);
+the large ones come out as arrays (``nsys_arrays``); ``nsys.py`` turns both into records. What
+SQLite does here, so Python never walks a table row by row to find it:
 
 * **One row per runtime call** (``calls``, a temp table): exports before 2023 record a call
   twice under one correlation id (``cudaMemcpy`` as a backtrace event, class 67, and
-  ``cudaMemcpy_v3020``); the runtime row is kept, with the backtrace's call chain.
+  ``cudaMemcpy_v3020``); the runtime row is kept, with the backtrace's call chain. Only an
+  export where an id repeats pays for that (a window over every call sorts them all).
 * **Launch <-> op** by correlation id *within a process* (``globalPid >> 24``): ids restart in
   every process, so a join on the id alone pairs one process's op with another's call.
 * **NVTX ranges** with their text inline or through ``textId``, and their domain's name
@@ -37,62 +39,31 @@ def make_calls(x: Export) -> int:
         return 0
     cls = "eventClass" if x.has("CUPTI_ACTIVITY_KIND_RUNTIME", "eventClass") else "0"
     chain = "callchainId" if x.has("CUPTI_ACTIVITY_KIND_RUNTIME", "callchainId") else "NULL"
+    rows = "FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start IS NOT NULL AND end IS NOT NULL"
+    # Most exports record each call once: copied as they are, with the index the launch join
+    # needs, which also says (a distinct count over it) whether any correlation id repeats.
+    x.execute(f"""CREATE TEMP TABLE calls AS SELECT start, end, globalTid AS gtid, {PID} AS pid,
+                  correlationId AS corr, nameId, {cls} AS cls, {chain} AS chain {rows}""")
+    x.execute("CREATE INDEX temp.calls_corr ON calls (pid, corr)")
+    keyed, distinct = x.query("SELECT (SELECT count(*) FROM calls WHERE corr != 0), "
+                              "(SELECT count(*) FROM (SELECT DISTINCT pid, corr FROM calls WHERE corr != 0))")[0]
+    if keyed == distinct:
+        return 0
     # A call without a correlation id is its own group (keyed by -rowid): nothing to pair it with.
     key = f"{PID}, COALESCE(NULLIF(correlationId, 0), -rowid)"
+    x.execute("DROP TABLE temp.calls")
     x.execute(f"""
         CREATE TEMP TABLE calls AS
         SELECT start, end, gtid, pid, corr, nameId, cls, chain FROM (
             SELECT start, end, globalTid AS gtid, {PID} AS pid, correlationId AS corr, nameId, {cls} AS cls,
                    MAX({chain}) OVER (PARTITION BY {key}) AS chain,
                    ROW_NUMBER() OVER (PARTITION BY {key} ORDER BY {cls} = {BACKTRACE_CLASS}, start DESC) AS k
-            FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start IS NOT NULL AND end IS NOT NULL)
+            {rows})
         WHERE k = 1""")
     x.execute("CREATE INDEX temp.calls_corr ON calls (pid, corr)")
     kept = x.query("SELECT count(*) FROM calls")[0][0]
-    total = x.query("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start IS NOT NULL "
-                    "AND end IS NOT NULL")[0][0]
+    total = x.query(f"SELECT count(*) {rows}")[0][0]
     return total - kept
-
-
-def call_names(x: Export) -> list[tuple[int, str, int]]:
-    """(nameId, name, calls) of every runtime or driver function called."""
-    return x.query("SELECT c.nameId, s.value, count(*) FROM calls c JOIN StringIds s ON s.id = c.nameId "
-                   "GROUP BY c.nameId")
-
-
-def device_ops(x: Export) -> list[tuple]:
-    """Every kernel, memcpy and memset, by start: ``(kind, pid, device, stream, t0, t1, enqueued,
-    launch_gtid, name_key, bytes)``. ``enqueued`` is the launching call's start (None: not
-    found); ``name_key`` is a kernel's name id, a memcpy's ``copyKind << 16 | srcKind << 8 |
-    dstKind``, a memset's memory kind."""
-    parts = []
-    if x.has("CUPTI_ACTIVITY_KIND_KERNEL"):
-        name = "COALESCE(o.demangledName, o.shortName)" if x.has("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName") \
-            else "o.shortName"
-        parts.append(_ops_sql("CUPTI_ACTIVITY_KIND_KERNEL", KERNEL, name, "NULL"))
-    if x.has("CUPTI_ACTIVITY_KIND_MEMCPY"):
-        parts.append(_ops_sql("CUPTI_ACTIVITY_KIND_MEMCPY", MEMCPY,
-                              "(COALESCE(o.copyKind, 0) << 16) | (COALESCE(o.srcKind, 7) << 8) | COALESCE(o.dstKind, 7)",
-                              "o.bytes"))
-    if x.has("CUPTI_ACTIVITY_KIND_MEMSET"):
-        mem = "COALESCE(o.memKind, 7)" if x.has("CUPTI_ACTIVITY_KIND_MEMSET", "memKind") else "7"
-        parts.append(_ops_sql("CUPTI_ACTIVITY_KIND_MEMSET", MEMSET, mem, "o.bytes"))
-    if not parts:
-        return []
-    return x.query(" UNION ALL ".join(parts) + " ORDER BY 5, 6")
-
-
-def _ops_sql(table: str, kind: int, name: str, size: str) -> str:
-    return f"""SELECT {kind}, {OP_PID.replace('globalPid', 'o.globalPid')}, o.deviceId, o.streamId, o.start, o.end,
-                      c.start, c.gtid, {name}, {size}
-               FROM "{table}" AS o LEFT JOIN calls AS c
-                 ON c.pid = {OP_PID.replace('globalPid', 'o.globalPid')} AND c.corr = o.correlationId
-               WHERE o.start IS NOT NULL AND o.end IS NOT NULL"""
-
-
-def host_calls(x: Export) -> list[tuple[int, int, int, int, int]]:
-    """Every runtime and driver call, by start: ``(t0, t1, gtid, nameId, driver)``."""
-    return x.query(f"SELECT start, end, gtid, nameId, cls = {DRIVER_CLASS} FROM calls ORDER BY start, end DESC")
 
 
 def _payload(x: Export) -> str:
@@ -127,15 +98,6 @@ def nvtx_ranges(x: Export) -> list[tuple[int, int, int, str, str, int | None]]:
 def nvtx_counts(x: Export) -> list[tuple[str, int]]:
     """Closed NVTX ranges per domain name ('' is the default domain)."""
     return x.query("SELECT domain, count(*) FROM nvtx GROUP BY domain ORDER BY domain")
-
-
-def osrt_calls(x: Export) -> list[tuple[int, int, int, int]]:
-    """OS runtime calls (when recorded), by start: ``(t0, t1, gtid, nameId)``; nsys's own
-    markers (thread 0) left out."""
-    if not x.has("OSRT_API"):
-        return []
-    return x.query("SELECT start, end, globalTid, nameId FROM OSRT_API WHERE start IS NOT NULL AND end IS NOT NULL "
-                   "AND (globalTid & 16777215) != 0 ORDER BY start, end DESC")
 
 
 def wait_calls(x: Export) -> list[tuple]:

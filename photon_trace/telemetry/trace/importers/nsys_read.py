@@ -13,7 +13,8 @@ nsys 2022.2 to 2025.x, and is read here once so the queries need not care:
 * the ``ENUM_*`` tables that name memory, copy and sync kinds are missing from older exports:
   ``kind_labels`` falls back to CUPTI's own numbering.
 
-A ``.sqlite.gz`` is read from an in-memory copy. A ``.nsys-rep`` (the report itself, not an
+A ``.sqlite.gz`` is read from an in-memory copy. An export whose import would not fit in the
+memory available is refused before its rows are read (``check_fits``). A ``.nsys-rep`` (the report itself, not an
 export) is refused with the command that exports it. What is wrong is a ``NsysFormatError``
 naming the file and the problem: not SQLite, corrupt, an SQLite database that is not an
 Nsight export, a table without a column every version has.
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from photon_trace.telemetry.trace.file import TraceFormatError
+from photon_trace.telemetry.trace.fit import BASE_BYTES, BUDGET_ENV, TraceTooLargeError, available
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -44,6 +46,12 @@ REQUIRED = {
     "OSRT_API": ("start", "end", "globalTid", "nameId"),
     "StringIds": ("id", "value"),
 }
+
+ACTIVITY_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                   "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API")
+BYTES_PER_ROW = 320
+"""Peak RSS per row of the activity tables under ``check`` (import, analysis, gate): 3.08 GB at
+10.2M rows, an export of 5M kernels (docs/measurements.md "Nsight Systems exports")."""
 
 # CUPTI's numbering, for exports without the ENUM_* tables (2022.2 has none).
 MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
@@ -71,6 +79,7 @@ class Export:
     meta: dict[str, str]
     meta_table: str
     problems: dict = field(default_factory=dict)   # kind -> {"count", "first"}
+    in_memory: bool = False                        # expanded from a .sqlite.gz into memory
 
     def has(self, table: str, column: str | None = None) -> bool:
         cols = self.tables.get(table)
@@ -148,7 +157,8 @@ def open_export(path: str | Path) -> Export:
             con.close()
             raise NsysFormatError(f"{path}: table {table} lacks column(s) {', '.join(missing)}: "
                                   f"not an Nsight export this importer reads")
-    return Export(str(path), con, tables, meta, meta_table)
+    in_memory = con.execute("PRAGMA database_list").fetchone()[2] != str(path.resolve())
+    return Export(str(path), con, tables, meta, meta_table, in_memory=in_memory)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -205,3 +215,25 @@ def kind_labels(export: Export, table: str, builtin: dict[int, str]) -> dict[int
     out = dict(builtin)
     out.update({int(i): _COPY_ENUM_SHORT.get(str(label), str(label)) for i, label in rows if i is not None})
     return out
+
+
+def check_fits(x: Export) -> dict[str, int]:
+    """The rows of each activity table present; ``TraceTooLargeError`` first when importing and
+    analysing them would need more memory than is available (``fit.available``: the machine's,
+    a cgroup's, or ``PHOTON_TRACE_MEMORY_BUDGET``). A ``.sqlite.gz`` also holds the database itself."""
+    rows = {t: x.rows(t) for t in ACTIVITY_TABLES if x.has(t)}
+    db = x.query("PRAGMA page_count")[0][0] * x.query("PRAGMA page_size")[0][0] if x.in_memory else 0
+    need = BASE_BYTES + BYTES_PER_ROW * sum(rows.values()) + db
+    have, where = available()
+    if have is not None and need > have:
+        raise TraceTooLargeError(
+            f"{x.path}: too large for the memory available: importing it needs ~{_size(need)} "
+            f"({sum(rows.values()):,} activity rows x ~{BYTES_PER_ROW} B each"
+            f"{f', and the {_size(db)} database held in memory' if db else ''}), and "
+            f"{_size(have)} is available ({where}); free memory, use a machine with more, or set "
+            f"{BUDGET_ENV}=off to import it anyway")
+    return rows
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.1f} MB"

@@ -40,7 +40,8 @@ def api_rules(x: Export, mem_kinds: dict[int, str]) -> dict[str, dict]:
     out = {"cuda_api_sync": _rule(x, "cuda_api_sync", """
         SELECT c.end - c.start AS dur, c.start, c.pid, c.gtid & 16777215, s.value
         FROM calls c JOIN StringIds s ON s.id = c.nameId
-        WHERE s.value LIKE 'cudaDeviceSynchronize%' OR s.value LIKE 'cudaStreamSynchronize%'""",
+        WHERE c.nameId IN (SELECT id FROM StringIds WHERE value LIKE 'cudaDeviceSynchronize%'
+                                                     OR value LIKE 'cudaStreamSynchronize%')""",
                                   ("Duration", "Start", "PID", "TID", "API Name"))}
     if x.has("CUPTI_ACTIVITY_KIND_MEMCPY"):
         cols = ("Duration", "Start", "Src Kind", "Dst Kind", "Bytes", "PID", "Device ID", "Context ID",
@@ -60,11 +61,13 @@ def api_rules(x: Export, mem_kinds: dict[int, str]) -> dict[str, dict]:
 
 
 def _ops(x: Export, table: str, kinds: str, where: str) -> str:
+    # CROSS JOIN: SQLite then looks each copy's call up by the calls' index, rather than scanning
+    # every call (millions, against a few copies).
     pid = OP_PID.replace("globalPid", "o.globalPid")
     ctx = "o.contextId" if x.has(table, "contextId") else "NULL"
     return f"""
         SELECT o.end - o.start AS dur, o.start, {kinds}, o.bytes, {pid}, o.deviceId, {ctx}, o.streamId, s.value
-        FROM "{table}" o JOIN calls c ON c.pid = {pid} AND c.corr = o.correlationId
+        FROM "{table}" o CROSS JOIN calls c ON c.pid = {pid} AND c.corr = o.correlationId
              JOIN StringIds s ON s.id = c.nameId
         WHERE {where}"""
 
