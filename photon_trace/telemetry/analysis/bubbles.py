@@ -15,6 +15,7 @@ side stream); the cause is then ``stream_wait``. The host phases are ``trace.lan
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
@@ -25,9 +26,10 @@ from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.gaps import Gap, Gaps, Ops, gaps_between
 from photon_trace.telemetry.analysis.runs import Runs
+from photon_trace.telemetry.analysis.split_table import SplitTable
 from photon_trace.telemetry.trace.records import Trace
 
-__all__ = ["Gap", "Gaps", "Runs", "Bubble", "busy_intervals", "device_gaps", "split_gaps", "Splits", "bubbles_of", "classify",
+__all__ = ["Gap", "Gaps", "Runs", "Bubble", "busy_intervals", "device_gaps", "split_gaps", "iter_splits", "split_table", "Splits", "bubbles_of", "classify",
            "find_bubbles",
            "MIN_BUBBLE_NS", "GapSplit", "Cause", "OUTSIDE_PHASES", "LAUNCH_LATENCY"]
 
@@ -71,18 +73,40 @@ class Splits(list):
     launch_ns: int | None = None
 
 
-def split_gaps(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
-               slack_ns: int | None = None) -> Splits:
-    """Each gap of at least ``min_gap_ns`` with its attribution (``attribution``), in time order;
-    the launch latency is measured on ``gaps`` (every size)."""
+def iter_splits(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
+                slack_ns: int | None = None) -> tuple[LaunchLatency, Iterator[tuple[Gap, GapSplit]]]:
+    """``split_gaps`` one gap at a time: (the launch latency, measured on ``gaps`` of every size
+    before any split, and the ``(Gap, GapSplit)`` pairs in time order, made as they are read).
+    A consumer that only sums the splits holds none of them: at ten million spans our own trace
+    has four million bubble-sized gaps, and as a list they took gigabytes."""
     if slack_ns is None:
         slack_ns = min(clock_error_ns(trace.header), min_gap_ns)
     attribution = Attribution(trace, slack_ns, min_gap_ns)
     attribution.launch = attribution.launch_latency(gaps)
     big = gaps.take(gaps.full_ns >= min_gap_ns)     # only the bubble-sized gaps become records
-    out = Splits((g, attribution.split(g.prev, g.next)) for g in big)
-    out.launch, out.launch_ns = attribution.launch, attribution.launch.typical
+    return attribution.launch, ((g, attribution.split(g.prev, g.next)) for g in big)
+
+
+def split_gaps(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
+               slack_ns: int | None = None) -> Splits:
+    """Each gap of at least ``min_gap_ns`` with its attribution (``attribution``), in time order;
+    the launch latency is measured on ``gaps`` (every size)."""
+    launch, pairs = iter_splits(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
+    out = Splits(pairs)
+    out.launch, out.launch_ns = launch, launch.typical
     return out
+
+
+def split_table(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
+                slack_ns: int | None = None) -> tuple[SplitTable, list[Bubble], LaunchLatency]:
+    """``split_gaps`` read once and kept as what ``analyze`` needs of it: the ``SplitTable`` the
+    diagnosis reads, the bubbles, and the launch latency; no split is held."""
+    launch, pairs = iter_splits(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
+    table, bubbles = SplitTable(), []
+    for g, s in pairs:
+        table.add(g, s)
+        bubbles += bubbles_of(g, s)
+    return table, bubbles, launch
 
 
 def bubbles_of(gap: Gap, split: GapSplit) -> list[Bubble]:
@@ -96,13 +120,14 @@ def bubbles_of(gap: Gap, split: GapSplit) -> list[Bubble]:
 
 
 def classify(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
-             slack_ns: int | None = None) -> list[Bubble]:
-    """The bubbles of ``gaps`` (those of at least ``min_gap_ns``), in time order."""
-    return [b for g, s in split_gaps(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
-            for b in bubbles_of(g, s)]
+             slack_ns: int | None = None, cause: Cause | None = None) -> list[Bubble]:
+    """The bubbles of ``gaps`` (those of at least ``min_gap_ns``), in time order; of ``cause``
+    only, when given (the others are never kept)."""
+    pairs = iter_splits(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)[1]
+    return [b for g, s in pairs for b in bubbles_of(g, s) if cause is None or b.cause == cause]
 
 
 def find_bubbles(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MIN_BUBBLE_NS,
-                 slack_ns: int | None = None) -> list[Bubble]:
-    """Bubbles in ``window`` with their causes (see ``attribution``)."""
-    return classify(trace, device_gaps(trace, window), min_gap_ns=min_gap_ns, slack_ns=slack_ns)
+                 slack_ns: int | None = None, cause: Cause | None = None) -> list[Bubble]:
+    """Bubbles in ``window`` with their causes (see ``attribution``); of ``cause`` only, when given."""
+    return classify(trace, device_gaps(trace, window), min_gap_ns=min_gap_ns, slack_ns=slack_ns, cause=cause)

@@ -300,7 +300,9 @@ def _sync_gate(report: Report | None, trace: Trace | None, allow_syncs: tuple[st
 
     whole = trace is not None
     if whole:
-        bubbles = find_bubbles(trace, compute_extent(trace)) if report is not None else []
+        # only the syncs' bubbles count here: the others of the whole run are never kept
+        bubbles = (find_bubbles(trace, compute_extent(trace), cause=Cause.ACCIDENTAL_SYNC)
+                   if report is not None else [])
         sites, allowed = mine(sync_sites(trace, bubbles))
     else:
         sites, allowed = mine(report.syncs)

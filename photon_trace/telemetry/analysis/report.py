@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from photon_trace.telemetry.analysis.bubbles import (
-    MIN_BUBBLE_NS, Bubble, busy_intervals, bubbles_of, device_gaps, split_gaps)
+    MIN_BUBBLE_NS, Bubble, busy_intervals, device_gaps, split_table)
 from photon_trace.telemetry.analysis.charging import host_work
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.device_idle import DeviceIdle, device_idle
@@ -169,10 +169,11 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
     runs = busy_intervals(trace, window, ops)
     busy = runs.total()
     gaps = device_gaps(trace, window, ops)
-    splits = split_gaps(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
+    # the splits are read once, as they are made: what the diagnosis needs of them is kept (``SplitTable``)
+    splits, bubbles, launch = split_table(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
     stream = primary_stream(trace)
-    bubbles = with_cover(trace, [b for g, s in splits for b in bubbles_of(g, s)], stream, window)
-    launch_ns = splits.launch_ns or 0
+    bubbles = with_cover(trace, bubbles, stream, window)
+    launch_ns = launch.typical or 0
     # the device's idle while the engine had nothing to run is no bubble and no fix's (``no_work``)
     no_work = NoWork(trace)
     no_work_ns = no_work.overlap_total(gaps.t0, gaps.t1)
