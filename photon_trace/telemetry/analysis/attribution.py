@@ -236,6 +236,23 @@ class Attribution:
         return GapSplit(prev, nxt, self.no_work.cut(parts), late_ns, dict(chain), regained, launch, tail_end - g0,
                         no_work_ns=self.no_work.overlap_ns(g0, g1), shared=tuple(self._shared))
 
+    def passed_syncless(self, prev: DeviceSpan, nxt: DeviceSpan) -> bool:
+        """Whether the gap between ``prev`` and ``nxt`` can have no ``accidental_sync`` part: no
+        sync's charge carried into it and no unexpected wait reaching its host-late part. Then it
+        is passed over as ``split`` would leave the state (the carry, the waits charged, the last
+        enqueue) without splitting it: for a caller that only counts the syncs' idle (the gate's
+        whole-run pass). Otherwise nothing changes and the caller splits it."""
+        g0, g1 = prev.t1, nxt.t0
+        late_end = min(max(nxt.enqueued, g0), g1)
+        regained = self._regained(g1)[0]
+        if self._carry is not None and not regained:
+            return False
+        if late_end > g0 and next(self.unexpected.overlapping(g0 - self.slack - 1, late_end), None) is not None:
+            return False
+        self._carry = None
+        self._last = (g1, min(nxt.enqueued, late_end))
+        return True
+
     def one_launch(self, prev: DeviceSpan, nxt: DeviceSpan) -> bool:
         """Whether ``prev`` and ``nxt`` came from one graph launch (one enqueue for both)."""
         return self.graphs and prev.enqueued == nxt.enqueued != 0

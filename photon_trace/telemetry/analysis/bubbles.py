@@ -73,17 +73,22 @@ class Splits(list):
     launch_ns: int | None = None
 
 
-def iter_splits(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
-                slack_ns: int | None = None) -> tuple[LaunchLatency, Iterator[tuple[Gap, GapSplit]]]:
+def iter_splits(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS, slack_ns: int | None = None,
+                syncs_only: bool = False) -> tuple[LaunchLatency, Iterator[tuple[Gap, GapSplit]]]:
     """``split_gaps`` one gap at a time: (the launch latency, measured on ``gaps`` of every size
     before any split, and the ``(Gap, GapSplit)`` pairs in time order, made as they are read).
     A consumer that only sums the splits holds none of them: at ten million spans our own trace
-    has four million bubble-sized gaps, and as a list they took gigabytes."""
+    has four million bubble-sized gaps, and as a list they took gigabytes. ``syncs_only``: only
+    the gaps that may hold an ``accidental_sync`` part (``Attribution.passed_syncless``), for a
+    caller that counts the syncs' idle alone; their splits are the same as without it."""
     if slack_ns is None:
         slack_ns = min(clock_error_ns(trace.header), min_gap_ns)
     attribution = Attribution(trace, slack_ns, min_gap_ns)
     attribution.launch = attribution.launch_latency(gaps)
     big = gaps.take(gaps.full_ns >= min_gap_ns)     # only the bubble-sized gaps become records
+    if syncs_only:      # a gap that cannot hold a sync's part is passed over, not split
+        return attribution.launch, ((g, attribution.split(g.prev, g.next)) for g in big
+                                    if not attribution.passed_syncless(g.prev, g.next))
     return attribution.launch, ((g, attribution.split(g.prev, g.next)) for g in big)
 
 
@@ -123,7 +128,8 @@ def classify(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
              slack_ns: int | None = None, cause: Cause | None = None) -> list[Bubble]:
     """The bubbles of ``gaps`` (those of at least ``min_gap_ns``), in time order; of ``cause``
     only, when given (the others are never kept)."""
-    pairs = iter_splits(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)[1]
+    pairs = iter_splits(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns,
+                        syncs_only=cause == Cause.ACCIDENTAL_SYNC)[1]
     return [b for g, s in pairs for b in bubbles_of(g, s) if cause is None or b.cause == cause]
 
 
