@@ -86,10 +86,11 @@ def iter_splits(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS, sl
     attribution = Attribution(trace, slack_ns, min_gap_ns)
     attribution.launch = attribution.launch_latency(gaps)
     big = gaps.take(gaps.full_ns >= min_gap_ns)     # only the bubble-sized gaps become records
+    waited = attribution.copy_waits(big).tolist()
     if syncs_only:      # a gap that cannot hold a sync's part is passed over, not split
-        return attribution.launch, ((g, attribution.split(g.prev, g.next)) for g in big
+        return attribution.launch, ((g, attribution.split(g.prev, g.next, w)) for g, w in zip(big, waited)
                                     if not attribution.passed_syncless(g.prev, g.next))
-    return attribution.launch, ((g, attribution.split(g.prev, g.next)) for g in big)
+    return attribution.launch, ((g, attribution.split(g.prev, g.next, w)) for g, w in zip(big, waited))
 
 
 def split_gaps(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
