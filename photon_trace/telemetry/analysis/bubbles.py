@@ -16,12 +16,12 @@ side stream); the cause is then ``stream_wait``. The host phases are ``trace.lan
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
 
 import numpy as np
 
 from photon_trace.telemetry.analysis.attribution import (
     LAUNCH_LATENCY, OUTSIDE_PHASES, Attribution, GapSplit, LaunchLatency)
+from photon_trace.telemetry.analysis.bubble_table import Bubble, BubbleColumns, Bubbles
 from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.gaps import Gap, Gaps, Ops, gaps_between
@@ -36,18 +36,6 @@ __all__ = ["Gap", "Gaps", "Runs", "Bubble", "busy_intervals", "device_gaps", "sp
 MIN_BUBBLE_NS = 20_000
 """Gaps under 20 µs are dispatch overhead, not bubbles: the host-process device
 takes tens of µs per command and a GPU a few µs per kernel launch."""
-
-
-class Bubble(NamedTuple):
-    """A stretch of a gap (clipped to the window) with one cause."""
-    t0: int
-    t1: int
-    duration_ns: int
-    step: int          # the step of the op after the gap
-    cause: Cause
-    detail: str        # host phase, call site, copy op, or what the host was outside of
-    covered_ns: int = 0    # of it, time another stream was busy (``streams.with_cover``)
-    covered_by: str = ""   # the stream that covered most of it
 
 
 def busy_intervals(trace: Trace, window: tuple[int, int], ops: Ops | None = None) -> Runs:
@@ -104,15 +92,20 @@ def split_gaps(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
 
 
 def split_table(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
-                slack_ns: int | None = None) -> tuple[SplitTable, list[Bubble], LaunchLatency]:
+                slack_ns: int | None = None) -> tuple[SplitTable, Bubbles, LaunchLatency]:
     """``split_gaps`` read once and kept as what ``analyze`` needs of it: the ``SplitTable`` the
-    diagnosis reads, the bubbles, and the launch latency; no split is held."""
+    diagnosis reads, the bubbles as columns (``bubble_table``), and the launch latency; no split
+    is held."""
     launch, pairs = iter_splits(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
-    table, bubbles = SplitTable(), []
+    table, bubbles = SplitTable(), BubbleColumns()
     for g, s in pairs:
         table.add(g, s)
-        bubbles += bubbles_of(g, s)
-    return table, bubbles, launch
+        step = g.next.step
+        for p in s.parts:       # as ``bubbles_of``, into columns
+            a, b = max(p.t0, g.t0), min(p.t1, g.t1)
+            if a < b:
+                bubbles.add(a, b, step, p.cause, p.detail)
+    return table, bubbles.done(), launch
 
 
 def bubbles_of(gap: Gap, split: GapSplit) -> list[Bubble]:

@@ -42,6 +42,7 @@ from collections.abc import Hashable, Iterable
 from typing import NamedTuple, Union
 
 from photon_trace.telemetry.analysis.attribution import GapSplit
+from photon_trace.telemetry.analysis.bubble_table import Bubbles
 from photon_trace.telemetry.analysis.bubbles import Bubble, Gap, bubbles_of
 from photon_trace.telemetry.analysis.causes import Cause, rank_of
 from photon_trace.telemetry.analysis.charging import HostWork, charges
@@ -113,8 +114,11 @@ def diagnose(splits: Splits, window_ns: int, launch_ns: int = 0,
         splits = list(splits)
         bubbles = [b for gap, s in splits for b in bubbles_of(gap, s)]
     idle: dict[tuple[Cause, str], int] = defaultdict(int)
-    for b in bubbles:
-        idle[(b.cause, b.detail)] += b.duration_ns
+    if isinstance(bubbles, Bubbles):
+        idle.update(bubbles.per_row())
+    else:
+        for b in bubbles:
+            idle[(b.cause, b.detail)] += b.duration_ns
     total = sum(idle.values())
     table = _table(splits)
     charged = charges(idle, table.shared, work)     # ``work``: the critical path's floor (``charging.host_work``)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from photon_trace.telemetry.analysis.bubbles import (
@@ -61,7 +62,7 @@ class Report:
     tokens_per_s: float
     e2e_tokens_per_s: float
     steps: list[StepStats]
-    bubbles: list[Bubble]
+    bubbles: Sequence[Bubble]   # ``analyze``'s as columns (``bubble_table.Bubbles``), read as a list
     syncs: list[SyncSite]
     L: float
     zombie_rows: int
@@ -179,9 +180,10 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
     no_work_ns = no_work.overlap_total(gaps.t0, gaps.t1)
     work_gaps = no_work.cut(gaps)
     work_ns = window_ns - no_work_ns
-    host_rows = {(b.cause, b.detail) for b in bubbles if not b.cause.queued}
+    idle_of = bubbles.per_row()
+    host_rows = {key for key in idle_of if not key[0].queued}
     host_free = predict_removal(splits, work_ns, host_rows, launch_ns)
-    bubble_ns = sum(b.duration_ns for b in bubbles)
+    bubble_ns = sum(idle_of.values())
     idle = work_ns - busy
     host_idle = work_gaps.host_late_ns()
     steps = step_stats(trace, window, work_gaps)
