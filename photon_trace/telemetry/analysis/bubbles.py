@@ -119,15 +119,25 @@ def bubbles_of(gap: Gap, split: GapSplit) -> list[Bubble]:
 
 
 def classify(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
-             slack_ns: int | None = None, cause: Cause | None = None) -> list[Bubble]:
+             slack_ns: int | None = None, cause: Cause | None = None) -> list[Bubble] | Bubbles:
     """The bubbles of ``gaps`` (those of at least ``min_gap_ns``), in time order; of ``cause``
-    only, when given (the others are never kept)."""
+    only, when given, as columns (``Bubbles``: the gate's whole-run count of the syncs' idle
+    holds no tuple per bubble)."""
+    if cause is None:
+        return [b for g, s in split_gaps(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
+                for b in bubbles_of(g, s)]
     pairs = iter_splits(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns,
                         syncs_only=cause == Cause.ACCIDENTAL_SYNC)[1]
-    return [b for g, s in pairs for b in bubbles_of(g, s) if cause is None or b.cause == cause]
+    out = BubbleColumns()
+    for g, s in pairs:
+        for b in bubbles_of(g, s):
+            if b.cause == cause:
+                out.add(b.t0, b.t1, b.step, b.cause, b.detail)
+    return out.done()
 
 
 def find_bubbles(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MIN_BUBBLE_NS,
-                 slack_ns: int | None = None, cause: Cause | None = None) -> list[Bubble]:
-    """Bubbles in ``window`` with their causes (see ``attribution``); of ``cause`` only, when given."""
+                 slack_ns: int | None = None, cause: Cause | None = None) -> list[Bubble] | Bubbles:
+    """Bubbles in ``window`` with their causes (see ``attribution``); of ``cause`` only, when given
+    (then as columns)."""
     return classify(trace, device_gaps(trace, window), min_gap_ns=min_gap_ns, slack_ns=slack_ns, cause=cause)
