@@ -143,7 +143,9 @@ def ref_timeline(trace: Trace, slack: int):
         if h.phase in phases:
             covers.append((h.t0, h.t1, (2, -h.t0), (Cause.HOST_BOUND, h.phase, own.of(h))))
         elif h.phase not in SUB_PHASES and h.t1 > h.t0:
-            covers.append((h.t0, h.t1, (3, -h.t0), (Cause.HOST_BOUND, outside_detail(h.phase), None)))
+            # a span with the thread's counters (the server loop's ``serve``) is split by them too
+            counted = own.of(h) if h.cpu_ns >= 0 else None
+            covers.append((h.t0, h.t1, (3, -h.t0), (Cause.HOST_BOUND, outside_detail(h.phase), counted)))
     covers = sorted(covers, key=lambda c: c[0])
     cuts = sorted({t for c in covers for t in (c[0], c[1])})
     labels, active, j = [], [], 0

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from photon_trace.telemetry.analysis import analyze, find_bubbles, gate, sync_sites
+from photon_trace.telemetry.analysis import analyze, find_bubbles, gate, sync_sites, whole_run
+from photon_trace.telemetry.analysis.whole_run import whole_run_bubbles
 from photon_trace.telemetry.analysis.window import compute_extent
 from photon_trace.telemetry.trace.distinct import distinct, first_of_each, member
 from photon_trace.telemetry.trace.importers import load_any
@@ -64,7 +65,7 @@ def test_the_sync_gate_counts_the_same_idle_from_the_reports_bubbles(path):
     report = analyze(trace)
     extent = compute_extent(trace)
     again = sync_sites(trace, find_bubbles(trace, extent))
-    assert sync_sites(trace, gate._whole_run_bubbles(report, trace)) == again
+    assert sync_sites(trace, whole_run_bubbles(report, trace, None)) == again
     if tuple(report.window) == extent:
         assert sync_sites(trace, report.bubbles) == again
 
@@ -72,7 +73,7 @@ def test_the_sync_gate_counts_the_same_idle_from_the_reports_bubbles(path):
 def test_the_gate_does_not_split_the_gaps_again_when_the_window_is_the_whole_run(monkeypatch):
     path = ROOT / "tests" / "data" / "kineto" / "trace_filter_sampled_rank-0.json.gz"
     calls = []
-    monkeypatch.setattr(gate, "find_bubbles", lambda *a, **k: calls.append(a) or find_bubbles(*a, **k))
+    monkeypatch.setattr(whole_run, "find_bubbles", lambda *a, **k: calls.append(a) or find_bubbles(*a, **k))
     result = gate.run_check(str(path))
     assert tuple(result.report.window) == compute_extent(load_any(path))   # the case this is about
     assert [g.name for g in result.gates] == ["idle_fraction", "accidental_syncs"] and calls == []

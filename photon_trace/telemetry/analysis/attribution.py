@@ -203,8 +203,9 @@ class Attribution:
         self._shared: list[Part] = []   # the gap being split's host work a sync's charge took
 
     # -- one gap ----------------------------------------------------------------------------
-    def split(self, prev: DeviceSpan, nxt: DeviceSpan) -> GapSplit:
-        """Attribute the gap between ``prev`` and ``nxt``; call for each gap in time order."""
+    def split(self, prev: DeviceSpan, nxt: DeviceSpan, copy_waited: bool | None = None) -> GapSplit:
+        """Attribute the gap between ``prev`` and ``nxt``; call for each gap in time order.
+        ``copy_waited``: ``copy_waits``'s answer for this gap, when the caller has it already."""
         g0, g1 = prev.t1, nxt.t0
         late_end = min(max(nxt.enqueued, g0), g1)
         tail_op = self._tail(prev, nxt)
@@ -225,7 +226,8 @@ class Attribution:
         one_launch = self.one_launch(prev, nxt)
         launch = None if one_launch else self.launch.of(prev, nxt)
         if late_end < g1:
-            queued = self._queued_parts(late_end, g1, nxt, parts, launch, GRAPH_NODES if one_launch else LAUNCH_LATENCY)
+            queued = self._queued_parts(late_end, g1, nxt, parts, launch, GRAPH_NODES if one_launch else LAUNCH_LATENCY,
+                                        copy_waited)
             self._spend([p for p in queued if p.cause == Cause.ACCIDENTAL_SYNC])
             parts = _merged(parts + queued)
             if tail_op and tail_end > late_end:
@@ -235,6 +237,23 @@ class Attribution:
         parts = device_running.split(parts, prev, nxt)   # a worker that waited for a CPU: the deployment's
         return GapSplit(prev, nxt, self.no_work.cut(parts), late_ns, dict(chain), regained, launch, tail_end - g0,
                         no_work_ns=self.no_work.overlap_ns(g0, g1), shared=tuple(self._shared))
+
+    def passed_syncless(self, prev: DeviceSpan, nxt: DeviceSpan) -> bool:
+        """Whether the gap between ``prev`` and ``nxt`` can have no ``accidental_sync`` part: no
+        sync's charge carried into it and no unexpected wait reaching its host-late part. Then it
+        is passed over as ``split`` would leave the state (the carry, the waits charged, the last
+        enqueue) without splitting it: for a caller that only counts the syncs' idle (the gate's
+        whole-run pass). Otherwise nothing changes and the caller splits it."""
+        g0, g1 = prev.t1, nxt.t0
+        late_end = min(max(nxt.enqueued, g0), g1)
+        regained = self._regained(g1)[0]
+        if self._carry is not None and not regained:
+            return False
+        if late_end > g0 and next(self.unexpected.overlapping(g0 - self.slack - 1, late_end), None) is not None:
+            return False
+        self._carry = None
+        self._last = (g1, min(nxt.enqueued, late_end))
+        return True
 
     def one_launch(self, prev: DeviceSpan, nxt: DeviceSpan) -> bool:
         """Whether ``prev`` and ``nxt`` came from one graph launch (one enqueue for both)."""
@@ -271,9 +290,9 @@ class Attribution:
         return False, last_enqueue
 
     def _queued_parts(self, e: int, g1: int, nxt: DeviceSpan, late: list[Part], launch: int | None,
-                      detail: str = LAUNCH_LATENCY) -> list[Part]:
+                      detail: str = LAUNCH_LATENCY, waited: bool | None = None) -> list[Part]:
         left = {self._carry.site: self._carry.left_ns} if self._carry is not None else {}
-        if not self._copy_waited(e, g1, nxt):
+        if not (self._copy_waited(e, g1, nxt) if waited is None else waited):
             return _late_start(e, g1, late, launch, detail, left)
         c = self.copies.latest_ending(nxt.step, max(e, nxt.enqueued), g1 + self.slack)
         wait = (Part(0, g1, Cause.COPY_WAIT, c.op) if c.stream == COPY
@@ -292,6 +311,14 @@ class Attribution:
     def _copy_waited(self, e: int, g1: int, nxt: DeviceSpan) -> bool:
         """Whether a copy of ``nxt``'s step ended inside its queued time [e, g1]."""
         return self.copies.ends_in(nxt.step, max(e, nxt.enqueued), g1 + self.slack)
+
+    def copy_waits(self, gaps: Gaps) -> np.ndarray:
+        """``_copy_waited`` of every gap of ``gaps`` at once (the queued part begins at the next op's
+        enqueue, within the gap): one ``searchsorted`` for all, not two per gap."""
+        ops, n = gaps.ops, gaps.next
+        g0, g1, enq = ops.t1[gaps.prev], ops.t0[n], ops.enqueued[n]
+        late_end = np.minimum(np.maximum(enq, g0), g1)
+        return self.copies.any_end_in(ops.step[n], np.maximum(late_end, enq), g1 + self.slack)
 
     def launch_latency(self, gaps: Gaps) -> LaunchLatency:
         """The device's own launch latency, measured on ``gaps`` (every size; see ``LaunchLatency``)."""

@@ -159,12 +159,12 @@ def cap(key: tuple[Cause, str], work: HostWork | None) -> int | None:
     return max(0, work.window_ns - max(work.busy_ns, work.host_ns - own))
 
 
-def charges(idle: dict[tuple[Cause, str], int], splits: Iterable[tuple[object, GapSplit]],
+def charges(idle: dict[tuple[Cause, str], int], splits: Iterable[tuple[object, GapSplit]] | dict[tuple[Cause, str], int],
             work: HostWork | None) -> dict[tuple[Cause, str], int]:
     """Each row's charge: its bubbles' ``idle`` and the stretches it shares with a sync, at most
     what the critical path leaves its removal (``cap``); a row with shared stretches and no
-    bubble of its own is one too."""
-    shared = shared_idle(splits)
+    bubble of its own is one too. ``splits``: the pairs, or their ``shared_idle`` already summed."""
+    shared = splits if isinstance(splits, dict) else shared_idle(splits)
     out = {}
     for key in idle.keys() | shared.keys():    # a phase a sync took all of has no bubble, yet a charge
         charged = idle.get(key, 0) + shared.get(key, 0)

@@ -39,12 +39,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Iterable
-from typing import NamedTuple
+from typing import NamedTuple, Union
 
 from photon_trace.telemetry.analysis.attribution import GapSplit
+from photon_trace.telemetry.analysis.bubble_table import Bubbles
 from photon_trace.telemetry.analysis.bubbles import Bubble, Gap, bubbles_of
 from photon_trace.telemetry.analysis.causes import Cause, rank_of
 from photon_trace.telemetry.analysis.charging import HostWork, charges
+from photon_trace.telemetry.analysis.split_table import SplitTable
 
 
 class Diagnosis(NamedTuple):
@@ -76,64 +78,51 @@ def _speedup(window_ns: int, removed: float) -> float:
     return window_ns / (window_ns - removed) if window_ns > removed else float("inf")
 
 
-def predict_removal(splits: list[tuple[Gap, GapSplit]], window_ns: int, rows: Iterable[tuple[Cause, str]],
+Splits = Union[Iterable[tuple[Gap, GapSplit]], SplitTable]
+"""``bubbles.split_gaps``'s pairs, or the ``SplitTable`` ``analyze`` keeps of them."""
+
+
+def _table(splits: Splits) -> SplitTable:
+    return splits if isinstance(splits, SplitTable) else SplitTable.of(splits)
+
+
+def predict_removal(splits: Splits, window_ns: int, rows: Iterable[tuple[Cause, str]],
                     launch_ns: int = 0) -> Removal:
     """What removing ``rows`` ((cause, detail) pairs) together is predicted to give (see the
     module docstring); ``splits`` from ``bubbles.split_gaps``, ``launch_ns`` its ``launch_ns``."""
     return predict_each(splits, window_ns, {0: set(rows)}, launch_ns)[0]
 
 
-def predict_each(splits: list[tuple[Gap, GapSplit]], window_ns: int, fixes: dict[Hashable, set[tuple[Cause, str]]],
+def predict_each(splits: Splits, window_ns: int, fixes: dict[Hashable, set[tuple[Cause, str]]],
                  launch_ns: int | None = 0) -> dict[Hashable, Removal]:
-    """``predict_removal`` for several fixes (each a set of rows) in one pass over the gaps."""
+    """``predict_removal`` for several fixes (each a set of rows), each walked over the gaps in
+    time order (``split_table.SplitTable.removed``)."""
     launch_ns = launch_ns or 0      # for a gap that measured none: nothing in the trace to measure it by
-    host = {k: [r for r in rows if not Cause(r[0]).queued] for k, rows in fixes.items()}
-    device = {k: {r for r in rows if Cause(r[0]).queued} for k, rows in fixes.items()}
-    shift = dict.fromkeys(fixes, 0)
-    total = {k: [0.0, 0.0, 0.0] for k in fixes}   # point, low, high
-    for gap, s in splits:
-        inside = (gap.t1 - gap.t0) / gap.full_ns     # the share of the gap inside the window
-        full, late = gap.full_ns - s.no_work_ns, s.host_late_ns   # no work is no fix's to remove
-        for k in fixes:
-            t = total[k]
-            if device[k]:
-                own = sum(p.t1 - p.t0 for p in s.parts if (p.cause, p.detail) in device[k]) * inside
-                t[0], t[1], t[2] = t[0] + own, t[1] + own, t[2] + own
-            if s.regained:
-                shift[k] = 0
-            shift[k] += sum(s.chain.get(r, 0) for r in host[k])
-            if late == 0 or shift[k] == 0:
-                continue
-            cut = min(shift[k], late)
-            shift[k] -= cut
-            beyond_tail = late - min(late, s.tail_ns)   # the host's lateness the device could have used
-            if cut < beyond_tail:
-                p = lo = hi = cut
-            elif beyond_tail == 0:      # late only while the device was busy anyway
-                continue
-            else:   # cleared: the op would have been queued, and started after the device's own tail
-                # work and the clean launch latency
-                own = s.launch_ns if s.launch_ns is not None else launch_ns
-                floor = min(full, s.tail_ns + own)
-                p, lo, hi = (full - floor, full - min(full, max(floor, full - beyond_tail)),
-                             full - min(full, s.tail_ns))
-            t[0], t[1], t[2] = t[0] + p * inside, t[1] + lo * inside, t[2] + hi * inside
+    removed = _table(splits).removed_each(fixes, launch_ns)
     return {k: Removal(int(p), _speedup(window_ns, p), _speedup(window_ns, lo), _speedup(window_ns, hi))
-            for k, (p, lo, hi) in total.items()}
+            for k, (p, lo, hi) in removed.items()}
 
 
-def diagnose(splits: list[tuple[Gap, GapSplit]], window_ns: int, launch_ns: int = 0,
+def diagnose(splits: Splits, window_ns: int, launch_ns: int = 0,
              bubbles: list[Bubble] | None = None, work: HostWork | None = None) -> list[Diagnosis]:
     """One row per (cause, detail) of the gaps' bubbles (``bubbles``, when already made from
-    ``splits``), most charged first (``charging``), each with what removing it alone would give."""
+    ``splits``; a ``SplitTable`` needs them), most charged first (``charging``), each with what
+    removing it alone would give."""
     if bubbles is None:
+        if isinstance(splits, SplitTable):
+            raise ValueError("diagnose: a SplitTable keeps no bubbles; pass them")
+        splits = list(splits)
         bubbles = [b for gap, s in splits for b in bubbles_of(gap, s)]
     idle: dict[tuple[Cause, str], int] = defaultdict(int)
-    for b in bubbles:
-        idle[(b.cause, b.detail)] += b.duration_ns
+    if isinstance(bubbles, Bubbles):
+        idle.update(bubbles.per_row())
+    else:
+        for b in bubbles:
+            idle[(b.cause, b.detail)] += b.duration_ns
     total = sum(idle.values())
-    charged = charges(idle, splits, work)     # ``work``: the critical path's floor (``charging.host_work``)
-    removal = predict_each(splits, window_ns, {key: {key} for key in charged}, launch_ns)
+    table = _table(splits)
+    charged = charges(idle, table.shared, work)     # ``work``: the critical path's floor (``charging.host_work``)
+    removal = predict_each(table, window_ns, {key: {key} for key in charged}, launch_ns)
     rows = [Diagnosis(*key, idle.get(key, 0), ns / total if total else 0.0, removal[key].speedup,
                       removal[key].low, removal[key].high, ns) for key, ns in charged.items()]
     return sorted(rows, key=lambda d: (-d.charged_ns, d.cause, d.site_or_phase))

@@ -20,6 +20,7 @@ from photon_trace.telemetry.trace.lanes import primary_stream
 from photon_trace.telemetry.trace.records import DeviceSpan, Trace
 
 _I64 = np.int64
+_BLOCK = 1 << 14   # gaps whose records are built at a time while iterating: bounded memory
 
 
 class Gap(NamedTuple):
@@ -62,6 +63,14 @@ class Ops:
         """The ``i``-th op (in start order) as its record."""
         return self.spans[int(self.order[i])]
 
+    def records_at(self, positions: np.ndarray) -> list[DeviceSpan]:
+        """The ops at ``positions`` (in start order) as records, built a block at a time: from
+        ``Columns``, one ``tolist`` per field instead of one numpy scalar per field and record."""
+        if isinstance(self.spans, Columns):
+            return list(self.spans.take(self.order[positions]))
+        spans = self.spans
+        return [spans[i] for i in self.order[positions].tolist()]
+
     def records(self) -> list[DeviceSpan] | Columns:
         """Every op, in start order: a list for a list of records, ``Columns`` for columns."""
         if isinstance(self.spans, Columns):
@@ -101,9 +110,10 @@ class Gaps(Sequence):
 
     def __iter__(self):
         ops = self.ops
-        for a, b, p, n, f in zip(self.t0.tolist(), self.t1.tolist(), self.prev.tolist(), self.next.tolist(),
-                                 self.full_ns.tolist()):
-            yield Gap(a, b, ops.record(p), ops.record(n), f)
+        for lo in range(0, len(self), _BLOCK):
+            hi = lo + _BLOCK
+            yield from map(Gap, self.t0[lo:hi].tolist(), self.t1[lo:hi].tolist(), ops.records_at(self.prev[lo:hi]),
+                           ops.records_at(self.next[lo:hi]), self.full_ns[lo:hi].tolist())
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (Gaps, list, tuple)):

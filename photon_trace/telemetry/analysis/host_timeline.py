@@ -39,9 +39,12 @@ def _range_min(k: int, lo: np.ndarray, hi: np.ndarray, value: np.ndarray, empty:
     """For each point 0..k-1, the least ``value[j]`` over the ranges [lo[j], hi[j]) holding it
     (``empty`` where none does): a bottom-up segment tree, every range a level at a time."""
     size = 1 << max(1, (k - 1).bit_length())
-    tree = np.full(2 * size, empty, dtype=np.int64)
+    # int32 where the values fit: the tree is 2**25 nodes for ten million spans' edges, and its
+    # push-down makes copies of its levels
+    kind = np.int32 if max(empty, int(value.max(initial=0))) < np.iinfo(np.int32).max else np.int64
+    tree = np.full(2 * size, empty, dtype=kind)
     keep = lo < hi
-    left, right, value = lo[keep] + size, hi[keep] + size, value[keep]
+    left, right, value = lo[keep] + size, hi[keep] + size, value[keep].astype(kind)
     while len(left):
         odd = (left & 1).astype(bool)
         np.minimum.at(tree, left[odd], value[odd])

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from photon_trace.telemetry.analysis.bubbles import (
-    MIN_BUBBLE_NS, Bubble, busy_intervals, bubbles_of, device_gaps, split_gaps)
+    MIN_BUBBLE_NS, Bubble, busy_intervals, device_gaps, split_table)
 from photon_trace.telemetry.analysis.charging import host_work
 from photon_trace.telemetry.analysis.clock import clock_error_ns
 from photon_trace.telemetry.analysis.device_idle import DeviceIdle, device_idle
@@ -61,7 +62,7 @@ class Report:
     tokens_per_s: float
     e2e_tokens_per_s: float
     steps: list[StepStats]
-    bubbles: list[Bubble]
+    bubbles: Sequence[Bubble]   # ``analyze``'s as columns (``bubble_table.Bubbles``), read as a list
     syncs: list[SyncSite]
     L: float
     zombie_rows: int
@@ -169,18 +170,20 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
     runs = busy_intervals(trace, window, ops)
     busy = runs.total()
     gaps = device_gaps(trace, window, ops)
-    splits = split_gaps(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
+    # the splits are read once, as they are made: what the diagnosis needs of them is kept (``SplitTable``)
+    splits, bubbles, launch = split_table(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
     stream = primary_stream(trace)
-    bubbles = with_cover(trace, [b for g, s in splits for b in bubbles_of(g, s)], stream, window)
-    launch_ns = splits.launch_ns or 0
+    bubbles = with_cover(trace, bubbles, stream, window)
+    launch_ns = launch.typical or 0
     # the device's idle while the engine had nothing to run is no bubble and no fix's (``no_work``)
     no_work = NoWork(trace)
     no_work_ns = no_work.overlap_total(gaps.t0, gaps.t1)
     work_gaps = no_work.cut(gaps)
     work_ns = window_ns - no_work_ns
-    host_rows = {(b.cause, b.detail) for b in bubbles if not b.cause.queued}
+    idle_of = bubbles.per_row()
+    host_rows = {key for key in idle_of if not key[0].queued}
     host_free = predict_removal(splits, work_ns, host_rows, launch_ns)
-    bubble_ns = sum(b.duration_ns for b in bubbles)
+    bubble_ns = sum(idle_of.values())
     idle = work_ns - busy
     host_idle = work_gaps.host_late_ns()
     steps = step_stats(trace, window, work_gaps)

@@ -14,6 +14,15 @@ from photon_trace.telemetry.trace.importers.runtime_calls import UNKNOWN
 from photon_trace.telemetry.trace.records import Trace
 
 
+NO_DEVICE_ACTIVITY = {
+    "kineto": "the trace has no kernel, memcpy or memset (recorded without ProfilerActivity.CUDA, or where "
+              "there was no GPU)",
+    "nsys": "the report has runtime calls but no kernel, memcpy or memset (CUDA activity was not traced: "
+            "nsys profile --trace=cuda)",
+}
+"""Why an imported trace without device ops cannot be gated, by its source format."""
+
+
 def capture_only(trace: Trace) -> bool:
     """A profiler trace of CUDA-graph captures and no replay: its device idle is no verdict."""
     return bool(((trace.header.get("source") or {}).get("graphs") or {}).get("capture_only"))

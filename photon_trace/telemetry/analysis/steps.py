@@ -58,9 +58,14 @@ def step_periods(trace: Trace) -> list[tuple[int, int, int]]:
     return [(s, a, b - a) for (a, s), b in zip(starts, ends)]
 
 
-def _by_step(steps: np.ndarray, value: np.ndarray) -> dict[int, int]:
+def _by_step(steps: np.ndarray, value: np.ndarray, at: np.ndarray) -> list[int]:
+    """Per step of ``at``: ``value`` summed over its ``steps`` (0 for none), looked up as arrays:
+    a dict per sum held a Python int pair per step, a million steps at ten million spans."""
     g, total = per_group(steps, value)
-    return dict(zip(g.tolist(), total.tolist()))
+    if not len(g) or not len(at):
+        return [0] * len(at)
+    i = np.minimum(np.searchsorted(g, at), len(g) - 1)
+    return np.where(g[i] == at, total[i], 0).tolist()
 
 
 def _waited_in_phases(phase_step: np.ndarray, h0: np.ndarray, h1: np.ndarray, waits: list) -> dict[int, int]:
@@ -108,11 +113,13 @@ def step_stats(trace: Trace, window: tuple[int, int], gaps: Gaps | list) -> list
     op, table = codes(spans, "op")
     op = np.asarray(op)
     sample = np.isin(op, [i for i, name in enumerate(table) if name in SAMPLE_OPS]) & primary
+    periods = [p for p in step_periods(trace) if w0 <= p[1] < w1]
+    at = np.array([p[0] for p in periods], dtype=np.int64)
     step, length = column(spans, "step"), column(spans, "t1") - column(spans, "t0")
-    cpy = _by_step(step[~primary], length[~primary])
-    smp = _by_step(step[sample], length[sample])
+    cpy = _by_step(step[~primary], length[~primary], at)
+    smp = _by_step(step[sample], length[sample], at)
     model = primary & ~sample   # the model's ops, and every op of an imported trace
-    fwd = _by_step(step[model], length[model])
+    fwd = _by_step(step[model], length[model], at)
     saw_prefill = set(prefill_steps(trace).tolist())
 
     phase, names = codes(trace.host_spans, "phase")
@@ -121,22 +128,19 @@ def step_stats(trace: Trace, window: tuple[int, int], gaps: Gaps | list) -> list
     h_step = column(trace.host_spans, "step")[mine] if len(mine) else np.empty(0, np.int64)
     h0 = column(trace.host_spans, "t0")[mine] if len(mine) else np.empty(0, np.int64)
     h1 = column(trace.host_spans, "t1")[mine] if len(mine) else np.empty(0, np.int64)
-    book = _by_step(h_step, h1 - h0)
-    for s, waited in _waited_in_phases(h_step, h0, h1, trace.waits).items():
-        book[s] -= waited
-
-    periods = [p for p in step_periods(trace) if w0 <= p[1] < w1]
+    book = _by_step(h_step, h1 - h0, at)
+    waited = _waited_in_phases(h_step, h0, h1, trace.waits)
     t0 = np.array([p[1] for p in periods], dtype=np.int64)
     g0, g1 = (gaps.t0, gaps.t1) if isinstance(gaps, Gaps) else ([g.t0 for g in gaps], [g.t1 for g in gaps])
     idle = Runs(g0, g1).within(t0, t0 + np.array([p[2] for p in periods], dtype=np.int64)).tolist()
     rows = []
-    for (step, t0, period), idle_ns in zip(periods, idle):
+    for (step, t0, period), idle_ns, fwd_ns, smp_ns, cpy_ns, book_ns in zip(periods, idle, fwd, smp, cpy, book):
         r = records.get(step)
         kind = r.kind if r else ("prefill" if step in saw_prefill else "decode")
         rows.append(StepStats(
             step=step, kind=kind, rows=r.rows if r else 0,
-            forward_ns=fwd.get(step, 0), sample_ns=smp.get(step, 0), period_ns=period,
-            bookkeeping_ns=max(0, book.get(step, 0)), idle_ns=idle_ns, copy_ns=cpy.get(step, 0),
+            forward_ns=fwd_ns, sample_ns=smp_ns, period_ns=period,
+            bookkeeping_ns=max(0, book_ns - waited.get(step, 0)), idle_ns=idle_ns, copy_ns=cpy_ns,
             zombie_rows=r.zombie_rows if r else 0, tokens=r.tokens if r else 0))
     return rows
 

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from photon_trace.telemetry.analysis.bubble_table import Bubbles
 from photon_trace.telemetry.analysis.bubbles import MIN_BUBBLE_NS, Bubble, Gap, busy_intervals, device_gaps, split_gaps
 from photon_trace.telemetry.analysis.gaps import Gaps
 from photon_trace.telemetry.analysis.no_work import NoWork
@@ -108,12 +109,19 @@ def _ops_in(trace: Trace, window: tuple[int, int]) -> dict[str, int]:
     return {name: int(k) for name, k in zip(table, n) if k}
 
 
-def with_cover(trace: Trace, bubbles: list[Bubble], stream: str, window: tuple[int, int]) -> list[Bubble]:
-    """``bubbles`` (of ``stream``) with ``covered_ns``/``covered_by`` set from the other streams' ops."""
+def with_cover(trace: Trace, bubbles: list[Bubble] | Bubbles, stream: str,
+               window: tuple[int, int]) -> list[Bubble] | Bubbles:
+    """``bubbles`` (of ``stream``; a list or ``Bubbles``) with ``covered_ns``/``covered_by`` set from
+    the other streams' ops."""
     runs = {s: busy_intervals(on_stream(trace, s), window) for s in streams(trace) if s != stream}
     if not any(len(r) for r in runs.values()):
         return bubbles
     names = list(runs)
+    if isinstance(bubbles, Bubbles):    # columns in, columns out
+        if not len(bubbles):
+            return bubbles
+        each = np.stack([runs[s].within(bubbles.t0, bubbles.t1) for s in names])
+        return bubbles.with_cover(Runs.merged(*runs.values()).within(bubbles.t0, bubbles.t1), each.argmax(axis=0), names)
     a, b = [x.t0 for x in bubbles], [x.t1 for x in bubbles]
     each = np.stack([runs[s].within(a, b) for s in names]) if bubbles else np.zeros((len(names), 0))
     union = Runs.merged(*runs.values()).within(a, b)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import NamedTuple
 
+from photon_trace.telemetry.analysis.bubble_table import Bubbles
 from photon_trace.telemetry.analysis.bubbles import Bubble
 from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.trace.records import Trace
@@ -35,9 +36,14 @@ def sync_sites(trace: Trace, bubbles: list[Bubble], window: tuple[int, int] | No
         reasons[w.site][w.reason] += 1
         wait_ns[w.site] += w.t1 - w.t0
     idle: dict[str, int] = defaultdict(int)
-    for b in bubbles:
-        if b.cause == Cause.ACCIDENTAL_SYNC:
-            idle[b.detail] += b.duration_ns
+    if isinstance(bubbles, Bubbles):    # summed per row over the columns
+        for (cause, detail), ns in bubbles.per_row().items():
+            if cause == Cause.ACCIDENTAL_SYNC:
+                idle[detail] += ns
+    else:
+        for b in bubbles:
+            if b.cause == Cause.ACCIDENTAL_SYNC:
+                idle[b.detail] += b.duration_ns
     rows = [SyncSite(site, c.most_common(1)[0][0], sum(c.values()), wait_ns[site], idle[site])
             for site, c in reasons.items()]
     return sorted(rows, key=lambda s: (-s.idle_ns, -s.wait_ns, s.site))
