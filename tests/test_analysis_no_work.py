@@ -134,3 +134,24 @@ def test_the_perfetto_export_carries_no_work_as_a_grey_slice_and_no_bubble_there
     assert slice_["name"] == "no work" and slice_["cname"] == "grey" and slice_["dur"] == pytest.approx(300)
     start = slice_["ts"]
     assert not [e for e in events if e.get("cat") == "bubble" and e["ts"] < start + 300 and e["ts"] + e["dur"] > start]
+
+
+def test_a_device_that_ran_dry_for_want_of_work_starts_late_as_its_worker_wakes_not_by_host_code():
+    # As test_analysis_bubbles' dry device (a 30 µs launch latency, measured on the first steps),
+    # but the engine had no work over [1100, 1400): the request came, plan(2) and launch(2) ran
+    # and forward(2) started 100 µs after its enqueue. The 70 µs beyond the device's own latency
+    # are its worker waking from the sleep no work let it fall into (a VM's idle core took ~4 ms
+    # on a paced client's run): no host code left the device dry, so the machine's, not launch's.
+    b = TraceBuilder()
+    b.compute("sample", 0, 0, 100 * US, enqueued=0).compute("forward", 1, 130 * US, 1000 * US, enqueued=0)
+    b.compute("sample", 1, 1030 * US, 1100 * US, enqueued=0)
+    b.host("no_work", 2, 1100 * US, 1400 * US, slot=-1)
+    b.host("plan", 2, 1400 * US, 1420 * US).host("launch", 2, 1420 * US, 1450 * US)
+    b.compute("forward", 2, 1550 * US, 2500 * US, enqueued=1450 * US).step(0).step(1).step(2)
+    got = parts(b.build(), (0, 2500 * US))
+    assert got == [(100, 130, *LATENCY), (1000, 1030, *LATENCY), (1400, 1420, Cause.HOST_BOUND, "plan"),
+                   (1420, 1450, Cause.HOST_BOUND, "launch"),
+                   (1450, 1520, Cause.DEVICE_DESCHEDULED, "device worker waking after no work"), (1520, 1550, *LATENCY)]
+    # the machine's: the idle gate leaves it out beside the no work, and says so
+    rep = analyze(b.build(), (0, 2500 * US))
+    assert run_check(b.build()).gates[0].message.count("descheduled") == 1 and rep.no_work_ns == 300 * US

@@ -3,7 +3,11 @@ server and the official ``openai`` client, waits 3 P between its requests (P: th
 its warm-up request measured). The engine sleeps between them; its trace has those sleeps as
 ``no_work`` spans, and ``check`` reads them as no work, not as host-bound bubbles.
 
-At the default limit (5%), on a machine other jobs keep busy too: the engine loop's own time
+At the default limit (5%) on what host code can fix, on a machine other jobs keep busy too. The
+device's own launch latency is not what these tests are about: the host-process device's start of
+an op already queued (60-100 us before each op on one VM, a few tens on another) is a share of a
+step that depends on the machine and the tiny model's speed, and an unpaced run has the same, so
+the check is given the limit plus that share (``_limit``). The engine loop's own time
 between ticks is a ``serve`` span with the thread's counters (``server/between_ticks.py``), so
 the time it waited for a core there is ``host_descheduled``, which the gate does not count,
 not host code "outside phases" (once 49.6 ms of it, 12.6% gated, beside two CPU burners before
@@ -25,7 +29,8 @@ from photon_trace.cli.dispatch import main  # noqa: E402
 from photon_trace.engine.engine import Engine  # noqa: E402
 from photon_trace.server.state import ServerState  # noqa: E402
 from photon_trace.telemetry.analysis import OUTSIDE_PHASES, Cause, analyze  # noqa: E402
-from photon_trace.telemetry.analysis.gate import EXIT_FAIL, EXIT_PASS, descheduled_fraction, run_check  # noqa: E402
+from photon_trace.telemetry.analysis.gate import (DEFAULT_MAX_IDLE_FRACTION, EXIT_FAIL, EXIT_PASS,  # noqa: E402
+                                                   descheduled_fraction, run_check)
 from photon_trace.telemetry.recording.file_writer import TraceFileWriter  # noqa: E402
 from photon_trace.telemetry.trace.file import load_trace  # noqa: E402
 from photon_trace.telemetry.tracer import NO_WORK, Phase  # noqa: E402
@@ -105,6 +110,18 @@ def _readings(path) -> tuple:
     return trace, analyze(trace), bare, analyze(bare)
 
 
+def _limit(report) -> float:
+    """The default limit plus the share of the time with work the device's own launch latency
+    took (``dispatch``: no host code, no client's pacing; the same in an unpaced run)."""
+    own = sum(d.idle_ns for d in report.diagnosis if d.cause == Cause.DISPATCH)
+    return DEFAULT_MAX_IDLE_FRACTION + own / report.work_ns
+
+
+def host_code(report) -> float:
+    """The share of the time with work that host code can fix: what no work must not add to."""
+    return sum(d.idle_ns for d in report.diagnosis if d.cause.fixable_by_host) / report.work_ns
+
+
 def gated(report) -> float:
     """The figure the idle gate compares with its limit: idle with work, less the idle while the
     host was descheduled (``gate.descheduled_fraction``: beside other jobs, most of it)."""
@@ -117,7 +134,8 @@ def test_a_paced_clients_trace_passes_the_gate_and_says_its_no_work(paced_trace,
     sleeps = [h for h in trace.host_spans if h.phase == NO_WORK]
     assert len(sleeps) >= REQUESTS                            # one sleep after each request at least
     assert report.no_work_ns > 0 and before.idle_fraction > report.idle_fraction
-    assert main(["check", str(path)]) == EXIT_PASS            # the default limit
+    assert host_code(report) <= DEFAULT_MAX_IDLE_FRACTION < host_code(before)
+    assert main(["check", str(path), "--max-idle", f"{_limit(report):.6f}"]) == EXIT_PASS
     out = capsys.readouterr().out
     assert "window had no work: not gated" in out and f"{report.no_work_fraction:.1%} of the window had no work" in out
     # no host-bound "outside phases" row dominates what there is to fix
@@ -141,14 +159,13 @@ def test_the_loops_time_between_ticks_is_a_serve_span_with_the_threads_counters(
 
 def test_real_host_code_in_the_loop_still_fails_the_gate(slow_hook_trace, capsys):
     """The token hook computing P/4 and blocking P per tick: host faults between ticks; the gate
-    fails at the default limit and names them, in the loop's serve span."""
+    fails and names the block, in the loop's serve span, as the row with the most gated idle (the
+    P/4 of compute mostly overlaps the forward the tick had launched before the hook ran)."""
     path, _ = slow_hook_trace
     report = analyze(load_trace(path))
-    assert main(["check", str(path)]) == EXIT_FAIL
+    assert main(["check", str(path), "--max-idle", f"{_limit(report):.6f}"]) == EXIT_FAIL
     said = capsys.readouterr()
-    # host code comes first in what the gate names (beside other jobs the hook's thread also
-    # waits for a core: descheduled, not gated)
-    assert "is over the limit" in said.err and "(largest: host_bound at outside phases (in serve)" in said.err
+    assert "is over the limit" in said.err and "(largest: host_blocked at outside phases (in serve)" in said.err
     blocked = sum(d.idle_ns for d in report.diagnosis
                   if d.cause == Cause.HOST_BLOCKED and d.site_or_phase == f"{OUTSIDE_PHASES} (in serve)")
     assert blocked >= 0.05 * report.work_ns, report.diagnosis[:4]     # the write alone is over the limit
@@ -164,8 +181,8 @@ def test_the_same_trace_read_without_its_no_work_fails_the_gate(paced_trace):
     assert outside >= report.no_work_ns                  # every sleep was charged outside the phases
     assert before.idle_ns >= report.idle_ns + report.no_work_ns
     assert gated(before) > gated(report)
-    assert run_check(trace).exit_code == EXIT_PASS
-    assert run_check(bare).exit_code == EXIT_FAIL
+    assert run_check(trace, max_idle_fraction=_limit(report)).exit_code == EXIT_PASS
+    assert run_check(bare, max_idle_fraction=_limit(report)).exit_code == EXIT_FAIL
 
 
 def test_the_exports_keep_the_serve_spans_out_of_the_steps(paced_trace):

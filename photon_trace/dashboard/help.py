@@ -33,8 +33,9 @@ _CAUSES = {
                             "run fewer processes per core (no code change in the phase removes it)",
     Cause.HOST_BLOCKED: "the host thread was off the CPU, not waiting on the device: the GIL another thread "
                         "held, a lock, I/O or a sleep (that thread or call is what to change)",
-    Cause.DEVICE_DESCHEDULED: "the host-process device's worker had the op queued but waited for a CPU: the "
-                              "machine ran something else (pin it to a core, run fewer processes per core)",
+    Cause.DEVICE_DESCHEDULED: "the host-process device's worker had the op queued but waited for a CPU, or "
+                              "for the machine to wake it after a stretch with no work: the machine ran "
+                              "something else or slept (pin it to a core, run fewer processes per core)",
 }
 MEANINGS: dict[str, str] = {
     "plan": "host: the scheduler picks the step's rows", "launch": "host: stages the step and enqueues its device work",

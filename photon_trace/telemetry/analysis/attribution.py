@@ -72,6 +72,8 @@ enqueue (or since the host was last ahead), the serial work that led to this gap
 
 **No work is no cause** (``no_work``): time the engine had nothing to run is cut out of every
 gap and chain; the parts outside are attributed as any other, ``GapSplit.no_work_ns`` is the cut.
+A device that ran dry for want of work starts the first op after it late too: that excess is
+no host cause's (no host code left it dry) but its worker waking, ``device_descheduled``.
 
 A wait counts if it has a positive length; ``slack_ns`` (the device-to-host clock
 error) lets a wait that ends just before the gap opens count as ending with it.
@@ -92,6 +94,8 @@ from photon_trace.telemetry.analysis.gaps import Gaps, Ops
 from photon_trace.telemetry.analysis.host_running import landings
 from photon_trace.telemetry.analysis.host_running import split as split_running
 from photon_trace.telemetry.analysis.host_timeline import OUTSIDE_PHASES, host_timeline, outside_detail
+from photon_trace.telemetry.analysis.gap_parts import (GRAPH_NODES, LAUNCH_LATENCY, WOKE_AFTER_NO_WORK, Part, charge,
+                                                       late_start, merged, relabel)
 from photon_trace.telemetry.analysis.launch_latency import LaunchLatency
 from photon_trace.telemetry.analysis.no_work import NoWork
 from photon_trace.telemetry.analysis.runs import first_of_each
@@ -99,22 +103,8 @@ from photon_trace.telemetry.analysis.step_ops import StepOps
 from photon_trace.telemetry.trace.lanes import COPY, host_phases, primary_stream
 from photon_trace.telemetry.trace.records import DeviceSpan, HostWait, Trace
 
-__all__ = ["OUTSIDE_PHASES", "outside_detail", "Attribution", "GapSplit", "Part", "LAUNCH_LATENCY", "GRAPH_NODES"]
-
-LAUNCH_LATENCY = "launch latency"
-"""``dispatch``'s detail: the op was queued and the device started it late."""
-GRAPH_NODES = "between a graph launch's nodes"
-"""``dispatch``'s detail for a gap between two ops of one graph launch (one enqueue for all of
-them): the graph's own scheduling, not a launch the host made."""
-
-
-class Part(NamedTuple):
-    """One stretch of a gap with one cause (full gap coordinates, before window clipping)."""
-    t0: int
-    t1: int
-    cause: Cause
-    detail: str
-
+__all__ = ["OUTSIDE_PHASES", "outside_detail", "Attribution", "GapSplit", "Part", "LAUNCH_LATENCY", "GRAPH_NODES",
+           "WOKE_AFTER_NO_WORK"]
 
 class GapSplit(NamedTuple):
     """One gap's attribution, and what a fix's prediction needs to know about it."""
@@ -132,34 +122,6 @@ class GapSplit(NamedTuple):
     shared: tuple[Part, ...] = () # host work a sync's charge took (its parts say the sync), under the
                                   # label of what covered it: that phase's removal closes them too
                                   # (``charging``)
-
-
-def _late_start(e: int, x: int, late: list[Part], launch: int | None, detail: str = LAUNCH_LATENCY,
-                left: dict[str, int] | None = None) -> list[Part]:
-    """[e, x): queued work not started. The device's own launch latency ``launch`` is
-    ``dispatch`` (``detail``); any excess (a device that ran dry starts later) goes to the host-late
-    part's largest cause, whose lateness let it run dry (all ``dispatch`` without a measured latency).
-    A sync takes only what is ``left`` of its charge (site -> ns; "What a sync costs": up to its
-    wait in all, which its removal moves the host by, and nothing after it by more); the rest goes
-    to the largest cause that is no sync (``dispatch`` where there is none)."""
-    if x <= e:
-        return []
-    late = [p for p in late if p.cause != Cause.DEVICE_BUSY]   # the host's lateness let the device run dry
-    if not late or launch is None:
-        return [Part(e, x, Cause.DISPATCH, detail)]
-    own = min(x - e, launch)
-    share: dict[tuple[Cause, str], int] = defaultdict(int)
-    for p in late:
-        share[p[2:]] += p.t1 - p.t0
-    largest = max(share.items(), key=lambda kv: kv[1])[0]
-    end = x - own
-    out = [Part(e, end, *largest)]
-    if largest[0] == Cause.ACCIDENTAL_SYNC and left is not None:
-        took = min(end - e, left.get(largest[1], 0))
-        others = [kv for kv in share.items() if kv[0][0] != Cause.ACCIDENTAL_SYNC]
-        rest = max(others, key=lambda kv: kv[1])[0] if others else (Cause.DISPATCH, LAUNCH_LATENCY)
-        out = [Part(e, e + took, *largest), Part(e + took, end, *rest)]
-    return _merged(out + [Part(end, x, Cause.DISPATCH, LAUNCH_LATENCY)])
 
 
 class _Carry(NamedTuple):
@@ -221,17 +183,17 @@ class Attribution:
             if parts and parts[0].t0 < g0:
                 parts[0] = parts[0]._replace(t0=g0)
             if tail_op:     # before the syncs are charged: a sync costs only host time the device could use
-                parts = _relabel(parts, g0, min(tail_end, late_end), Cause.DEVICE_BUSY, tail_op[1])
+                parts = relabel(parts, g0, min(tail_end, late_end), Cause.DEVICE_BUSY, tail_op[1])
             parts = self._host_late(g0, late_end, parts)
         one_launch = self.one_launch(prev, nxt)
         launch = None if one_launch else self.launch.of(prev, nxt)
         if late_end < g1:
             queued = self._queued_parts(late_end, g1, nxt, parts, launch, GRAPH_NODES if one_launch else LAUNCH_LATENCY,
-                                        copy_waited)
+                                        copy_waited, woke=self.no_work.overlap_ns(g0, late_end) > 0)
             self._spend([p for p in queued if p.cause == Cause.ACCIDENTAL_SYNC])
-            parts = _merged(parts + queued)
+            parts = merged(parts + queued)
             if tail_op and tail_end > late_end:
-                parts = _relabel(parts, late_end, tail_end, Cause.DEVICE_BUSY, tail_op[1])
+                parts = relabel(parts, late_end, tail_end, Cause.DEVICE_BUSY, tail_op[1])
         self._last = (g1, min(nxt.enqueued, late_end))
         late_ns = late_end - g0 - self.no_work.overlap_ns(g0, late_end)
         parts = device_running.split(parts, prev, nxt)   # a worker that waited for a CPU: the deployment's
@@ -290,17 +252,17 @@ class Attribution:
         return False, last_enqueue
 
     def _queued_parts(self, e: int, g1: int, nxt: DeviceSpan, late: list[Part], launch: int | None,
-                      detail: str = LAUNCH_LATENCY, waited: bool | None = None) -> list[Part]:
+                      detail: str = LAUNCH_LATENCY, waited: bool | None = None, woke: bool = False) -> list[Part]:
         left = {self._carry.site: self._carry.left_ns} if self._carry is not None else {}
         if not (self._copy_waited(e, g1, nxt) if waited is None else waited):
-            return _late_start(e, g1, late, launch, detail, left)
+            return late_start(e, g1, late, launch, detail, left, woke)
         c = self.copies.latest_ending(nxt.step, max(e, nxt.enqueued), g1 + self.slack)
         wait = (Part(0, g1, Cause.COPY_WAIT, c.op) if c.stream == COPY
                 else Part(0, g1, Cause.STREAM_WAIT, f"{c.stream}: {c.op}"))
         # the wait is the copy's own time; before the copy began, the device had started
         # nothing queued: a late start like any other (a worker that ran dry and slept)
         begun = min(max(e, c.t0), g1)
-        return _late_start(e, begun, late, launch, detail, left) + [wait._replace(t0=begun)]
+        return late_start(e, begun, late, launch, detail, left, woke) + [wait._replace(t0=begun)]
 
     def _spend(self, taken: list[Part]) -> None:
         """A late start given to the carried sync counts against what is left of its charge."""
@@ -355,7 +317,7 @@ class Attribution:
         """Charge the syncs on the coverage ``parts`` of the host-late stretch [a, b)."""
         if self._carry is not None:
             c = self._carry
-            parts, left = _charge(parts, a, c.left_ns, c.site, self.phases, self._shared)
+            parts, left = charge(parts, a, c.left_ns, c.site, self.phases, self._shared)
             self._carry = c._replace(left_ns=left) if left > 0 else None
         if not len(self.unexpected):
             return parts
@@ -367,7 +329,7 @@ class Attribution:
             # of the same site may sit right after it, merged into one part)
             own = sum(min(p.t1, w.t1) - max(p.t0, w.t0) for p in parts if p.cause == Cause.ACCIDENTAL_SYNC
                       and p.detail == w.site and p.t0 < w.t1 and p.t1 > w.t0)
-            parts, left = _charge(parts, max(a, min(w.t1, b)), (w.t1 - w.t0) - own, w.site, self.phases,
+            parts, left = charge(parts, max(a, min(w.t1, b)), (w.t1 - w.t0) - own, w.site, self.phases,
                                   self._shared)
             if left > 0:
                 self._carry = _Carry(w.site, left)
@@ -390,59 +352,3 @@ class Attribution:
     def _coverage(self, a: int, b: int) -> list[Part]:
         """[a, b) cut where what covers it changes; each stretch labelled by precedence."""
         return [Part(*s) for x, y, label in self._timeline.stretches(a, b) for s in split_running(x, y, *label)]
-
-
-def _moves(p: Part, phases: frozenset[str]) -> bool:
-    """Whether ``p`` is host time a sync's removal moves earlier: host work (a phase's, or outside
-    the phases), or a phase's time the host did not run (a sleep, the GIL, the run queue: it starts
-    ``w`` earlier too). Not an expected wait's, whose end the device's copy sets."""
-    return p.cause == Cause.HOST_BOUND or (p.cause in (Cause.HOST_BLOCKED, Cause.HOST_DESCHEDULED)
-                                           and p.detail in phases)
-
-
-def _charge(parts: list[Part], start: int, budget: int, site: str, phases: frozenset[str],
-            shared: list[Part] | None = None) -> tuple[list[Part], int]:
-    """Give ``site`` up to ``budget`` of the host time a sync delays (``_moves``) from ``start`` on;
-    (parts, budget left). Each stretch given, under its own label, goes to ``shared``."""
-    out = []
-    for p in parts:
-        if budget <= 0 or not _moves(p, phases) or p.t1 <= start:
-            out.append(p)
-            continue
-        x = max(p.t0, start)
-        take = min(budget, p.t1 - x)
-        if x > p.t0:
-            out.append(p._replace(t1=x))
-        out.append(Part(x, x + take, Cause.ACCIDENTAL_SYNC, site))
-        if shared is not None:
-            shared.append(Part(x, x + take, p.cause, p.detail))
-        if x + take < p.t1:
-            out.append(p._replace(t0=x + take))
-        budget -= take
-    return _merged(out), max(budget, 0)
-
-
-def _relabel(parts: list[Part], a: int, b: int, cause: str, detail: str) -> list[Part]:
-    """``parts`` (in time order) with [a, b) given to (``cause``, ``detail``), but for a wait
-    on a copy the next op needs (``copy_wait``, ``stream_wait``: the more specific cause)."""
-    if b <= a:
-        return parts
-    out = []
-    for p in parts:
-        if p.t1 <= a or p.t0 >= b or p.cause in (Cause.COPY_WAIT, Cause.STREAM_WAIT):
-            out.append(p)
-            continue
-        out += [p._replace(t1=a), Part(max(p.t0, a), min(p.t1, b), cause, detail), p._replace(t0=b)]
-    return _merged(out)
-
-
-def _merged(parts: list[Part]) -> list[Part]:
-    out: list[Part] = []
-    for p in parts:
-        if p.t1 <= p.t0:
-            continue
-        if out and out[-1].t1 == p.t0 and out[-1][2:] == p[2:]:
-            out[-1] = out[-1]._replace(t1=p.t1)
-        else:
-            out.append(p)
-    return out

@@ -42,7 +42,6 @@ from typing import NamedTuple, Union
 from photon_trace.telemetry.analysis import Report, analyze, sync_sites
 from photon_trace.telemetry.analysis.causes import DEPLOYMENT, Cause, who_fixes
 from photon_trace.telemetry.analysis.device_report import device_lines
-from photon_trace.telemetry.analysis.diagnosis import ranked
 from photon_trace.telemetry.analysis.gaps import stream_mask
 from photon_trace.telemetry.analysis.gate_report import (  # noqa: F401 (the renderers, as gate's API)
     _diagnosis_markdown, device_markdown, md_code, render_junit, render_markdown, steady_state_line)
@@ -268,8 +267,10 @@ def descheduled_fraction(report: Report) -> float:
 
 
 def _idle_gate(report: Report, max_idle_fraction: float) -> Gate:
-    # the first row of the ranking every report shows (host code's first, the device's after)
-    top = ranked(report.diagnosis)[0] if report.diagnosis else None
+    # the row with the most of the idle the gate counts (the ranking every report shows puts host
+    # code first: a tick's 90 us launch would be named over a hook blocking 2 ms in the loop)
+    top = max((d for d in report.diagnosis if who_fixes(d.cause) != DEPLOYMENT), key=lambda d: d.idle_ns,
+              default=None)
     why = f" (largest: {top.cause} at {top.site_or_phase}, {_ms(top.idle_ns)})" if top else ""
     desched = descheduled_fraction(report)
     fraction = report.idle_fraction - desched

@@ -1,0 +1,114 @@
+"""A gap's parts, and the rules that cut and label them: a late start of queued work, a sync's
+charge on the host time it delays, a stretch given to the device's own tail. ``attribution``
+decides which rule applies where; these say what each does to a list of parts in time order."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import NamedTuple
+
+from photon_trace.telemetry.analysis.causes import Cause
+
+LAUNCH_LATENCY = "launch latency"
+"""``dispatch``'s detail: the op was queued and the device started it late."""
+GRAPH_NODES = "between a graph launch's nodes"
+"""``dispatch``'s detail for a gap between two ops of one graph launch (one enqueue for all of
+them): the graph's own scheduling, not a launch the host made."""
+WOKE_AFTER_NO_WORK = "device worker waking after no work"
+"""``device_descheduled``'s detail for the late start of the first op after the engine had no work."""
+
+
+class Part(NamedTuple):
+    """One stretch of a gap with one cause (full gap coordinates, before window clipping)."""
+    t0: int
+    t1: int
+    cause: Cause
+    detail: str
+
+
+def late_start(e: int, x: int, late: list[Part], launch: int | None, detail: str = LAUNCH_LATENCY,
+                left: dict[str, int] | None = None, woke: bool = False) -> list[Part]:
+    """[e, x): queued work not started. The device's own launch latency ``launch`` is
+    ``dispatch`` (``detail``); any excess (a device that ran dry starts later) goes to the host-late
+    part's largest cause, whose lateness let it run dry (all ``dispatch`` without a measured latency),
+    unless it ran dry for want of work (``woke``): then no host code left it dry, and the excess is
+    its worker waking from the sleep, the machine's (``device_descheduled``; a paced client's run,
+    where a VM's idle core took ~4 ms to wake it, failed the idle gate as host code at launch).
+    A sync takes only what is ``left`` of its charge (site -> ns; "What a sync costs": up to its
+    wait in all, which its removal moves the host by, and nothing after it by more); the rest goes
+    to the largest cause that is no sync (``dispatch`` where there is none)."""
+    if x <= e:
+        return []
+    late = [p for p in late if p.cause != Cause.DEVICE_BUSY]   # the host's lateness let the device run dry
+    if not late or launch is None:
+        return [Part(e, x, Cause.DISPATCH, detail)]
+    own = min(x - e, launch)
+    share: dict[tuple[Cause, str], int] = defaultdict(int)
+    for p in late:
+        share[p[2:]] += p.t1 - p.t0
+    largest = max(share.items(), key=lambda kv: kv[1])[0]
+    if woke:
+        largest = (Cause.DEVICE_DESCHEDULED, WOKE_AFTER_NO_WORK)
+    end = x - own
+    out = [Part(e, end, *largest)]
+    if largest[0] == Cause.ACCIDENTAL_SYNC and left is not None:
+        took = min(end - e, left.get(largest[1], 0))
+        others = [kv for kv in share.items() if kv[0][0] != Cause.ACCIDENTAL_SYNC]
+        rest = max(others, key=lambda kv: kv[1])[0] if others else (Cause.DISPATCH, LAUNCH_LATENCY)
+        out = [Part(e, e + took, *largest), Part(e + took, end, *rest)]
+    return merged(out + [Part(end, x, Cause.DISPATCH, LAUNCH_LATENCY)])
+
+
+def moves(p: Part, phases: frozenset[str]) -> bool:
+    """Whether ``p`` is host time a sync's removal moves earlier: host work (a phase's, or outside
+    the phases), or a phase's time the host did not run (a sleep, the GIL, the run queue: it starts
+    ``w`` earlier too). Not an expected wait's, whose end the device's copy sets."""
+    return p.cause == Cause.HOST_BOUND or (p.cause in (Cause.HOST_BLOCKED, Cause.HOST_DESCHEDULED)
+                                           and p.detail in phases)
+
+
+def charge(parts: list[Part], start: int, budget: int, site: str, phases: frozenset[str],
+            shared: list[Part] | None = None) -> tuple[list[Part], int]:
+    """Give ``site`` up to ``budget`` of the host time a sync delays (``moves``) from ``start`` on;
+    (parts, budget left). Each stretch given, under its own label, goes to ``shared``."""
+    out = []
+    for p in parts:
+        if budget <= 0 or not moves(p, phases) or p.t1 <= start:
+            out.append(p)
+            continue
+        x = max(p.t0, start)
+        take = min(budget, p.t1 - x)
+        if x > p.t0:
+            out.append(p._replace(t1=x))
+        out.append(Part(x, x + take, Cause.ACCIDENTAL_SYNC, site))
+        if shared is not None:
+            shared.append(Part(x, x + take, p.cause, p.detail))
+        if x + take < p.t1:
+            out.append(p._replace(t0=x + take))
+        budget -= take
+    return merged(out), max(budget, 0)
+
+
+def relabel(parts: list[Part], a: int, b: int, cause: str, detail: str) -> list[Part]:
+    """``parts`` (in time order) with [a, b) given to (``cause``, ``detail``), but for a wait
+    on a copy the next op needs (``copy_wait``, ``stream_wait``: the more specific cause)."""
+    if b <= a:
+        return parts
+    out = []
+    for p in parts:
+        if p.t1 <= a or p.t0 >= b or p.cause in (Cause.COPY_WAIT, Cause.STREAM_WAIT):
+            out.append(p)
+            continue
+        out += [p._replace(t1=a), Part(max(p.t0, a), min(p.t1, b), cause, detail), p._replace(t0=b)]
+    return merged(out)
+
+
+def merged(parts: list[Part]) -> list[Part]:
+    out: list[Part] = []
+    for p in parts:
+        if p.t1 <= p.t0:
+            continue
+        if out and out[-1].t1 == p.t0 and out[-1][2:] == p[2:]:
+            out[-1] = out[-1]._replace(t1=p.t1)
+        else:
+            out.append(p)
+    return out
