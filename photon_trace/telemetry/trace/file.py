@@ -237,6 +237,7 @@ def _stream_error(path: Path, stream: LineStream) -> None:
     if stream.error is not None:
         raise TraceFormatError(f"{path}: cannot read: {stream.error}")
     if stream.corrupt is not None:
+        _read_bytes(path)     # zlib's own words for what is wrong (the stream may be ISA-L's)
         raise TraceFormatError(f"{path}: a corrupt gzip stream ({stream.corrupt})")
 
 

@@ -8,8 +8,10 @@ a few blocks at a time instead of the whole text also keeps ~2 GB (the text and 
 of the load's peak.
 
 What it reads is what ``file.py:_read_bytes`` reads: the first gzip member (anything after it is
-ignored), ``cut`` when the stream ends early, and a corrupt stream (``zlib.error``) reported as
-such (``corrupt``) whatever came before it; ``partial_tail`` when the last line has no newline.
+ignored), ``cut`` when the stream ends early, and a corrupt stream reported as such
+(``corrupt``) whatever came before it; ``partial_tail`` when the last line has no newline.
+Inflated by ISA-L when ``isal`` is installed (its errors are worded its own way: the loader
+asks zlib for the words of a corrupt stream's error).
 """
 from __future__ import annotations
 
@@ -19,6 +21,11 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+try:   # optional: ISA-L's inflate, the same stream ~2.3x faster (0.08 s against 0.18 s per 112 MB here)
+    from isal import isal_zlib as _inflate
+except ImportError:   # pragma: no cover - depends on the environment
+    _inflate = zlib
+
 READ = 4 << 20      # bytes read from the file at a time
 INFLATE = 8 << 20   # decompressed bytes per step
 AHEAD = 8           # blocks of lines the reader may be ahead of the parser
@@ -27,12 +34,13 @@ AHEAD = 8           # blocks of lines the reader may be ahead of the parser
 class LineStream:
     """Iterate the lines (without their newline) of ``path``, decompressed if it is gzip. After
     the iteration: ``partial_tail``, ``cut``, ``corrupt`` (a ``zlib.error``, or None) and
-    ``error`` (an ``OSError`` reading it, or None) say how the stream ended."""
+    ``error`` (an ``OSError`` reading it, or None) say how the stream ended.
+    ``threaded=False`` reads on the caller's thread."""
 
     def __init__(self, path: Path, threaded: bool = True):
         self.path, self.threaded = path, threaded
         self.partial_tail = self.cut = False
-        self.corrupt: zlib.error | None = None
+        self.corrupt: Exception | None = None
         self.error: OSError | None = None
         self._stop = threading.Event()
 
@@ -44,11 +52,11 @@ class LineStream:
                     yield data
                     data = f.read(READ)
                 return
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            d = _inflate.decompressobj(16 + zlib.MAX_WBITS)
             while not self._stop.is_set():
                 try:
                     out = d.decompress(data, INFLATE)
-                except zlib.error as e:
+                except _inflate.error as e:
                     self.corrupt = e
                     return
                 data = d.unconsumed_tail

@@ -83,18 +83,19 @@ class _Rows:
 
 
 def _numbers(buf: np.ndarray, words: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, int] | None:
-    """Integer fields as int64 and how many signs they hold; None unless each is ``-?(0|[1-9]\\d*)``
-    of at most 18 digits (the digits themselves are proved by the caller's count)."""
+    """Integer fields (``start``, ``end``: fields by rows) as int64, the same shape, and how many
+    signs they hold; None unless each is ``-?(0|[1-9]\\d*)`` of at most 18 digits (the digits
+    themselves are proved by the caller's count). A field's words past its widest are not read."""
     neg = buf[start] == 45
     first = start + neg
     n = end - first
-    if not len(n) or n.min() < 1 or n.max() > _MAX_DIGITS or ((buf[first] == 48) & (n > 1)).any():
+    if not n.size or n.min() < 1 or n.max() > _MAX_DIGITS or ((buf[first] == 48) & (n > 1)).any():
         return None
     v = _eight(words[end - 8] & _TOP[np.minimum(n, 8)])
-    if n.max() > 8:
-        v += _eight(words[end - 16] & _TOP[np.clip(n - 8, 0, 8)]) * _U64(10 ** 8)
-    if n.max() > 16:
-        v += _eight(words[end - 24] & _TOP[np.clip(n - 16, 0, 8)]) * _U64(10 ** 16)
+    widest = n.max(axis=1)
+    for k, scale in ((1, _U64(10 ** 8)), (2, _U64(10 ** 16))):
+        for f in np.flatnonzero(widest > 8 * k).tolist():     # fields by rows: each a contiguous row
+            v[f] += _eight(words[end[f] - 8 * (k + 1)] & _TOP[np.clip(n[f] - 8 * k, 0, 8)]) * scale
     out = v.view(np.int64)
     np.negative(out, out=out, where=neg)
     return out, int(np.count_nonzero(neg))
@@ -158,14 +159,22 @@ def _rows(buf: np.ndarray, words: np.ndarray, sep: np.ndarray, at: np.ndarray, t
     sec = _Rows(sep, at, len(types))
     if not sec.ok:
         return None
-    out, explained = [], sec.separators + quotes
+    out, explained = [None] * len(types), sec.separators + quotes
+    ints = [j for j, want in enumerate(types) if want is int]
+    read = _numbers(buf, words, sec.start[:, ints].T.copy(), sec.end[:, ints].T.copy())   # all at once
+    if read is None:
+        return None
+    for j, col in zip(ints, read[0]):
+        out[j] = col
+    explained += read[1]
     texts = 0
     for j, want in enumerate(types):
-        read = (_strings if want is str else _flags if want is bool else _numbers)(
-            buf, words, sec.start[:, j], sec.end[:, j])
+        if want is int:
+            continue
+        read = (_strings if want is str else _flags)(buf, words, sec.start[:, j], sec.end[:, j])
         if read is None:
             return None
-        out.append(read[0])
+        out[j] = read[0]
         explained += read[1]
         texts += want is str
     if quotes != 2 * sec.rows * texts or nondigits != explained:
