@@ -183,3 +183,12 @@ def test_a_corrupt_gzip_stream_is_named_as_before(tmp_path):
 def test_words_are_read_at_any_byte():
     buf = np.frombuffer(b"0123456789" + bytes(row_scan.PAD), dtype=np.uint8)
     assert int(row_scan.words_of(buf)[2]) == int.from_bytes(b"23456789", "little")
+
+
+def test_a_string_first_seen_late_in_a_long_section_is_its_own():
+    rows = [["plan", i, -1, 10 * i, 10 * i + 5, "late thread" if i == 150 else "scheduler", -1, -1]
+            for i in range(200)]
+    line = json.dumps({"chunk": 1, "host_spans": rows}, separators=(",", ":")).encode()
+    _, found = row_scan.scan_chunk(line, TYPES)
+    codes, table = found["host_spans"][5]
+    assert [table[c] for c in codes.tolist()] == [r[5] for r in rows] and table == ["scheduler", "late thread"]

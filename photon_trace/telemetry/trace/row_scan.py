@@ -42,6 +42,7 @@ _LOW = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [_ALL], dtype=np.uint64
 _TRUE = int.from_bytes(b"true", "little")
 _FALSE = int.from_bytes(b"false", "little")
 _MAX_DIGITS = 18
+_PROBE = 64                  # a string field's first rows, whose distinct strings are looked for in the rest
 _MAX_LONG_STRINGS = 64       # distinct strings over 16 bytes a field may hold before the caller parses it
 _CONTROL = re.compile("[\x00-\x1f]")
 _SEPARATORS = (34, 44, 91, 93)   # " , [ ]
@@ -111,6 +112,18 @@ def _flags(buf: np.ndarray, words: np.ndarray, start: np.ndarray, end: np.ndarra
     return true, int(n.sum())
 
 
+def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each distinct key first appears, and each key's distinct one (``np.unique``'s
+    ``return_index`` and ``return_inverse``). A field holds a few strings, nearly always all of them
+    among its first rows: those are looked up by a binary search, with no sort of the whole field."""
+    values, first = np.unique(key[:_PROBE], return_index=True)
+    at = np.minimum(np.searchsorted(values, key), len(values) - 1)
+    if (values[at] == key).all():
+        return first, at
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first, inverse
+
+
 def _strings(buf: np.ndarray, words: np.ndarray, start: np.ndarray, end: np.ndarray
              ) -> tuple[tuple[np.ndarray, list[str]], int] | None:
     """String fields as (int32 codes, the distinct strings) and how many non-digits they hold
@@ -121,7 +134,7 @@ def _strings(buf: np.ndarray, words: np.ndarray, start: np.ndarray, end: np.ndar
     head = words[cs] & _LOW[np.minimum(n, 8)]
     tail = words[cs + n - 8] & _TOP[np.minimum(n, 8)]
     key = head * _U64(0x9E3779B97F4A7C15) ^ tail * _U64(0xC2B2AE3D27D4EB4F) ^ n.astype(np.uint64)
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    first, inverse = _distinct(key)
     order = np.argsort(first)                  # the strings in order of first appearance, as the parser
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
