@@ -214,12 +214,11 @@ def scan_chunk(line: bytes, types: dict[str, tuple[type, ...]], older: dict[str,
     # quotes, commas, brackets, braces; a few other bytes pass the two masks and are dropped below
     pos = np.flatnonzero(((b & np.uint8(0xD9)) == 0x59) | ((b & np.uint8(0xF1)) == 0x20))
     ch = b[pos]
-    keep = (ch == 34) | (ch == 44) | (ch == 91) | (ch == 93) | (ch == 123) | (ch == 125)
-    pos, ch = pos[keep], ch[keep]
     quote = ch == 34
     qcount = np.cumsum(quote)
-    outside = ~quote & ((qcount & 1) == 0)       # an odd count of quotes before: inside a string
-    sep, at, qbefore = ch[outside], pos[outside], qcount[outside]
+    # a separator with an odd count of quotes before it is inside a string
+    keep = np.flatnonzero(((ch == 44) | (ch == 91) | (ch == 93) | (ch == 123) | (ch == 125)) & ((qcount & 1) == 0))
+    sep, at, qbefore = ch[keep], pos[keep], qcount[keep]
     depth = np.cumsum(_OPEN[sep])
     opens = np.flatnonzero((sep == 91) & (depth == 2))     # a member of the line's object that is an array
     closes = np.flatnonzero((sep == 93) & (depth == 1))
