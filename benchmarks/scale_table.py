@@ -57,7 +57,7 @@ class Row:
         sec = m.seconds if not m.failed else {}
         opened = sum(sec[k] for k in ("import", "window", "prepare", "first_draw")) if sec else None
         ok = opened is not None and opened <= open_s and sec["zoom"] <= zoom_s
-        after = sec["analysis"] + sec["bubbles"] if sec else None
+        after = sec["analysis"] + sec["bubbles"] if "bubbles" in sec else None
         cells = [_s(sec.get("import")), _s(sec.get("window")), _s(sec.get("prepare")), _s(sec.get("first_draw")),
                  _s(opened), _s(sec.get("zoom")), f"{m.info.get('mode', '-')} / {m.info.get('zoom_mode', '-')}",
                  _s(after), f"{m.rss_mb:.0f}", _s(page_s)]

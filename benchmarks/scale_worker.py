@@ -12,7 +12,7 @@ Stages (each starts from the file, as a user's command does):
   the steady-state window and ``prepare_spans``, the first view as the page gets it (the figure
   with its pan margin and the overview strip, as JSON), one zoom (a view of 1% of the whole
   range, around its middle: its figure as JSON); then what follows the first view: ``analyze``
-  and the bubbles added to the timeline (``with_analysis``);
+  and the bubbles added to the timeline (``with_analysis``); ``dashboard-open`` stops before them;
 * ``fit:MB``: ``gate`` with the process's address space limited to MB (``RLIMIT_AS``): a
   trace too large for the memory it may use should be refused up front (exit 2, saying so);
   ``fit:MB:told`` also tells the program that budget (``PHOTON_TRACE_MEMORY_BUDGET``, the
@@ -55,8 +55,8 @@ def _ours(stage: str, path: Path) -> tuple[dict, dict]:
             info["exit_code"] = _timed(seconds, "gate", lambda: main(["check", str(path)]))
         info["verdict"] = sink.getvalue().strip().splitlines()[0][:400] if sink.getvalue().strip() else ""
         return seconds, info
-    if stage == "dashboard":
-        return _dashboard(path)
+    if stage in ("dashboard", "dashboard-open"):
+        return _dashboard(path, analyse=stage == "dashboard")
     trace = _timed(seconds, "import", lambda: load_any(path))
     info["spans"] = len(trace.host_spans) + len(trace.device_spans)
     if stage == "import":
@@ -68,10 +68,10 @@ def _ours(stage: str, path: Path) -> tuple[dict, dict]:
     raise SystemExit(f"unknown stage {stage!r}")
 
 
-def _dashboard(path: Path) -> tuple[dict, dict]:
+def _dashboard(path: Path, analyse: bool) -> tuple[dict, dict]:
     """The page's own order (``dashboard/sources/store.py:TraceStore.build``): the file, the
-    window and the spans, drawn; then the analysis and its bubbles, which the first view does
-    not wait for."""
+    window and the spans, drawn; then (``analyse``) the analysis and its bubbles, which the first
+    view does not wait for."""
     from photon_trace.dashboard.sources.store import outside_bubbles
     from photon_trace.dashboard.timeline.data import prepare_spans, with_analysis
     from photon_trace.dashboard.timeline.figure import timeline_figure
@@ -100,6 +100,8 @@ def _dashboard(path: Path) -> tuple[dict, dict]:
     mid, half = (lo + hi) / 2, (hi - lo) / 200
     zoomed = _timed(seconds, "zoom", lambda: page(view.with_range((mid - half, mid + half))))
     info.update(mode=meta["mode"], zoom_mode=zoomed["mode"], zoom_spans=zoomed["spans_visible"])
+    if not analyse:
+        return seconds, info
     report = _timed(seconds, "analysis", lambda: analyze(trace, window))
     _timed(seconds, "bubbles", lambda: with_analysis(data, trace, report, outside_bubbles(trace, report.window)))
     info["steps"] = len(report.steps)
