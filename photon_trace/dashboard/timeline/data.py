@@ -149,6 +149,15 @@ def _rows_lookup(trace: Trace):
     rows = numbers(trace.steps, "rows").astype(np.float64)
     order = np.argsort(ids, kind="stable")
     ids, rows = ids[order], rows[order]
+    if len(ids) and int(ids[-1]) - int(ids[0]) == len(ids) - 1 and (np.diff(ids) == 1).all():
+        # steps numbered without a gap, as a run's are: a step's record is at step - first, no search
+        first = int(ids[0])
+
+        def direct(steps: np.ndarray) -> np.ndarray:
+            i = steps - first
+            ok = (i >= 0) & (i < len(ids))
+            return np.where(ok, rows[np.where(ok, i, 0)], np.nan)
+        return direct
 
     def lookup(steps: np.ndarray) -> np.ndarray:
         if len(steps) == 0:
