@@ -116,6 +116,8 @@ def main() -> None:
     ap.add_argument("--fit-limit-mb", type=float, default=1024, help="item 4: the address space allowed")
     ap.add_argument("--no-hta", action="store_true")
     ap.add_argument("--browser", action="store_true", help="dashboard: also page open to drawn in Chromium")
+    ap.add_argument("--open-only", action="store_true", help="dashboard: stop after the first view and zoom "
+                    "(no analysis: its time and memory are another table's)")
     ap.add_argument("--quick", action="store_true", help="small sizes, one repeat, no HTA, no limit run")
     args = ap.parse_args()
     synthetic = SYNTHETIC_EVENTS
@@ -159,7 +161,8 @@ def main() -> None:
         from scale_browser import browser_draw
         rows = []
         for kind, p in big_run.items():
-            m = measure("dashboard", p, args.scale_repeats, guard_mb=args.guard_mb, limit_s=args.limit_s)
+            m = measure("dashboard-open" if args.open_only else "dashboard", p, args.scale_repeats,
+                        guard_mb=args.guard_mb, limit_s=args.limit_s)
             print(f"  {p.name} dashboard: " + (m.failed or f"{m.seconds} {m.rss_mb:.0f} MB"), flush=True)
             page = browser_draw(p) if args.browser and not m.failed else None
             rows.append(Row.dashboard(f"{kind}: {p.name}", m, page, DASH_OPEN_S, DASH_ZOOM_S))

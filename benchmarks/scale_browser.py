@@ -47,6 +47,8 @@ def browser_draw(path: Path, timeout_s: float = 600) -> float | None:
                 out.append(time.perf_counter() - t0)
                 ctx.close()
             b.close()
+        print(f"  browser: first visit (the server reading the file) {out[0]:.2f} s, second {out[1]:.2f} s",
+              flush=True)
         return out[-1]
     finally:
         proc.terminate()

@@ -8,10 +8,11 @@ Stages (each starts from the file, as a user's command does):
 * ``analysis``: ``load_any`` then ``analyze``;
 * ``gate``: ``photon-trace check TRACE``, the CLI's own path (loading, checking, analysing, the
   gates, the printed verdict; its output is discarded, its exit code kept);
-* ``dashboard``: ``load_any``, ``analyze``, then the server side of the dashboard's timeline:
-  ``prepare_timeline``, the first view as the page gets it (the figure with its pan margin and
-  the overview strip, as JSON), and one zoom (a view of 1% of the whole range, around its
-  middle: its figure as JSON);
+* ``dashboard``: the server side of the dashboard's timeline in the page's order: ``load_any``,
+  the steady-state window and ``prepare_spans``, the first view as the page gets it (the figure
+  with its pan margin and the overview strip, as JSON), one zoom (a view of 1% of the whole
+  range, around its middle: its figure as JSON); then what follows the first view: ``analyze``
+  and the bubbles added to the timeline (``with_analysis``); ``dashboard-open`` stops before them;
 * ``fit:MB``: ``gate`` with the process's address space limited to MB (``RLIMIT_AS``): a
   trace too large for the memory it may use should be refused up front (exit 2, saying so);
   ``fit:MB:told`` also tells the program that budget (``PHOTON_TRACE_MEMORY_BUDGET``, the
@@ -61,6 +62,8 @@ def _ours(stage: str, path: Path) -> tuple[dict, dict]:
             info["exit_code"] = _timed(seconds, "gate", lambda: main(["check", str(path)]))
         info["verdict"] = sink.getvalue().strip().splitlines()[0][:400] if sink.getvalue().strip() else ""
         return seconds, info
+    if stage in ("dashboard", "dashboard-open"):
+        return _dashboard(path, analyse=stage == "dashboard")
     trace = _timed(seconds, "import", lambda: load_any(path))
     info["spans"] = len(trace.host_spans) + len(trace.device_spans)
     if stage == "import":
@@ -69,13 +72,23 @@ def _ours(stage: str, path: Path) -> tuple[dict, dict]:
     info["steps"] = len(report.steps)
     if stage == "analysis":
         return seconds, info
-    if stage != "dashboard":
-        raise SystemExit(f"unknown stage {stage!r}")
-    from photon_trace.dashboard.timeline.data import prepare_timeline
+    raise SystemExit(f"unknown stage {stage!r}")
+
+
+def _dashboard(path: Path, analyse: bool) -> tuple[dict, dict]:
+    """The page's own order (``dashboard/sources/store.py:TraceStore.build``): the file, the
+    window and the spans, drawn; then (``analyse``) the analysis and its bubbles, which the first
+    view does not wait for."""
+    from photon_trace.dashboard.sources.store import outside_bubbles
+    from photon_trace.dashboard.timeline.data import prepare_spans, with_analysis
     from photon_trace.dashboard.timeline.figure import timeline_figure
     from photon_trace.dashboard.timeline.overview import overview_figure
     from photon_trace.dashboard.timeline.view import View
+    from photon_trace.telemetry.analysis import analyze, steady_state_window
+    from photon_trace.telemetry.trace.importers import load_any
 
+    seconds: dict[str, float] = {}
+    info: dict = {}
     # what the page gets: the figure drawn a view's width beyond each side (the pan margin of
     # dashboard/callbacks/timeline.py) and the overview strip, as JSON
     view = View(pad=1.0)
@@ -85,12 +98,20 @@ def _ours(stage: str, path: Path) -> tuple[dict, dict]:
         fig.to_json()
         return fig.layout.meta
 
-    data = _timed(seconds, "prepare", lambda: prepare_timeline(trace, report))
+    trace = _timed(seconds, "import", lambda: load_any(path))
+    info["spans"] = len(trace.host_spans) + len(trace.device_spans)
+    window = _timed(seconds, "window", lambda: steady_state_window(trace))
+    data = _timed(seconds, "prepare", lambda: prepare_spans(trace, window))
     meta = _timed(seconds, "first_draw", lambda: (overview_figure(data).to_json(), page(view))[1])
     lo, hi = meta["x_range"]        # the whole trace's range, seconds on the view's axis
     mid, half = (lo + hi) / 2, (hi - lo) / 200
     zoomed = _timed(seconds, "zoom", lambda: page(view.with_range((mid - half, mid + half))))
     info.update(mode=meta["mode"], zoom_mode=zoomed["mode"], zoom_spans=zoomed["spans_visible"])
+    if not analyse:
+        return seconds, info
+    report = _timed(seconds, "analysis", lambda: analyze(trace, window))
+    _timed(seconds, "bubbles", lambda: with_analysis(data, trace, report, outside_bubbles(trace, report.window)))
+    info["steps"] = len(report.steps)
     return seconds, info
 
 

@@ -13,6 +13,7 @@ thread, op, stream, site) are codes into a table of the distinct strings.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -100,7 +101,7 @@ class Columns(Sequence, Generic[R]):
         return self.tables[name][v] if name in self.tables else v
 
     def __iter__(self) -> Iterator[R]:
-        make = self.kind._make
+        kind, new = repeat(self.kind), tuple.__new__     # what kind._make does, without its frame per record
         for lo in range(0, self._n, _BLOCK):
             cols = []
             for name in self.kind._fields:
@@ -109,7 +110,7 @@ class Columns(Sequence, Generic[R]):
                     table = self.tables[name]
                     block = [table[c] for c in block]
                 cols.append(block)
-            yield from map(make, zip(*cols))
+            yield from map(new, kind, zip(*cols))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (Columns, list, tuple)):

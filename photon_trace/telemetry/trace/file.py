@@ -42,17 +42,20 @@ import os
 import time
 import warnings
 import zlib
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from itertools import chain
 from pathlib import Path
 
 from photon_trace.telemetry.trace.fit import check_fits
 from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, add_dropped, merge_header
 from photon_trace.telemetry.trace.line_file import LineFile, WriteStopped
+from photon_trace.telemetry.trace.line_read import LineStream
 from photon_trace.telemetry.trace.pieces import PIECE, run_to_end
 from photon_trace.telemetry.trace.plausible import RULE, check_trace
 from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
 from photon_trace.telemetry.trace.row_columns import ColumnsBuilder
-from photon_trace.telemetry.trace.rows import (ROW_TYPES, TraceFormatError, check_columns, check_rows, gc_paused,
+from photon_trace.telemetry.trace.row_scan import scan_chunk
+from photon_trace.telemetry.trace.rows import (OLDER_WIDTH, ROW_TYPES, TraceFormatError, check_columns, check_rows, gc_paused,
                                                json_line)
 
 class TraceTruncatedWarning(UserWarning):
@@ -194,8 +197,8 @@ def _check_header(path: Path, header: dict) -> None:
 
 
 COLUMNS_FROM = 64 << 20
-"""Files of this many bytes of text (~1M spans) and more load their host and device spans as
-``Columns`` (~50 bytes a span instead of ~750 as tuples in a list); smaller ones as lists."""
+"""Files of this many bytes of text (~1M spans) and more load every kind of record as ``Columns``
+(~50 bytes a record instead of ~750 as tuples in a list); smaller ones as lists."""
 
 
 def _add_columns(builder: ColumnsBuilder, path: Path, lineno: int, kind: str, rows: list) -> None:
@@ -217,26 +220,83 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
 
 def _load(path: Path, strict: bool) -> Trace:
     check_fits(path, "ours")   # refused up front when it cannot fit in memory (fit.py)
+    stream = LineStream(path)
+    lines = iter(stream)
     try:
-        data, gzip_cut = _read_bytes(path)
+        trace = _load_lines(path, strict, stream, lines)
+    except TraceFormatError:
+        for _ in lines:    # the file's error is the stream's when it is corrupt or unreadable, as
+            pass           # when the whole file was read before any line was parsed
+        _stream_error(path, stream)
+        raise
+    _stream_error(path, stream)
+    return trace
+
+
+def _stream_error(path: Path, stream: LineStream) -> None:
+    if stream.error is not None:
+        raise TraceFormatError(f"{path}: cannot read: {stream.error}")
+    if stream.corrupt is not None:
+        _read_bytes(path)     # zlib's own words for what is wrong (the stream may be ISA-L's)
+        raise TraceFormatError(f"{path}: a corrupt gzip stream ({stream.corrupt})")
+
+
+def _header_error(path: Path) -> TraceFormatError:
+    """Why the first line is not a header, from the whole file (what ``_foreign`` looks at)."""
+    try:
+        data, _ = _read_bytes(path)
     except OSError as e:
-        raise TraceFormatError(f"{path}: cannot read: {e}") from None
+        return TraceFormatError(f"{path}: cannot read: {e}")
     lines = data.split(b"\n")
-    partial_tail = lines[-1] != b""       # no newline after the last line: cut mid-write
+    partial_tail = lines[-1] != b""
     if not partial_tail:
         lines.pop()
-    if not lines or not lines[0].strip():
-        raise _foreign(path, data)
+    if len(lines) == 1 and partial_tail and data.startswith(b'{"format":"' + FORMAT_NAME.encode()):
+        return TraceFormatError(f"{path}: truncated inside the header line; no records")
+    return _foreign(path, data)
+
+
+SCAN_FROM = 64 << 10
+"""Chunk lines of this many bytes and more, in a file loaded as columns, are read by
+``row_scan.py`` (array operations); shorter ones by the JSON parser, which is quicker for them."""
+_SCAN_TYPES = {k: t for k, (_, t) in ROW_TYPES.items()}
+
+
+def _scan(path: Path, lineno: int, raw: bytes) -> tuple[dict, dict] | None:
+    """A chunk line as (its object without the row sections, those rows as columns), or None: the
+    caller parses the line (``row_scan.py`` reads only what it can prove plain)."""
+    got = scan_chunk(raw, _SCAN_TYPES, OLDER_WIDTH)
+    if got is None:
+        return None
+    rest, found = got
     try:
-        header = json_line(path, 1, lines[0])
+        obj = json_line(path, lineno, rest)
+    except ValueError:      # TraceFormatError too: the whole line is parsed again, for its error
+        return None
+    if not isinstance(obj, dict) or any(k in obj for k in found):
+        return None
+    return obj, found
+
+
+def _load_lines(path: Path, strict: bool, stream: LineStream, lines) -> Trace:
+    head, size = [], 0
+    for line in lines:     # a large file's records load as columns: how large is known by here
+        head.append(line)
+        size += len(line) + 1
+        if size > COLUMNS_FROM:
+            break
+    else:
+        size -= stream.partial_tail
+    if not head or not head[0].strip():
+        raise _header_error(path)
+    try:
+        header = json_line(path, 1, head[0])
     except TraceFormatError:
         raise
     except ValueError:
-        if len(lines) == 1 and partial_tail and data.startswith(b'{"format":"' + FORMAT_NAME.encode()):
-            raise TraceFormatError(f"{path}: truncated inside the header line; no records") from None
-        raise _foreign(path, data) from None
+        raise _header_error(path) from None
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
-        raise _foreign(path, data)
+        raise _header_error(path)
     version = header.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise TraceFormatError(f"{path}: header has no integer format version (got {version!r})")
@@ -249,34 +309,41 @@ def _load(path: Path, strict: bool) -> Trace:
     _check_header(path, header)
 
     trace = Trace(header=header)
-    # a large file's spans as columns (row_columns.py); the text is dropped a line at a time
-    columnar = {k: ColumnsBuilder(*ROW_TYPES[k]) for k in ("host_spans", "device_spans")} \
-        if len(data) >= COLUMNS_FROM else {}
-    del data
+    # a large file's records as columns (row_columns.py), its long chunk lines read as arrays
+    columnar = {k: ColumnsBuilder(*ROW_TYPES[k]) for k in ROW_TYPES} if size >= COLUMNS_FROM else {}
     ended = False
     truncated = False
-    for lineno in range(2, len(lines) + 1):
-        raw, lines[lineno - 1] = lines[lineno - 1], b""
-        last = lineno == len(lines)
-        try:
-            obj = json_line(path, lineno, raw)
-        except TraceFormatError:
-            raise
-        except ValueError as e:
-            if last and (partial_tail or gzip_cut):
-                if strict:
-                    raise TraceFormatError(f"{path}: line {lineno}: truncated (partial last line)") from None
-                warnings.warn(f"{path}: line {lineno} is a partial line (the writer stopped "
-                              f"mid-write); loaded the {lineno - 2} lines before it",
-                              TraceTruncatedWarning, stacklevel=3)   # the caller of load_trace
-                truncated = True
-                break
-            raise TraceFormatError(f"{path}: line {lineno}: not valid JSON ({e})") from None
+    for lineno, raw, last in _numbered(head[1:], lines):
+        if last:
+            _stream_error(path, stream)   # a corrupt or unreadable stream says so before any cut line
+        scanned = _scan(path, lineno, raw) if columnar and len(raw) >= SCAN_FROM and raw.startswith(b'{"chunk":') \
+            else None
+        found = {}
+        if scanned is not None:
+            obj, found = scanned
+        else:
+            try:
+                obj = json_line(path, lineno, raw)
+            except TraceFormatError:
+                raise
+            except ValueError as e:
+                if last and (stream.partial_tail or stream.cut):
+                    if strict:
+                        raise TraceFormatError(f"{path}: line {lineno}: truncated (partial last line)") from None
+                    warnings.warn(f"{path}: line {lineno} is a partial line (the writer stopped "
+                                  f"mid-write); loaded the {lineno - 2} lines before it",
+                                  TraceTruncatedWarning, stacklevel=4)   # the caller of load_trace
+                    truncated = True
+                    break
+                raise TraceFormatError(f"{path}: line {lineno}: not valid JSON ({e})") from None
         if not isinstance(obj, dict):
             raise TraceFormatError(f"{path}: line {lineno}: expected a JSON object, got {type(obj).__name__}")
         if ended:
             raise TraceFormatError(f"{path}: line {lineno}: records after the end line")
         if "chunk" in obj:
+            for kind, rows in found.items():
+                if rows:
+                    columnar[kind].add_scanned(rows)
             for kind, rows in obj.items():
                 if kind == "chunk":
                     continue
@@ -306,12 +373,13 @@ def _load(path: Path, strict: bool) -> Trace:
             ended = True       # nothing may follow it; the trace is still incomplete (below)
         else:
             raise TraceFormatError(f"{path}: line {lineno}: unknown line (keys {sorted(obj)[:5]})")
+    gzip_cut = stream.cut
     if gzip_cut and not truncated:
         if strict:
             raise TraceFormatError(f"{path}: the gzip stream is cut short")
         if not ended:
             warnings.warn(f"{path}: the gzip stream is cut short; loaded what was there",
-                          TraceTruncatedWarning, stacklevel=3)   # the caller of load_trace
+                          TraceTruncatedWarning, stacklevel=4)   # the caller of load_trace
             truncated = True
     for kind, builder in columnar.items():
         setattr(trace, kind, builder.finish())
@@ -322,3 +390,14 @@ def _load(path: Path, strict: bool) -> Trace:
     if not ended or "stopped" in trace.header:
         trace.header["incomplete"] = True
     return trace
+
+
+def _numbered(head: list[bytes], rest) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, line, whether it is the last) for the lines after the header."""
+    prev, n = None, 1
+    for line in chain(head, rest):
+        if prev is not None:
+            yield n, prev, False
+        prev, n = line, n + 1
+    if prev is not None:
+        yield n, prev, True

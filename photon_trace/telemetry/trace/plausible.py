@@ -152,11 +152,11 @@ def unknown_steps(trace: Trace) -> tuple[int, DeviceSpan] | None:
     one has (or the trace has no step records, or its recorder dropped some)."""
     if not trace.steps or (trace.header.get("dropped") or {}).get("steps"):
         return None
-    known = {s.step for s in trace.steps}
-    steps = column(trace.device_spans, "step")
-    if np.isin(steps, np.fromiter(known, dtype=np.int64, count=len(known))).all():
+    unknown = ~np.isin(column(trace.device_spans, "step"), column(trace.steps, "step"))   # columns: no tuple each
+    if not unknown.any():
         return None
-    return next((i, d) for i, d in enumerate(trace.device_spans) if d.step not in known)
+    i = int(np.flatnonzero(unknown)[0])
+    return i, trace.device_spans[i]
 
 
 def _describe(kind: str, i: int, r: tuple) -> str:

@@ -2,8 +2,9 @@
 growing arrays, text as codes, never a tuple per row.
 
 Lists of ``HostSpan`` tuples cost ~750 bytes a record through ``check`` (a tuple, its ints and
-the list's pointer); as columns ~50. ``file.py`` uses this for host and device spans when a file
-is large (``file.py:COLUMNS_FROM``); smaller files load as lists, as they always have.
+the list's pointer); as columns ~50. ``file.py`` uses this for every kind of record when a file
+is large (``file.py:COLUMNS_FROM``); smaller files load as lists, as they always have. A chunk's
+columns come from ``rows.py:check_columns`` (parsed JSON) or ``row_scan.py`` (read as arrays).
 """
 from __future__ import annotations
 
@@ -29,6 +30,18 @@ class ColumnsBuilder:
                                                  count=len(col)))
             else:
                 self.parts[i].append(np.array(col, dtype=bool if want is bool else np.int64))
+
+    def add_scanned(self, fields: list) -> None:
+        """One chunk's fields as ``row_scan.py`` reads them: arrays, and text as codes into its own
+        strings (made codes into this builder's tables here)."""
+        for i, (col, want) in enumerate(zip(fields, self.types)):
+            if want is str:
+                inverse, strings = col
+                codes = self.codes[i]
+                lut = np.array([codes.setdefault(s, len(codes)) for s in strings], dtype=np.int32)
+                self.parts[i].append(lut[inverse])
+            else:
+                self.parts[i].append(col)
 
     def finish(self) -> Columns:
         arrays, tables = {}, {}

@@ -1,0 +1,194 @@
+"""A large file's chunk lines read as arrays (``row_scan.py``) hold what the JSON parser reads
+from them, and a line it cannot prove plain is parsed, so its records or its error are the
+parser's. ``COLUMNS_FROM`` and ``SCAN_FROM`` are set to 0 here so small files take that path;
+"parsed" is the same load with the scan switched off."""
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import zlib
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from photon_trace.telemetry.trace import file as trace_file
+from photon_trace.telemetry.trace import row_scan
+from photon_trace.telemetry.trace.columns import Columns
+from photon_trace.telemetry.trace.file import TraceFormatError, load_trace
+from photon_trace.telemetry.trace.rows import ROW_TYPES
+
+from helpers.scale_traces import write_own_trace
+
+ROOT = Path(__file__).parents[1]
+FILES = sorted((ROOT / "tests/data/golden").glob("*.trace.jsonl*")) + sorted(ROOT.glob("traces/*.trace.jsonl*"))
+TYPES = {k: t for k, (_, t) in ROW_TYPES.items()}
+
+
+def _records(trace):
+    return (trace.header, *(list(getattr(trace, k)) for k in ROW_TYPES))
+
+
+def _load(path, monkeypatch, scan: bool):
+    monkeypatch.setattr(trace_file, "COLUMNS_FROM", 0)
+    monkeypatch.setattr(trace_file, "SCAN_FROM", 0 if scan else 1 << 62)
+    try:
+        return load_trace(path)
+    except TraceFormatError as e:
+        return f"error: {e}"
+
+
+@pytest.fixture
+def scans(monkeypatch):
+    """How many chunk lines the scan read (not None) and how many it left to the parser."""
+    seen = {"read": 0, "parsed": 0}
+    real = trace_file._scan
+
+    def counted(*args):
+        got = real(*args)
+        seen["read" if got is not None else "parsed"] += 1
+        return got
+    monkeypatch.setattr(trace_file, "_scan", counted)
+    return seen
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_engine_traces_read_as_arrays_hold_what_the_parser_reads(path, monkeypatch, scans):
+    as_lists = load_trace(path)
+    scanned = _load(path, monkeypatch, scan=True)
+    assert scans["read"] > 0 and scans["parsed"] == 0, scans
+    assert all(isinstance(getattr(scanned, k), Columns) for k in ROW_TYPES)
+    assert _records(scanned) == _records(_load(path, monkeypatch, scan=False)) == _records(as_lists)
+
+
+def test_the_generators_ten_million_span_file_shape_reads_the_same(tmp_path, monkeypatch, scans):
+    path = write_own_trace(tmp_path / "own.trace.jsonl.gz", 30_000).path
+    scanned = _load(path, monkeypatch, scan=True)
+    assert scans["read"] > 0 and scans["parsed"] == 0, scans
+    assert len(scanned.host_spans) + len(scanned.device_spans) >= 30_000
+    assert _records(scanned) == _records(_load(path, monkeypatch, scan=False))
+
+
+def _chunk_line(path: Path) -> tuple[list[str], int]:
+    lines = trace_file._read_bytes(path)[0].decode().splitlines()
+    return lines, next(i for i, line in enumerate(lines) if '"waits":[[' in line and '"host_spans":[[' in line)
+
+
+# Each edit of a real chunk line: what the parser makes of it (records, or the error naming the
+# line and field) must be what the load gives with the scan on.
+EDITS = {
+    "escaped quote in a string": lambda s: s.replace('["', '["a\\"b', 1),
+    "escaped newline": lambda s: s.replace('["', '["a\\nb', 1),
+    "unicode escape": lambda s: s.replace('["', '["\\u00e9', 1),
+    "non-ascii text": lambda s: s.replace('["', '["ünïcode ✓ ', 1),
+    "long strings": lambda s: s.replace('["', '["' + "x" * 40 + "/", 3),
+    "a separator inside a string": lambda s: s.replace('["', '["a],"b":[[', 1),
+    "brackets and braces in text": lambda s: s.replace('["', '["{[x]}', 2),
+    "a control character": lambda s: s.replace('["', '["a\x01', 1),
+    "leading zero": lambda s: s.replace(",-1,", ",01,", 1),
+    "negative zero": lambda s: s.replace(",-1,", ",-0,", 1),
+    "a float": lambda s: s.replace(",-1,", ",1.0,", 1),
+    "an exponent": lambda s: s.replace(",-1,", ",1e3,", 1),
+    "a flag where a number goes": lambda s: s.replace(",-1,", ",true,", 1),
+    "a number where a flag goes": lambda s: s.replace(",true,", ",1,", 1).replace(",false,", ",0,", 1),
+    "text where a number goes": lambda s: s.replace(",-1,", ',"-1",', 1),
+    "a number where text goes": lambda s: s.replace('"MainThread"', "7", 1),
+    "null": lambda s: s.replace(",-1,", ",null,", 1),
+    "18 digits": lambda s: s.replace(",-1,", ",-999999999999999999,", 1),
+    "19 digits": lambda s: s.replace(",-1,", ",1234567890123456789,", 1),
+    "outside int64": lambda s: s.replace(",-1,", ",99999999999999999999,", 1),
+    "a space": lambda s: s.replace(",-1,", ", -1,", 1),
+    "a row too short": lambda s: s.replace(',"MainThread"]', "]", 1),
+    "a row too long": lambda s: s.replace(',"MainThread"]', ',"MainThread",-1,-1,-1]', 1),
+    "rows of two widths": lambda s: s.replace(',"MainThread"]', ',"MainThread",-1,-1]', 1),
+    "an empty section": lambda s: s.replace('"steps":[[', '"steps":[],"x":[[', 1),
+    "an unknown kind": lambda s: s.replace('"steps":', '"stepz":', 1),
+    "a kind twice": lambda s: s[:-1] + ',"waits":[]}',
+    "rows inside dropped": lambda s: s[:-1] + ',"dropped":{"waits":[["x"]]}}',
+    "dropped counts": lambda s: s[:-1] + ',"dropped":{"waits":3}}',
+    "an empty string": lambda s: s.replace('"MainThread"', '""', 1),
+    "cut short": lambda s: s[: len(s) // 2],
+}
+
+
+READ = {"non-ascii text", "long strings", "brackets and braces in text", "negative zero", "18 digits",
+        "an empty string", "an empty section", "an unknown kind", "rows inside dropped", "dropped counts"}
+"""The edits the scan reads itself; it leaves every other edited line to the parser."""
+
+
+@pytest.mark.parametrize("edit", EDITS, ids=list(EDITS))
+def test_an_edited_line_reads_as_the_parser_reads_it(edit, tmp_path, monkeypatch, scans):
+    lines, i = _chunk_line(FILES[0])
+    edited = EDITS[edit](lines[i])
+    assert edited != lines[i]
+    lines[i] = edited
+    bad = tmp_path / "edited.trace.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    parsed = _load(bad, monkeypatch, scan=False)
+    scanned = _load(bad, monkeypatch, scan=True)
+    assert scans["parsed"] == (edit not in READ), scans
+    if isinstance(parsed, str):
+        assert scanned == parsed
+    else:
+        assert _records(scanned) == _records(parsed)
+
+
+def _random_line(rng: random.Random) -> str:
+    def number() -> int:
+        digits = rng.randint(1, 18)
+        v = rng.randint(10 ** (digits - 1) if digits > 1 else 0, 10 ** digits - 1)
+        return -v if rng.random() < 0.3 else v
+
+    def text() -> str:
+        return rng.choice(["", "a", "plan", "scheduler", "x" * 8, "y" * 9, "z" * 16, "w" * 17,
+                           "engine/engine.py:194 in Engine._commit", "ü", "é" * 20, "a b.c(d)_Y"])
+    value = {str: text, int: number, bool: lambda: rng.random() < 0.5}
+    obj = {"chunk": rng.randint(0, 10 ** 6)}
+    for kind, types in TYPES.items():
+        if rng.random() < 0.8:
+            obj[kind] = [[value[t]() for t in types] for _ in range(rng.randint(0, 40))]
+    if rng.random() < 0.3:
+        obj["dropped"] = {"host_spans": 3}
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_random_rows_read_as_the_parser_reads_them():
+    rng = random.Random(31)
+    for _ in range(300):
+        line = _random_line(rng).encode()
+        obj = orjson.loads(line)
+        rest, found = row_scan.scan_chunk(line, TYPES)
+        again = orjson.loads(rest)
+        assert not set(again) & set(found) and {**again, **found}.keys() == obj.keys()
+        for kind, fields in found.items():
+            rows = [] if not fields else [list(r) for r in zip(*(
+                [f[1][c] for c in f[0].tolist()] if t is str else f.tolist() for f, t in zip(fields, TYPES[kind])))]
+            assert rows == obj[kind], kind
+
+
+def test_a_corrupt_gzip_stream_is_named_as_before(tmp_path):
+    src = FILES[0].read_bytes()
+    z = gzip.compress(src * 40)
+    bad = tmp_path / "corrupt.trace.jsonl.gz"
+    bad.write_bytes(z[: len(z) // 2] + bytes(b ^ 0x5A for b in z[len(z) // 2: len(z) // 2 + 64]) + z[len(z) // 2 + 64:])
+    with pytest.raises(zlib.error) as raw:
+        zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(bad.read_bytes())
+    with pytest.raises(TraceFormatError, match="a corrupt gzip stream") as e:
+        load_trace(bad)
+    assert str(e.value) == f"{bad}: a corrupt gzip stream ({raw.value})"
+
+
+def test_words_are_read_at_any_byte():
+    buf = np.frombuffer(b"0123456789" + bytes(row_scan.PAD), dtype=np.uint8)
+    assert int(row_scan.words_of(buf)[2]) == int.from_bytes(b"23456789", "little")
+
+
+def test_a_string_first_seen_late_in_a_long_section_is_its_own():
+    rows = [["plan", i, -1, 10 * i, 10 * i + 5, "late thread" if i == 150 else "scheduler", -1, -1]
+            for i in range(200)]
+    line = json.dumps({"chunk": 1, "host_spans": rows}, separators=(",", ":")).encode()
+    _, found = row_scan.scan_chunk(line, TYPES)
+    codes, table = found["host_spans"][5]
+    assert [table[c] for c in codes.tolist()] == [r[5] for r in rows] and table == ["scheduler", "late thread"]
