@@ -8,7 +8,7 @@ from dataclasses import replace
 from helpers.dashboard_samples import WORKLOAD, report, sample
 from helpers.loop_sim import BATCHED_COSTS, SyntheticRun, synthetic_trace
 
-from photon_trace.dashboard.panels import figures
+from photon_trace.dashboard.panels import cost_model_pair, figures
 from photon_trace.dashboard.panels.compare import NOT_VALID, comparison_of, validity_text
 from photon_trace.telemetry.analysis import analyze
 
@@ -39,4 +39,4 @@ def test_a_device_three_times_slower_is_not_a_valid_comparison():
 def test_the_cost_model_takes_a_pair_whose_engine_seeds_differ():
     hb, hp = sample("blocking").header, sample("pipelined").header
     hp = {**hp, "settings": {**hp["settings"], "seed": 7}}
-    assert figures.cost_model_applies(report("blocking"), report("pipelined"), (hb, hp)) == (True, "")
+    assert cost_model_pair.cost_model_applies(report("blocking"), report("pipelined"), (hb, hp)) == (True, "")

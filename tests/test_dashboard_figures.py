@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from photon_trace.dashboard.panels import figures
+from photon_trace.dashboard.panels import cost_model_pair, figures
 from photon_trace.dashboard.timeline.data import BUBBLE_CAUSES, bubble_name, prepare_timeline
 from photon_trace.dashboard.timeline.figure import compare_figure, timeline_figure
 from photon_trace.dashboard.timeline.view import View, x_range_from_relayout
@@ -366,7 +366,7 @@ def test_every_card_and_column_has_a_definition():
     headers = set()
     for rows in (figures.diagnosis_rows(rep), figures.sync_rows(rep), figures.bubble_cause_totals(rep),
                  figures.bubble_rows(rep, 0), figures.compare_rows(rep, rep),
-                 figures.cost_model_rows(cost_model(report("blocking"), report("pipelined"))),
+                 cost_model_pair.cost_model_rows(cost_model(report("blocking"), report("pipelined"))),
                  range_stats(data, *rep.window)["rows"], range_stats(data, *rep.window)["idle_rows"]):
         headers |= {c for r in rows for c in r}
     labels = {i["label"] for i in figures.summary_items(rep)}
@@ -389,10 +389,10 @@ def test_period_and_idle_figure_has_series_and_histograms():
 
 def test_cost_model_panel_orders_the_pair_by_depth():
     blocking, pipelined = report("blocking"), report("pipelined")
-    b, p, note = figures.blocking_and_pipelined(pipelined, blocking)
+    b, p, note = cost_model_pair.blocking_and_pipelined(pipelined, blocking)
     assert b is blocking and p is pipelined and "B is the blocking" in note
     cm = cost_model(b, p)
-    rows = {r["quantity"]: r["value"] for r in figures.cost_model_rows(cm)}
+    rows = {r["quantity"]: r["value"] for r in cost_model_pair.cost_model_rows(cm)}
     assert rows["T_block (blocking period)"] == f"{cm.T_block:.3f} ms"
     assert rows["predicted speedup"] == f"{cm.predicted:.2f}×"
     assert "observed speedup (end to end)" in rows
@@ -421,12 +421,12 @@ def test_a_difference_inside_the_noise_band_is_not_called_worse():
 def test_the_cost_model_applies_only_to_a_blocking_and_a_pipelined_run_of_one_workload():
     h = {k: sample(k).header for k in ("blocking", "pipelined", "mask_sync")}
     r = {k: report(k) for k in h}
-    assert figures.cost_model_applies(r["blocking"], r["pipelined"], (h["blocking"], h["pipelined"])) == (True, "")
-    ok, why = figures.cost_model_applies(r["pipelined"], r["mask_sync"], (h["pipelined"], h["mask_sync"]))
+    assert cost_model_pair.cost_model_applies(r["blocking"], r["pipelined"], (h["blocking"], h["pipelined"])) == (True, "")
+    ok, why = cost_model_pair.cost_model_applies(r["pipelined"], r["mask_sync"], (h["pipelined"], h["mask_sync"]))
     assert not ok and "depths 2 and 2" in why                       # sync vs async upload: not this model's pair
-    ok, why = figures.cost_model_applies(r["blocking"], r["mask_sync"], (h["blocking"], h["mask_sync"]))
+    ok, why = cost_model_pair.cost_model_applies(r["blocking"], r["mask_sync"], (h["blocking"], h["mask_sync"]))
     assert not ok and "mask_upload_bug" in why                      # not the same workload
-    ok, why = figures.cost_model_applies(r["blocking"], r["pipelined"], (h["blocking"], h["pipelined"]), (True, False))
+    ok, why = cost_model_pair.cost_model_applies(r["blocking"], r["pipelined"], (h["blocking"], h["pipelined"]), (True, False))
     assert not ok and "live" in why
 
 

@@ -95,7 +95,7 @@ def test_bench_writes_traces_and_a_summary_and_prints_both_tables(tmp_path, caps
             settings[mode] = load_trace(path).header["settings"]
             assert settings[mode]["mode"] == mode
         # one workload, engine seed included: the dashboard's cost model takes the pair only
-        # when nothing but these differ (dashboard.panels.WORKLOAD_FREE)
+        # when nothing but these differ (dashboard.panels.cost_model_pair.WORKLOAD_FREE)
         a, b = settings["blocking"], settings["pipelined"]
         assert {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} <= {"depth", "mode", "planned_stops"}
     assert len(list(tmp_path.glob("*.trace.jsonl"))) == 4

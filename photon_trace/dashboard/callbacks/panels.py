@@ -7,7 +7,7 @@ from dash.exceptions import PreventUpdate
 
 from photon_trace.dashboard.callbacks.timeline import LIVE, ZOOM_FILTER
 from photon_trace.dashboard.layout import SMALL, error_box, section, table
-from photon_trace.dashboard.panels import figures
+from photon_trace.dashboard.panels import cost_model_pair, figures
 from photon_trace.dashboard.panels.device_ops import device_finding_lines, device_op_rows
 from photon_trace.dashboard.panels.compare import comparison_of, validity_text
 from photon_trace.dashboard.panels import ranks as rank_tables
@@ -134,14 +134,14 @@ def register(app: dash.Dash, state) -> None:
             msg = "; ".join(e for e in (ea and f"A: {ea}", eb and f"B: {eb}") if e)
             return placeholder_figure("cannot compare"), [], [], error_box(msg)
         headers = (a.trace.header, b.trace.header)
-        ok, why = figures.cost_model_applies(a.report, b.report, headers, (pa == LIVE, pb == LIVE))
+        ok, why = cost_model_pair.cost_model_applies(a.report, b.report, headers, (pa == LIVE, pb == LIVE))
         if ok:
-            blocking, pipelined, note = figures.blocking_and_pipelined(a.report, b.report, headers)
+            blocking, pipelined, note = cost_model_pair.blocking_and_pipelined(a.report, b.report, headers)
             try:
                 cm = state.store.cost_model(blocking, pipelined)
                 cost = [section("Cost model", html.Div(note, style=SMALL),
-                                table(figures.cost_model_rows(cm), "cost-model-table")),
-                        dcc.Graph(figure=figures.cost_model_figure(cm), config={"displayModeBar": False})]
+                                table(cost_model_pair.cost_model_rows(cm), "cost-model-table")),
+                        dcc.Graph(figure=cost_model_pair.cost_model_figure(cm), config={"displayModeBar": False})]
             except Exception as e:  # a pair the model cannot take (e.g. empty windows) is not fatal
                 cost = error_box(f"cost model unavailable: {type(e).__name__}: {e}")
         else:

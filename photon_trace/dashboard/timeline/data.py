@@ -27,13 +27,14 @@ from photon_trace.dashboard.timeline.marks import RequestStates, SyncMarkers, re
 from photon_trace.dashboard.timeline.palette import (
     BUBBLE_COLOURS, DEVICE_COLOURS, IMPORTED_COLOURS, OTHER_COLOUR, PHASE_COLOURS, WAIT_COLOURS)
 from photon_trace.dashboard.timeline.stack import rows_per_thread, stack_depths
+from photon_trace.dashboard.timeline.step_starts import step_starts
 from photon_trace.telemetry.analysis.causes import Cause, cause_label
 from photon_trace.telemetry.analysis.window import COMPUTE
 from photon_trace.telemetry.trace.lanes import primary_stream
 from photon_trace.telemetry.trace.ranks import lane_rank
 from photon_trace.telemetry.trace.records import Trace
 from photon_trace.telemetry.trace.time import trace_origin_ns
-from photon_trace.telemetry.tracer import SUB_PHASES, TOP_PHASES, Phase
+from photon_trace.telemetry.tracer import SUB_PHASES, TOP_PHASES
 
 DEVICE_OPS = ("prefill", "forward", "stage", "sample", "masked_sample", "copy_back", "mask_upload")
 BUBBLE_CAUSES = tuple(Cause)
@@ -335,7 +336,7 @@ def prepare_spans(trace: Trace, window: tuple[int, int] | None) -> TimelineData:
             "waits", idx, w_text.take(idx)))
 
     syncs = sync_markers(trace, window, wait_lane, [], compute_lane)
-    step_ids, step_t0 = _step_starts(phase, h_step, h_t0)
+    step_ids, step_t0 = step_starts(phase, h_step, h_t0)
     t_lo = [int(st.t0.min()) for st in sets if len(st)]
     t_hi = [int(st.t1.max()) for st in sets if len(st)]
     t_min = min(t_lo) if t_lo else 0
@@ -388,18 +389,3 @@ def _bubble_text(b: Any) -> str:
     if covered:
         text += f"\n{covered / 1e3:,.1f} µs of it covered by {b.covered_by}"
     return text
-
-
-def _step_starts(phase, h_step: np.ndarray, h_t0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where each step begins: its launch (its first host span when it has no launch), in time order."""
-    codes, names = phase
-    launch = Phase.LAUNCH.span_name
-    m = np.flatnonzero(codes == names.index(launch)) if launch in names else np.arange(len(codes))
-    if not len(m):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    o = np.lexsort((h_t0[m], h_step[m]))
-    st_sorted, t0_sorted = h_step[m][o], h_t0[m][o]
-    first = np.concatenate([[True], st_sorted[1:] != st_sorted[:-1]])
-    step_ids, step_t0 = st_sorted[first], t0_sorted[first]
-    o = np.argsort(step_t0, kind="stable")
-    return step_ids[o], step_t0[o]

@@ -42,14 +42,13 @@ import os
 import time
 import warnings
 import zlib
-from collections.abc import Generator, Iterator
-from itertools import chain
+from collections.abc import Generator
 from pathlib import Path
 
 from photon_trace.telemetry.trace.fit import check_fits
 from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, add_dropped, merge_header
 from photon_trace.telemetry.trace.line_file import LineFile, WriteStopped
-from photon_trace.telemetry.trace.line_read import LineStream
+from photon_trace.telemetry.trace.line_read import LineStream, numbered
 from photon_trace.telemetry.trace.pieces import PIECE, run_to_end
 from photon_trace.telemetry.trace.plausible import RULE, check_trace
 from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
@@ -313,7 +312,7 @@ def _load_lines(path: Path, strict: bool, stream: LineStream, lines) -> Trace:
     columnar = {k: ColumnsBuilder(*ROW_TYPES[k]) for k in ROW_TYPES} if size >= COLUMNS_FROM else {}
     ended = False
     truncated = False
-    for lineno, raw, last in _numbered(head[1:], lines):
+    for lineno, raw, last in numbered(head[1:], lines):
         if last:
             _stream_error(path, stream)   # a corrupt or unreadable stream says so before any cut line
         scanned = _scan(path, lineno, raw) if columnar and len(raw) >= SCAN_FROM and raw.startswith(b'{"chunk":') \
@@ -390,14 +389,3 @@ def _load_lines(path: Path, strict: bool, stream: LineStream, lines) -> Trace:
     if not ended or "stopped" in trace.header:
         trace.header["incomplete"] = True
     return trace
-
-
-def _numbered(head: list[bytes], rest) -> Iterator[tuple[int, bytes, bool]]:
-    """(line number, line, whether it is the last) for the lines after the header."""
-    prev, n = None, 1
-    for line in chain(head, rest):
-        if prev is not None:
-            yield n, prev, False
-        prev, n = line, n + 1
-    if prev is not None:
-        yield n, prev, True
