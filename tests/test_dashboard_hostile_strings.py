@@ -117,6 +117,17 @@ def test_in_the_browser_no_link_or_styled_text_comes_from_the_trace(browser, tmp
                       legend: [...gd.querySelectorAll('.legendtext')].map(t => t.textContent),
                       hover: [...gd.querySelectorAll('.hoverlayer .hovertext')].map(t => t.textContent)};
             }""")
+            # the tables arrive as markup the page sets (dashboard/raw_table.py): the ops' and
+            # streams' names in them are text too
+            page.get_by_text("Panels", exact=True).click()
+            page.wait_for_selector("#device-ops-table", timeout=60_000)
+            tables = page.evaluate("""() => {
+              const box = document.querySelector('#panel-tables');
+              const big = [...box.querySelectorAll('*')].filter(e => getComputedStyle(e).fontSize === '40px');
+              return {links: box.querySelectorAll('a').length, big: big.length,
+                      ops: [...document.querySelectorAll('#device-ops-table tbody tr')].map(r => r.cells[0].textContent),
+                      lanes: [...document.querySelectorAll('#idle-views-table tbody tr')].map(r => r.cells[1].textContent)};
+            }""")
     finally:
         server.close()
     assert drawn["links"] == 0 and drawn["big"] == 0, drawn
@@ -124,6 +135,8 @@ def test_in_the_browser_no_link_or_styled_text_comes_from_the_trace(browser, tmp
     assert f"host · {LINK}" in drawn["labels"] and f"device · {LINK}" in drawn["labels"]
     assert any(BIG in text for text in drawn["legend"]), drawn["legend"]
     assert drawn["hover"] and SITE in drawn["hover"][0] and BIG in drawn["hover"][0], drawn["hover"]
+    assert tables["links"] == 0 and tables["big"] == 0, tables
+    assert BIG in tables["ops"] and LINK in tables["lanes"], tables
 
 
 def test_the_perfetto_export_keeps_the_trace_strings_raw(tmp_path):

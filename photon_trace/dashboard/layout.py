@@ -12,6 +12,7 @@ from dash import dcc, html
 from photon_trace.dashboard.glossary import define
 from photon_trace.dashboard.help import help_overlay
 from photon_trace.dashboard.panels import figures
+from photon_trace.dashboard.raw_table import raw_table
 from photon_trace.dashboard.timeline.figure import placeholder_figure
 
 # No "Share chart" (plotly.js shows it by default: it uploads the figure, trace data and all,
@@ -33,39 +34,22 @@ TABLE = {"borderCollapse": "collapse", "fontSize": "13px", "width": "100%"}
 # column instead of pushing the table over the one beside it.
 CELL = {"borderBottom": "1px solid #eee", "padding": "3px 8px", "textAlign": "left", "verticalAlign": "top",
         "overflowWrap": "anywhere", "wordBreak": "break-word"}
-HEAD = {**CELL, "borderBottom": "2px solid #ccc", "background": "#f6f6f6", "cursor": "help"}
 TERM = {"borderBottom": "1px dotted #999", "cursor": "help"}
-VERDICT = {"better": "#1b7f3b", "worse": "#b00020", "same": "#666", "within noise": "#666",
-           "no clear change": "#666", "not valid": "#b00020"}
-HIGHLIGHT = {"background": "#fff3c4"}
 SMALL = {"color": "#666", "fontSize": "12px"}
 
 
 def table(rows: list[dict[str, str]], table_id: str | None = None, empty: str = "none",
           clickable: bool = False, highlight: int | None = None):
     """A table whose headers carry their definitions; ``clickable`` rows carry their index
-    (``data-row``) for the page's one click listener (``assets/keys.js``): a hundred rows
-    with their own callback inputs would cost the page seconds to wire up."""
+    (``data-row``) for the page's one click listener (``assets/keys.js``).
+
+    The table is one Dash component holding its HTML (``raw_table``), not a component per row
+    and cell: Dash's renderer wires every component into its store, and the Panels tab of a
+    two-rank job (about 4,000 cells) took 48 s to appear in Chromium on a 2-core machine."""
     kw = {"id": table_id} if table_id else {}
     if not rows:
         return html.Div(empty, style={"color": "#777", "fontSize": "13px"}, **kw)
-    cols = [c for c in rows[0] if not c.startswith("_")]
-    body = []
-    for n, r in enumerate(rows):
-        tds = []
-        for c in cols:
-            style = CELL
-            if c == "verdict" and r[c] in VERDICT:
-                style = {**CELL, "color": VERDICT[r[c]], "fontWeight": 600 if r[c] in ("better", "worse") else 400}
-            tds.append(html.Td(r[c], style=style))
-        extra = {"data-row": str(n), "style": {"cursor": "pointer"}, "title": "show it on the timeline"} \
-            if clickable else {}
-        if highlight == n:
-            extra["style"] = {**extra.get("style", {}), **HIGHLIGHT}
-            extra["className"] = "pt-highlight"
-        body.append(html.Tr(tds, **extra))
-    head = [html.Th(c, title=define(c), style=HEAD) for c in cols]
-    return html.Table([html.Thead(html.Tr(head)), html.Tbody(body)], style=TABLE, **kw)
+    return raw_table(rows, table_id, clickable=clickable, highlight=highlight)
 
 
 def summary_cards(report, stale: bool = False, ranks=None) -> list:
