@@ -29,11 +29,6 @@ NOTE = {"background": "#fff8e1", "border": "1px solid #f3e0a0", "padding": "6px 
         "margin": "6px 0", "fontSize": "13px"}
 CARD = {"border": "1px solid #e3e3e3", "borderRadius": "6px", "padding": "6px 10px", "flex": "1 1 0",
         "minWidth": "90px", "background": "#fafafa"}
-TABLE = {"borderCollapse": "collapse", "fontSize": "13px", "width": "100%"}
-# A cell breaks anywhere rather than widen its table: a 300-character NCCL kernel name wraps inside its
-# column instead of pushing the table over the one beside it.
-CELL = {"borderBottom": "1px solid #eee", "padding": "3px 8px", "textAlign": "left", "verticalAlign": "top",
-        "overflowWrap": "anywhere", "wordBreak": "break-word"}
 TERM = {"borderBottom": "1px dotted #999", "cursor": "help"}
 SMALL = {"color": "#666", "fontSize": "12px"}
 
@@ -41,11 +36,8 @@ SMALL = {"color": "#666", "fontSize": "12px"}
 def table(rows: list[dict[str, str]], table_id: str | None = None, empty: str = "none",
           clickable: bool = False, highlight: int | None = None):
     """A table whose headers carry their definitions; ``clickable`` rows carry their index
-    (``data-row``) for the page's one click listener (``assets/keys.js``).
-
-    The table is one Dash component holding its HTML (``raw_table``), not a component per row
-    and cell: Dash's renderer wires every component into its store, and the Panels tab of a
-    two-rank job (about 4,000 cells) took 48 s to appear in Chromium on a 2-core machine."""
+    (``data-row``) for the page's one click listener (``assets/keys.js``). One Dash component
+    holding the table's markup (``raw_table``: why), or ``empty`` when there are no rows."""
     kw = {"id": table_id} if table_id else {}
     if not rows:
         return html.Div(empty, style={"color": "#777", "fontSize": "13px"}, **kw)
@@ -80,9 +72,9 @@ def error_box(message: str | None, notes: list[str] = ()) -> list:
 
 
 def fields_table(fields: list[tuple[str, str]], table_id: str) -> html.Table:
-    return html.Table(html.Tbody([html.Tr([html.Th(k, style={**CELL, "width": "38%", "color": "#555"}),
-                                           html.Td(v, style=CELL)]) for k, v in fields]),
-                      style=TABLE, id=table_id)
+    # the tables' styles (assets/dashboard.css), with the field names as a plain first column
+    return html.Table(html.Tbody([html.Tr([html.Th(k), html.Td(v)]) for k, v in fields]),
+                      className="pt-table pt-fields", id=table_id)
 
 
 def timeline_tab(live: bool) -> dcc.Tab:

@@ -29,7 +29,7 @@ def raw_table(rows: list[dict[str, str]], table_id: str | None = None, *, clicka
     ``data-row`` (their index) for the page's click listener; row ``highlight`` is marked."""
     cols = [c for c in rows[0] if not c.startswith("_")]
     out = [f'<table class="pt-table"{_attr("id", table_id)}><thead><tr>']
-    out += [f'<th class="pt-head"{_attr("title", define(c))}>{escape(str(c))}</th>' for c in cols]
+    out += [f'<th{_attr("title", define(c))}>{escape(str(c))}</th>' for c in cols]
     out.append("</tr></thead><tbody>")
     for n, r in enumerate(rows):
         cls = "pt-row-click" if clickable else ""
