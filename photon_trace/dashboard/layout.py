@@ -163,6 +163,7 @@ def page(store, live: str | None, follower, opts: list[dict], a: str | None, b: 
         dcc.Interval(id="live-tick", interval=500, disabled=follower is None),
         dcc.Interval(id="pending-tick", interval=250, disabled=True),   # a trace still loading or being analysed
         dcc.Store(id="zoom-a"), dcc.Store(id="zoom-compare"), dcc.Store(id="live-version"),
+        dcc.Store(id="zoom-draw"),   # a zoom's drawing on its way to the timeline (assets/clientside.js: apply_zoom)
         dcc.Store(id="live-draw"),   # a live re-draw on its way to the timeline (assets/clientside.js: apply_live)
         dcc.Store(id="view-a", data={"range": None, "axis": "window", "version": None}),
         dcc.Store(id="selection-a"), dcc.Store(id="hidden-a", data=[]), dcc.Store(id="hits-a", data=[]),

@@ -26,16 +26,30 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
       const out = {};
       for (const k of Object.keys(r)) if (/^xaxis\.(range|autorange)/.test(k)) out[k] = r[k];
       if (!Object.keys(out).length) return [skip, skip];
-      let rng = null;
-      if ('xaxis.range[0]' in out && 'xaxis.range[1]' in out) rng = [out['xaxis.range[0]'], out['xaxis.range[1]']];
-      else if (Array.isArray(out['xaxis.range'])) rng = out['xaxis.range'].slice();
-      const v = Object.assign({}, view || {}, {range: rng ? [Math.min(...rng.map(Number)), Math.max(...rng.map(Number))] : null});
+      const v = Object.assign({}, view || {}, {range: window.ptTimeline.xRangeOf(out)});
       const gd = document.querySelector('#timeline .js-plotly-plot');
       const meta = gd && gd.layout && gd.layout.meta;
       window.ptTimeline.overviewBox(v.range);
       if (path !== 'live' && v.range && !window.ptTimeline.needsData(meta, v.range[0], v.range[1])) return [skip, v];
       out.nonce = Date.now();
+      out.seq = window.ptTimeline.latestView().seq;   // this relayout's, counted when plotly made it
       return [out, v];
+    },
+
+    // The server's drawing for a zoom, shown at the view the user chose last. Keys come
+    // faster than drawings: a drawing asked for by an earlier press can land after a later
+    // press moved the axis and before that press's own callback ran (so nothing superseded
+    // it), and plotly would put the axis back where the earlier press had it. The later
+    // press's callback still runs and asks for data if this drawing lacks it.
+    apply_zoom: function (d) {
+      const skip = window.dash_clientside.no_update;
+      if (!d) return [skip, skip];
+      const latest = window.ptTimeline.latestView();
+      if ((d.asked || 0) >= latest.seq) return [d.fig, d.view];
+      const fig = Object.assign({}, d.fig, {layout: Object.assign({}, d.fig.layout)});
+      fig.layout.xaxis = Object.assign({}, fig.layout.xaxis,
+                                       latest.range ? {range: latest.range, autorange: false} : {autorange: true});
+      return [fig, Object.assign({}, d.view, {range: latest.range})];
     },
 
     // A live re-draw reaches the timeline only if the user has not zoomed since it was asked for

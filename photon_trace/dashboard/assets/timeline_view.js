@@ -134,11 +134,30 @@
     const gd = document.querySelector('#timeline .js-plotly-plot');
     if (!gd || gd.__ptLabels || !gd.on) return;
     gd.__ptLabels = true;
-    gd.on('plotly_relayout', () => labels(gd));
+    gd.on('plotly_relayout', (e) => { userRelayout(e); labels(gd); });
     gd.on('plotly_afterplot', () => labels(gd));
     labels(gd);
   }
 
-  window.ptTimeline = {needsData, overviewBox, labels, duration};
+  // The x range a relayout sets: [lo, hi], or null for autorange.
+  function xRangeOf(r) {
+    let rng = null;
+    if ('xaxis.range[0]' in r && 'xaxis.range[1]' in r) rng = [r['xaxis.range[0]'], r['xaxis.range[1]']];
+    else if (Array.isArray(r['xaxis.range'])) rng = r['xaxis.range'];
+    return rng ? [Math.min(...rng.map(Number)), Math.max(...rng.map(Number))] : null;
+  }
+
+  // The last view the user chose for trace A (zoom, pan, reset), numbered in the order chosen,
+  // counted when plotly moves the axis (before any Dash callback runs): a server drawing asked
+  // for before it is shown at it (apply_zoom in clientside.js). Plotly.react, how a drawing
+  // lands, fires no plotly_relayout.
+  let chosen = {seq: 0, range: null};
+  function userRelayout(e) {
+    if (!e || !Object.keys(e).some(k => /^xaxis\.(range|autorange)/.test(k))) return;
+    chosen = {seq: chosen.seq + 1, range: xRangeOf(e)};
+  }
+  const latestView = () => chosen;
+
+  window.ptTimeline = {needsData, overviewBox, labels, duration, xRangeOf, latestView};
   setInterval(hook, 250);   // the graph's div comes and goes with the tab and the trace
 })();

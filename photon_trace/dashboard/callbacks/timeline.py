@@ -24,13 +24,14 @@ from photon_trace.telemetry.analysis.causes import Cause
 LIVE = "live"
 PAD = 1.0            # drawn beyond each side of the view, as a share of its width (View.pad)
 SPANS_WAIT_S = 5.0   # how long the first draw waits for a loading trace's spans before the page polls
-# The browser's side of four callbacks (assets/clientside.js): the x-axis part of a compare
+# The browser's side of five callbacks (assets/clientside.js): the x-axis part of a compare
 # zoom; trace A's zoom and pan, answered in the page unless the view needs new data; a live
-# re-draw applied only if the user has not zoomed since it was asked for; the legend groups
-# the user hid.
+# re-draw applied only if the user has not zoomed since it was asked for; a zoom's drawing
+# shown at the view the user chose last; the legend groups the user hid.
 ZOOM_FILTER = ClientsideFunction("timeline", "zoom_filter")
 ZOOM_VIEW = ClientsideFunction("timeline", "zoom_view")
 APPLY_LIVE = ClientsideFunction("timeline", "apply_live")
+APPLY_ZOOM = ClientsideFunction("timeline", "apply_zoom")
 HIDDEN_FILTER = ClientsideFunction("timeline", "hidden_filter")
 
 
@@ -197,9 +198,11 @@ def register(app: dash.Dash, state) -> None:
     app.clientside_callback(HIDDEN_FILTER, Output("hidden-a", "data"), Input("timeline", "restyleData"),
                             State("timeline", "figure"), State("hidden-a", "data"), prevent_initial_call=True)
 
-    @app.callback(Output("timeline", "figure", allow_duplicate=True), Output("view-a", "data", allow_duplicate=True),
-                  Output("follow-state", "data", allow_duplicate=True),
-                  Output("overview", "figure", allow_duplicate=True),
+    app.clientside_callback(APPLY_ZOOM, Output("timeline", "figure", allow_duplicate=True),
+                            Output("view-a", "data", allow_duplicate=True),
+                            Input("zoom-draw", "data"), prevent_initial_call=True)
+
+    @app.callback(Output("zoom-draw", "data"), Output("follow-state", "data", allow_duplicate=True),
                   Input("zoom-a", "data"), State("trace-a", "value"), State("view-a", "data"),
                   State("hidden-a", "data"), State("selection-a", "data"), State("follow-state", "data"),
                   prevent_initial_call=True)
@@ -219,8 +222,10 @@ def register(app: dash.Dash, state) -> None:
         follow_out = dash.no_update
         if path == LIVE and kind == "range" and (follow or {}).get("on"):
             follow_out = {**follow, "on": False}   # the user looks at something: stop moving it away
-        return (fig, {**view, "range": list(rng) if rng else None, "curves": fig.layout.meta["curves"]}, follow_out,
-                overview_patch(rng))
+        # the page shows it at the view the user chose last (APPLY_ZOOM), which may be a later one
+        out = {"asked": (relayout or {}).get("seq", 0), "fig": fig.to_plotly_json(),
+               "view": {**view, "range": list(rng) if rng else None, "curves": fig.layout.meta["curves"]}}
+        return out, follow_out
 
 
 def guided_view(loaded: Loaded, axis: str) -> tuple[dict | None, tuple[float, float] | None]:
