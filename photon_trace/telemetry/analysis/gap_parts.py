@@ -70,20 +70,29 @@ def charge(parts: list[Part], start: int, budget: int, site: str, phases: frozen
             shared: list[Part] | None = None) -> tuple[list[Part], int]:
     """Give ``site`` up to ``budget`` of the host time a sync delays (``moves``) from ``start`` on;
     (parts, budget left). Each stretch given, under its own label, goes to ``shared``."""
-    out = []
-    for p in parts:
-        if budget <= 0 or not moves(p, phases) or p.t1 <= start:
+    out: list[Part] = []
+    sync = Cause.ACCIDENTAL_SYNC
+    for i, p in enumerate(parts):
+        if budget <= 0:     # spent: the rest as it is (one list copy, not a loop of appends)
+            out += parts[i:]
+            break
+        t0, t1, cause, detail = p
+        if t1 <= start or not moves(p, phases):
             out.append(p)
             continue
-        x = max(p.t0, start)
-        take = min(budget, p.t1 - x)
-        if x > p.t0:
-            out.append(p._replace(t1=x))
-        out.append(Part(x, x + take, Cause.ACCIDENTAL_SYNC, site))
+        x = max(t0, start)
+        take = min(budget, t1 - x)
+        if x > t0:
+            out.append(Part(t0, x, cause, detail))
+        last = out[-1] if out else None
+        if last is not None and last[1] == x and last[2] == sync and last[3] == site:
+            out[-1] = Part(last[0], x + take, sync, site)   # a charge over many spans: one part
+        else:
+            out.append(Part(x, x + take, sync, site))
         if shared is not None:
-            shared.append(Part(x, x + take, p.cause, p.detail))
-        if x + take < p.t1:
-            out.append(p._replace(t0=x + take))
+            shared.append(Part(x, x + take, cause, detail))
+        if x + take < t1:
+            out.append(Part(x + take, t1, cause, detail))
         budget -= take
     return merged(out), max(budget, 0)
 
@@ -103,12 +112,18 @@ def relabel(parts: list[Part], a: int, b: int, cause: str, detail: str) -> list[
 
 
 def merged(parts: list[Part]) -> list[Part]:
+    """``parts`` without empty ones, adjacent ones of one label joined. On every gap's parts,
+    several times a gap (a step's launches on an Nsight export are ~150 parts a gap): plain
+    tuple unpacking, no ``_replace`` or slices."""
     out: list[Part] = []
+    last = None
     for p in parts:
-        if p.t1 <= p.t0:
+        t0, t1, cause, detail = p
+        if t1 <= t0:
             continue
-        if out and out[-1].t1 == p.t0 and out[-1][2:] == p[2:]:
-            out[-1] = out[-1]._replace(t1=p.t1)
+        if last is not None and last[1] == t0 and last[2] == cause and last[3] == detail:
+            last = out[-1] = Part(last[0], t1, cause, detail)
         else:
             out.append(p)
+            last = p
     return out
