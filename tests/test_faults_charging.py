@@ -65,6 +65,7 @@ def blocks(tmp_path_factory):
 def test_two_faults_at_once_are_each_charged_what_removing_it_gave_back(blocks):
     verdicts = {name: decide(blocks[name], 0) for name in ROWS}
     said = "; ".join(f"{name}: {v.why}" for name, v in verdicts.items())
+    print(f"\ntwo faults at once: {said}")   # the figures behind the verdicts, for -s and the logs
     # each fault mattered: its removal gave back a gain the data resolve (else nothing to compare)
     for v in verdicts.values():
         assert v.period_gain[1] > 0 or v.idle_gain[1] > 0, said
