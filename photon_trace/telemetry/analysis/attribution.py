@@ -170,16 +170,18 @@ class Attribution:
         ``copy_waited``: ``copy_waits``'s answer for this gap, when the caller has it already."""
         g0, g1 = prev.t1, nxt.t0
         late_end = min(max(nxt.enqueued, g0), g1)
-        tail_op = self._tail(prev, nxt)
+        tail_op = self._tail(prev, nxt) if self.serial else None
         tail_end = tail_op[0] if tail_op else g0
         regained, chain_from = self._regained(g1)
         if regained:
             self._carry = None
+        no_work = self.no_work
+        late_idle = no_work.overlap_ns(g0, late_end) if no_work else 0    # no work in the host-late part
         parts: list[Part] = []
-        chain: dict[tuple[Cause, str], int] = defaultdict(int)
+        chain: dict[tuple[Cause, str], int] = {}
         self._shared = []
         if late_end > g0:
-            parts = self._covered(min(chain_from, g0), g0, late_end, chain)
+            parts, chain = self._covered(min(chain_from, g0), g0, late_end)
             if parts and parts[0].t0 < g0:
                 parts[0] = parts[0]._replace(t0=g0)
             if tail_op:     # before the syncs are charged: a sync costs only host time the device could use
@@ -189,16 +191,18 @@ class Attribution:
         launch = None if one_launch else self.launch.of(prev, nxt)
         if late_end < g1:
             queued = self._queued_parts(late_end, g1, nxt, parts, launch, GRAPH_NODES if one_launch else LAUNCH_LATENCY,
-                                        copy_waited, woke=self.no_work.overlap_ns(g0, late_end) > 0)
-            self._spend([p for p in queued if p.cause == Cause.ACCIDENTAL_SYNC])
+                                        copy_waited, woke=late_idle > 0)
+            if self._carry is not None:
+                self._spend([p for p in queued if p.cause == Cause.ACCIDENTAL_SYNC])
             parts = merged(parts + queued)
             if tail_op and tail_end > late_end:
                 parts = relabel(parts, late_end, tail_end, Cause.DEVICE_BUSY, tail_op[1])
         self._last = (g1, min(nxt.enqueued, late_end))
-        late_ns = late_end - g0 - self.no_work.overlap_ns(g0, late_end)
         parts = device_running.split(parts, prev, nxt)   # a worker that waited for a CPU: the deployment's
-        return GapSplit(prev, nxt, self.no_work.cut(parts), late_ns, dict(chain), regained, launch, tail_end - g0,
-                        no_work_ns=self.no_work.overlap_ns(g0, g1), shared=tuple(self._shared))
+        if no_work:
+            return GapSplit(prev, nxt, no_work.cut(parts), late_end - g0 - late_idle, chain, regained, launch,
+                            tail_end - g0, no_work_ns=no_work.overlap_ns(g0, g1), shared=tuple(self._shared))
+        return GapSplit(prev, nxt, parts, late_end - g0, chain, regained, launch, tail_end - g0, 0, tuple(self._shared))
 
     def passed_syncless(self, prev: DeviceSpan, nxt: DeviceSpan) -> bool:
         """Whether the gap between ``prev`` and ``nxt`` can have no ``accidental_sync`` part: no
@@ -335,19 +339,19 @@ class Attribution:
                 self._carry = _Carry(w.site, left)
         return parts
 
-    def _covered(self, a: int, g0: int, b: int, chain: dict[tuple[Cause, str], int]) -> list[Part]:
-        """[a, b)'s coverage added to ``chain`` per (cause, detail), no work cut out; its stretches
-        that reach past ``g0``. Summed as arrays where no stretch is split by the host's counters."""
+    def _covered(self, a: int, g0: int, b: int) -> tuple[list[Part], dict[tuple[Cause, str], int]]:
+        """[a, b)'s coverage, no work cut out: its stretches that reach past ``g0``, and its time
+        per (cause, detail) (the chain). Summed as arrays where no stretch is split by the host's
+        counters."""
         summed = None if self.no_work else self._timeline.summed(a, g0, b)
         if summed is not None:
             totals, after = summed
-            for key, ns in totals:
-                chain[key] += ns
-            return [Part(*s) for s in after]
+            return after, totals
         covered = self.no_work.cut(self._coverage(a, b))
+        chain: dict[tuple[Cause, str], int] = defaultdict(int)
         for p in covered:
             chain[p[2:]] += p.t1 - p.t0
-        return [p for p in covered if p.t1 > g0]
+        return [p for p in covered if p.t1 > g0], dict(chain)
 
     def _coverage(self, a: int, b: int) -> list[Part]:
         """[a, b) cut where what covers it changes; each stretch labelled by precedence."""

@@ -126,6 +126,23 @@ class BubbleColumns:
         self.step.append(step)
         self.row.append(code)
 
+    def add_parts(self, parts: Iterable, lo: int, hi: int, step: int) -> None:
+        """A gap's parts (``t0``, ``t1``, ``cause``, ``detail``, in time order) clipped to [lo, hi), the
+        empty ones left out: ``add`` of each, with its lookups made once a gap, not once a part."""
+        codes, t0s, t1s, steps, rows = self._codes, self.t0, self.t1, self.step, self.row
+        for t0, t1, cause, detail in parts:
+            a = t0 if t0 > lo else lo
+            b = t1 if t1 < hi else hi
+            if a < b:
+                key = (cause, detail)
+                code = codes.get(key)
+                if code is None:
+                    code = codes[key] = len(codes)
+                t0s.append(a)
+                t1s.append(b)
+                steps.append(step)
+                rows.append(code)
+
     def done(self) -> Bubbles:
         arr = lambda a, t: np.frombuffer(a, dtype=t).copy() if len(a) else np.empty(0, t)   # noqa: E731
         return Bubbles(arr(self.t0, np.int64), arr(self.t1, np.int64), arr(self.step, np.int64),

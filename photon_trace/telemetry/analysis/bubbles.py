@@ -100,11 +100,7 @@ def split_table(trace: Trace, gaps: Gaps, *, min_gap_ns: int = MIN_BUBBLE_NS,
     table, bubbles = SplitTable(), BubbleColumns()
     for g, s in pairs:
         table.add(g, s)
-        step = g.next.step
-        for p in s.parts:       # as ``bubbles_of``, into columns
-            a, b = max(p.t0, g.t0), min(p.t1, g.t1)
-            if a < b:
-                bubbles.add(a, b, step, p.cause, p.detail)
+        bubbles.add_parts(s.parts, g.t0, g.t1, g.next.step)     # as ``bubbles_of``, into columns
     return table, bubbles.done(), launch
 
 

@@ -3,7 +3,6 @@ charge on the host time it delays, a stretch given to the device's own tail. ``a
 decides which rule applies where; these say what each does to a list of parts in time order."""
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import NamedTuple
 
 from photon_trace.telemetry.analysis.causes import Cause
@@ -38,13 +37,15 @@ def late_start(e: int, x: int, late: list[Part], launch: int | None, detail: str
     to the largest cause that is no sync (``dispatch`` where there is none)."""
     if x <= e:
         return []
-    late = [p for p in late if p.cause != Cause.DEVICE_BUSY]   # the host's lateness let the device run dry
-    if not late or launch is None:
+    share: dict[tuple[Cause, str], int] = {}
+    if launch is not None:
+        for t0, t1, cause, why in late:
+            if cause != Cause.DEVICE_BUSY:     # the host's lateness let the device run dry
+                key = (cause, why)
+                share[key] = share.get(key, 0) + t1 - t0
+    if not share or launch is None:
         return [Part(e, x, Cause.DISPATCH, detail)]
     own = min(x - e, launch)
-    share: dict[tuple[Cause, str], int] = defaultdict(int)
-    for p in late:
-        share[p[2:]] += p.t1 - p.t0
     largest = max(share.items(), key=lambda kv: kv[1])[0]
     if woke:
         largest = (Cause.DEVICE_DESCHEDULED, WOKE_AFTER_NO_WORK)

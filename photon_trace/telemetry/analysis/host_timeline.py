@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from photon_trace.telemetry.analysis.causes import Cause
+from photon_trace.telemetry.analysis.gap_parts import Part
 from photon_trace.telemetry.analysis.host_running import PhaseCounters, Running, of_wait
 from photon_trace.telemetry.analysis.runs import distinct, first_of_each, per_group
 from photon_trace.telemetry.trace.columns import codes, column
@@ -28,7 +29,7 @@ OUTSIDE_PHASES = "outside phases"
 """``host_bound``'s detail for host time no top-level phase covers."""
 OUTSIDE = (Cause.HOST_BOUND, OUTSIDE_PHASES, None)
 Label = tuple[Cause, str, Running | None]
-_FEW = 24   # edges in a range below which a Python loop beats numpy's per-call cost
+_FEW = 400   # edges in a range up to which a Python loop beats numpy's per-call cost (~600 measured)
 
 
 def outside_detail(enclosing: str | None) -> str:
@@ -67,7 +68,7 @@ class Timeline:
     """``cuts``: every cover edge in time order; the stretch [cuts[i-1], cuts[i]) has label
     ``labels[code[i]]`` (``code[0]``: before the first edge; code 0 is ``OUTSIDE``, nothing recorded)."""
 
-    __slots__ = ("cuts", "code", "labels", "counted")
+    __slots__ = ("cuts", "code", "labels", "counted", "some_counted")
 
     def __init__(self, t0: np.ndarray, t1: np.ndarray, priority: np.ndarray, label: np.ndarray,
                  labels: list[Label]):
@@ -81,6 +82,7 @@ class Timeline:
         self.code = np.concatenate([[0], by_priority[best]]).astype(np.int64)
         self.labels = labels
         self.counted = np.array([label[2] is not None for label in labels], dtype=bool)
+        self.some_counted = bool(self.counted.any())
 
     def _span(self, a: int, b: int) -> tuple[int, int]:
         """(i0, i1): the edges inside (a, b) are cuts[i0:i1]; code[i0] labels [a, the first)."""
@@ -99,24 +101,40 @@ class Timeline:
             x = y
         return out
 
-    def summed(self, a: int, g0: int, b: int) -> tuple[list[tuple[tuple[Cause, str], int]], list[tuple]] | None:
-        """[a, b) as ((cause, detail), ns) totals in order of first use, and its merged stretches
-        (t0, t1, cause, detail) that end after ``g0``; None where a label carries the thread's
-        counters (its stretches are split by them: ``stretches`` then)."""
+    def summed(self, a: int, g0: int, b: int) -> tuple[dict[tuple[Cause, str], int], list[Part]] | None:
+        """[a, b) as ns per (cause, detail), in order of first use, and its merged stretches as
+        parts that end after ``g0``; None where a label carries the thread's counters (its
+        stretches are split by them: ``stretches`` then)."""
         if a >= b:
-            return [], []
+            return {}, []
         i0, i1 = self._span(a, b)
         code = self.code[i0:i1 + 1]
-        if self.counted[code].any():
+        if self.some_counted and self.counted[code].any():
             return None
+        if i1 - i0 > _FEW:
+            return self._summed_arrays(a, g0, b, i0, i1, code)
         labels = self.labels
-        if i1 - i0 <= _FEW:
-            totals: dict[tuple[Cause, str], int] = {}
-            merged = self._merged(a, b, i0, i1)
-            for x, y, c in merged:
-                key = labels[c][:2]
+        totals: dict[tuple[Cause, str], int] = {}
+        after: list[Part] = []
+        codes = code.tolist()
+        x, c = a, codes[0]      # the merged stretch [x, ...) of code c, so far
+        for y, d in zip(self.cuts[i0:i1].tolist(), codes[1:]):     # code d from y on
+            if d != c:
+                cause, detail = key = labels[c][:2]
                 totals[key] = totals.get(key, 0) + y - x
-            return list(totals.items()), [(x, y, *labels[c][:2]) for x, y, c in merged if y > g0]
+                if y > g0:
+                    after.append(Part(x, y, cause, detail))
+                x, c = y, d
+        cause, detail = key = labels[c][:2]
+        totals[key] = totals.get(key, 0) + b - x
+        if b > g0:
+            after.append(Part(x, b, cause, detail))
+        return totals, after
+
+    def _summed_arrays(self, a: int, g0: int, b: int, i0: int, i1: int, code: np.ndarray
+                       ) -> tuple[dict[tuple[Cause, str], int], list[Part]]:
+        """``summed`` over many edges (a chain from a gap long before), as arrays."""
+        labels = self.labels
         inner = self.cuts[i0:i1]
         starts = np.concatenate([[a], inner])
         ends = np.concatenate([inner, [b]])
@@ -126,9 +144,9 @@ class Timeline:
         begin = np.flatnonzero(np.append(True, code[1:] != code[:-1]))     # the merged stretches
         finish = np.append(begin[1:], len(code)) - 1
         late = np.flatnonzero(ends[finish] > g0)
-        after = [(x, y, *labels[c][:2]) for x, y, c in
+        after = [Part(x, y, *labels[c][:2]) for x, y, c in
                  zip(starts[begin[late]].tolist(), ends[finish[late]].tolist(), code[begin[late]].tolist())]
-        return [(labels[c][:2], total_of[c]) for c in code[first].tolist()], after
+        return {labels[c][:2]: total_of[c] for c in code[first].tolist()}, after
 
     def stretches(self, a: int, b: int) -> list[tuple[int, int, Label]]:
         """[a, b) as (t0, t1, label) stretches, adjacent equal labels merged."""

@@ -75,19 +75,24 @@ class SplitTable:
         self.regained.append(s.regained)
         self.tail.append(s.tail_ns)
         self.launch.append(NONE if s.launch_ns is None else s.launch_ns)
+        queued = self._queued     # looked up here, not through ``_is_queued``: once per part
+        chains = self.chain
         for key, ns in s.chain.items():
-            if not self._is_queued(key[0]):     # only host rows shift the host (``predict_each``)
-                idx, val = self.chain[key]
+            q = queued.get(key[0])
+            if not (self._is_queued(key[0]) if q is None else q):  # only host rows shift the host
+                idx, val = chains[key]
                 idx.append(i)
                 val.append(ns)
-        for p in s.parts:
-            if self._is_queued(p.cause):
-                idx, val = self.device[(p.cause, p.detail)]
+        device = self.device
+        for t0, t1, cause, detail in s.parts:
+            q = queued.get(cause)
+            if self._is_queued(cause) if q is None else q:
+                idx, val = device[(cause, detail)]
                 if idx and idx[-1] == i:
-                    val[-1] += p.t1 - p.t0
+                    val[-1] += t1 - t0
                 else:
                     idx.append(i)
-                    val.append(p.t1 - p.t0)
+                    val.append(t1 - t0)
         for p in s.shared:      # as ``charging._shared_parts``
             if p.detail.startswith(OUTSIDE_PHASES):
                 continue
