@@ -20,7 +20,7 @@ from photon_trace.telemetry.analysis.bubble_table import Bubbles
 from photon_trace.telemetry.analysis.bubbles import MIN_BUBBLE_NS, Bubble, Gap, busy_intervals, device_gaps, split_gaps
 from photon_trace.telemetry.analysis.gaps import Gaps
 from photon_trace.telemetry.analysis.no_work import NoWork
-from photon_trace.telemetry.analysis.runs import Runs
+from photon_trace.telemetry.analysis.runs import Runs, first_of_each, per_group
 from photon_trace.telemetry.trace.columns import codes, column
 from photon_trace.telemetry.trace.lanes import on_stream, streams
 from photon_trace.telemetry.trace.records import Trace
@@ -66,8 +66,7 @@ def stream_stats(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MIN
             gaps = known[s][1]
             gaps = gaps.take((span[0] <= gaps.t0) & (gaps.t1 <= span[1])) if isinstance(gaps, Gaps) else \
                 [g for g in gaps if span[0] <= g.t0 and g.t1 <= span[1]]
-            for b in known[s][2]:
-                split[b.cause] += max(0, min(b.t1, span[1]) - max(b.t0, span[0]))
+            _add_bubbles(split, known[s][2], span)
         else:
             view = on_stream(trace, s)
             gaps = device_gaps(view, span)
@@ -92,6 +91,22 @@ def stream_stats(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MIN
             covered = int(others.within([g.t0 for g in gaps], [g.t1 for g in gaps]).sum())
         rows.append(StreamStats(s, counts.get(s, 0), span[1] - span[0] - none, busy, idle, host, covered, dict(split)))
     return rows
+
+
+def _add_bubbles(split: Counter, bubbles: list[Bubble] | Bubbles, span: tuple[int, int]) -> None:
+    """Each bubble's time inside ``span`` into ``split`` per cause (a cause first met with none
+    inside is still keyed): columns summed per row, the causes in the order of their first bubble."""
+    if not isinstance(bubbles, Bubbles):
+        for b in bubbles:
+            split[b.cause] += max(0, min(b.t1, span[1]) - max(b.t0, span[0]))
+        return
+    if not len(bubbles):
+        return
+    inside = np.maximum(0, np.minimum(bubbles.t1, span[1]) - np.maximum(bubbles.t0, span[0]))
+    rows, ns = per_group(bubbles.row, inside)
+    first = first_of_each(bubbles.row)      # by row, as ``rows``
+    for at, row, n in sorted(zip(first.tolist(), rows.tolist(), ns.tolist())):
+        split[bubbles.rows[row][0]] += n
 
 
 def _runs(runs: Runs | list[tuple[int, int]]) -> Runs:
