@@ -70,15 +70,55 @@ def _by_step(steps: np.ndarray, value: np.ndarray, at: np.ndarray) -> list[int]:
 
 def _waited_in_phases(phase_step: np.ndarray, h0: np.ndarray, h1: np.ndarray, waits: list) -> dict[int, int]:
     """Per step: its waits' time inside its phases, each phase counted on its own (nested phases
-    twice), as the sum over pairs of overlaps. Per step with a wait: with the phases' starts and
-    ends sorted and summed, the overlap of [a, b) with all of them is F(b) - F(a), F(x) being
-    the time before x inside each phase: sum over starts before x of (x - start) less the same
-    over ends."""
+    twice), as the sum over pairs of overlaps. The overlap of [a, b) with all of a step's phases is
+    F(b) - F(a), F(x) being the time before x inside each phase: sum over starts before x of
+    (x - start) less the same over ends. Every step at once (a loop per step was 14 s of a
+    million-span trace): each phase's times relative to its step's first start, keyed
+    ``step rank * span + time``, so one ``searchsorted`` finds each wait's place among its own
+    step's starts (or ends), and prefix sums give the sums before it."""
     out: dict[int, int] = {}
     if not waits or not len(h0):
         return out
     ok = h1 >= h0       # a phase that ends before it starts overlaps nothing
     phase_step, h0, h1 = phase_step[ok], h0[ok], h1[ok]
+    if not len(h0):
+        return out
+    steps, base = per_group(phase_step, h0, np.minimum)    # each step's first phase start
+    rank = np.searchsorted(steps, phase_step)
+    rel0, rel1 = h0 - base[rank], h1 - base[rank]
+    span = int(rel1.max()) + 2      # beyond every relative time
+    if len(h0) * span >= 1 << 62:   # the keys (and their prefix sums) would overflow
+        return _waited_step_by_step(phase_step, h0, h1, waits)
+    w_step = column(waits, "step")
+    w_rank = np.minimum(np.searchsorted(steps, w_step), len(steps) - 1)
+    mine = steps[w_rank] == w_step      # a wait of a step with no phase overlaps none
+    w_step, w_rank = w_step[mine], w_rank[mine]
+    a, b = column(waits, "t0")[mine] - base[w_rank], column(waits, "t1")[mine] - base[w_rank]
+    starts, ends = _Before(rel0, rank, span, w_rank), _Before(rel1, rank, span, w_rank)
+    inside = np.where(b > a, (starts(b) - ends(b)) - (starts(a) - ends(a)), 0)
+    g, total = per_group(w_step, inside)
+    return dict(zip(g.tolist(), total.tolist()))
+
+
+class _Before:
+    """For points each in a step: sum over the step's ``times`` before the point x of (x - time)."""
+
+    def __init__(self, times: np.ndarray, rank: np.ndarray, span: int, at_rank: np.ndarray):
+        key = rank * span + times
+        order = np.argsort(key, kind="stable")
+        self.key, self.span = key[order], span
+        self.cum = np.concatenate([[0], np.cumsum(times[order])])
+        self.rank = at_rank
+        self.lo = np.searchsorted(self.key, at_rank * span)     # where each point's step begins
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        at = np.searchsorted(self.key, self.rank * self.span + np.clip(x, 0, self.span - 1))
+        return (at - self.lo) * x - (self.cum[at] - self.cum[self.lo])
+
+
+def _waited_step_by_step(phase_step: np.ndarray, h0: np.ndarray, h1: np.ndarray, waits: list) -> dict[int, int]:
+    """``_waited_in_phases`` one step at a time, for times too far apart to key by step."""
+    out: dict[int, int] = {}
     order = np.argsort(phase_step, kind="stable")
     ps = phase_step[order]
     by_step: dict[int, list] = {}
