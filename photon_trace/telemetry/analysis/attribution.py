@@ -183,7 +183,8 @@ class Attribution:
         if late_end > g0:
             parts, chain = self._covered(min(chain_from, g0), g0, late_end)
             if parts and parts[0].t0 < g0:
-                parts[0] = parts[0]._replace(t0=g0)
+                _, t1, cause, detail = parts[0]
+                parts[0] = Part(g0, t1, cause, detail)
             if tail_op:     # before the syncs are charged: a sync costs only host time the device could use
                 parts = relabel(parts, g0, min(tail_end, late_end), Cause.DEVICE_BUSY, tail_op[1])
             parts = self._host_late(g0, late_end, parts)
@@ -325,9 +326,9 @@ class Attribution:
             self._carry = c._replace(left_ns=left) if left > 0 else None
         if not len(self.unexpected):
             return parts
-        # a wait that ends as the gap opens counts (the classic drain ends with the device)
-        for w in sorted((w for w in self.unexpected.overlapping(a - self.slack - 1, b) if w not in self._charged),
-                        key=lambda w: w.t0):
+        # a wait that ends as the gap opens counts (the classic drain ends with the device); the
+        # index yields them by start
+        for w in [w for w in self.unexpected.overlapping(a - self.slack - 1, b) if w not in self._charged]:
             self._charged.add(w)
             # its own stretch: the part of the sync-labelled time inside the wait (a carried charge
             # of the same site may sit right after it, merged into one part)

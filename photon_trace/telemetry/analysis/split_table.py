@@ -119,16 +119,17 @@ class SplitTable:
         inside, full, late, tail, launch, regained = (self.inside, self.full, self.late, self.tail, self.launch,
                                                       self.regained)
         touched = sorted(dev.keys() | chain.keys())
-        n, shift, j = len(full), 0, 0
+        n, shift, j, m = len(full), 0, 0, len(touched)
+        own_at, chain_at = dev.get, chain.get
         i = touched[0] if touched else n
         while i < n:
-            own = dev.get(i)
+            own = own_at(i)
             if own is not None:
                 own = own * inside[i]
                 p0, p1, p2 = p0 + own, p1 + own, p2 + own
             if regained[i]:
                 shift = 0
-            shift += chain.get(i, 0)
+            shift += chain_at(i, 0)
             lt = late[i]
             if lt != 0 and shift != 0:
                 cut = min(shift, lt)
@@ -149,9 +150,9 @@ class SplitTable:
             if shift > 0:
                 i += 1
             else:
-                while j < len(touched) and touched[j] <= i:
+                while j < m and touched[j] <= i:
                     j += 1
-                i = touched[j] if j < len(touched) else n
+                i = touched[j] if j < m else n
         return p0, p1, p2
 
     def removed_each(self, fixes: dict[Hashable, set[Key]], launch_ns: int) -> dict[Hashable, tuple[float, float, float]]:
