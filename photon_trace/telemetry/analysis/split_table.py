@@ -75,7 +75,7 @@ class SplitTable:
         self.regained.append(s.regained)
         self.tail.append(s.tail_ns)
         self.launch.append(NONE if s.launch_ns is None else s.launch_ns)
-        queued = self._queued     # looked up here, not through ``_is_queued``: once per part
+        queued = self._queued     # ``_is_queued``'s cache read inline; the call only for a new cause
         chains = self.chain
         for key, ns in s.chain.items():
             q = queued.get(key[0])

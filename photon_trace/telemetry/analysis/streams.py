@@ -105,7 +105,7 @@ def _add_bubbles(split: Counter, bubbles: list[Bubble] | Bubbles, span: tuple[in
     inside = np.maximum(0, np.minimum(bubbles.t1, span[1]) - np.maximum(bubbles.t0, span[0]))
     rows, ns = per_group(bubbles.row, inside)
     first = first_of_each(bubbles.row)      # by row, as ``rows``
-    for at, row, n in sorted(zip(first.tolist(), rows.tolist(), ns.tolist())):
+    for _, row, n in sorted(zip(first.tolist(), rows.tolist(), ns.tolist())):
         split[bubbles.rows[row][0]] += n
 
 
