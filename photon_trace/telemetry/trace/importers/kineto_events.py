@@ -4,9 +4,10 @@
 each block of events is decoded (``kineto_scan.py``) it is checked (every event, as before)
 and what is used is appended to growing columns: the event's index, its kind, its name and
 thread as codes into tables of the distinct ones, its start and end in ns, its correlation id
-and, for a device op, its lane ("gpu0 stream 7") as a code. The full ``args`` are kept only for
-the few events whose other fields a message or a wait's reason reads (copies, ``cuda_sync``
-records) and for correlation ids that are not integers. ``ac2g`` flows are columns of their own.
+and, for a device op, its lane ("gpu0 stream 7") as a code. More of ``args`` is kept only for
+the few events whose other fields a wait's reason reads (copies, ``cuda_sync`` records: the
+fields ``KEPT_ARGS``) and for correlation ids that are not integers (the id). ``ac2g`` flows
+are columns of their own.
 
 The loop does per event only what needs the event (its checks, in file order, for the exact
 messages; the codes); the times are kept as given and made ns a block at a time after it
@@ -40,6 +41,8 @@ NESTING_CODES = np.array([CODE[k] for k in ("cpu_op", "user_annotation", "python
 _KINDS = {**HOST_CATS, **DEVICE_CATS, SYNC_CAT: SYNC_CAT}
 _DEVICE_KINDS = frozenset(DEVICE_CATS.values())
 _KEEP_ARGS = frozenset({CODE["gpu_memcpy"], CODE[SYNC_CAT]})
+KEPT_ARGS = ("correlation", "stream", "wait_on_stream", "cuda_sync_kind", "bytes")
+"""What ``kineto.py`` reads of a copy's or ``cuda_sync`` record's args (its wait reasons), kept of them."""
 _SPAN_FIELDS = itemgetter("name", "ts", "dur", "pid", "tid")   # one call for five look-ups
 # category -> (kind code, a device op?, its args kept?): one look-up per span event
 _SPECS = {cat: (CODE[kind], kind in _DEVICE_KINDS, CODE[kind] in _KEEP_ARGS) for cat, kind in _KINDS.items()}
@@ -222,7 +225,7 @@ class EventBuilder:
                 cor.append(c)
                 ln.append(lane)
                 if keep_args:
-                    self.args[i] = args
+                    self.args[i] = {k: args[k] for k in KEPT_ARGS if k in args}
             elif ph == "M":
                 if e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
                     self.thread_names[(e.get("pid"), e.get("tid"))] = str(e["args"].get("name", ""))
@@ -242,7 +245,13 @@ class EventBuilder:
                     except (KeyError, TypeError):
                         thr.append(self._thread(pid, tid))
                     ns.append(ts)          # µs: made ns a column at a time, below
-        self.n = i + 1
+        self.commit(i + 1, (idx, kd, nm, th, tss, durs, cor, ln), flows)
+
+    def commit(self, n: int, spans: tuple, flows: dict) -> None:
+        """Append a block's kept spans (lists: index, kind, name, thread, ts, dur, correlation,
+        lane) and flows; ``n``: the events seen so far."""
+        idx, kd, nm, th, tss, durs, cor, ln = spans
+        self.n = n
         t0s, t1s, fine = span_ns(tss, durs)
         self.fine = self.fine or fine
         self._append(idx, kd, nm, th, t0s, t1s, cor, ln)

@@ -40,6 +40,7 @@ from photon_trace.telemetry.trace.importers.kineto_events import (
 from photon_trace.telemetry.trace.importers.kineto_scan import CorruptGzip, Source, Stream, Unstreamable
 from photon_trace.telemetry.trace.importers.kineto_small import small_document
 from photon_trace.telemetry.trace.importers.kineto_times import implausible_rows
+from photon_trace.telemetry.trace.importers.kineto_typed import add_block
 from photon_trace.telemetry.trace.plausible import RULE
 from photon_trace.telemetry.trace.rows import gc_paused
 
@@ -123,7 +124,7 @@ def read_kineto(path: str | Path, data: bytes | None = None, *, strict: bool = T
                 del small
                 n_events, truncated = len(events), False
                 if events:
-                    builder.add(events)
+                    add_block(builder, events)
                 del events
             else:
                 stream = _streamed(path, builder, size, Source(path, data))
@@ -162,7 +163,7 @@ def _streamed(path: Path, builder: EventBuilder, size: int, source: Source) -> S
     stream = Stream(source)
     try:
         for block in stream.blocks():
-            builder.add(block)
+            add_block(builder, block)
             del block             # not held while the next block is decoded
     except CorruptGzip as e:
         raise KinetoFormatError(f"{path}: a corrupt gzip stream ({e})") from None

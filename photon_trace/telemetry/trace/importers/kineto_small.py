@@ -6,9 +6,9 @@ few megabytes that scan costs half as much as the decoding (0.05 s of the 0.2 s 
 the 8.6 MB hf_qwen h100 sample), and holding all of its events at once is tens of MB. So a
 document of at most ``SMALL_BLOCKS`` of the stream's blocks (16 MB decompressed) is decoded
 whole, its memory a bounded multiple of the stream's own, when it is one the stream
-would read the same way: complete (a gzip stream not cut), valid JSON (orjson, else the
-standard library, as the stream decodes each block), an object whose one ``"traceEvents"``
-is its list of events. Then its events are the stream's events and its other keys the
+would read the same way: complete (a gzip stream not cut), valid JSON (msgspec's structs,
+else orjson, else the standard library, as the stream decodes each block), an object whose
+one ``"traceEvents"`` is its list of events. Then its events are the stream's events and its other keys the
 stream's metadata (the keys before the array and after it). Anything else is left to the
 stream and its exact account of what is wrong.
 """
@@ -25,6 +25,7 @@ except ImportError:   # pragma: no cover - depends on the environment
 
 from photon_trace.telemetry.trace.importers import kineto_scan
 from photon_trace.telemetry.trace.importers.kineto_scan import decode
+from photon_trace.telemetry.trace.importers.kineto_structs import decode_events, top_level
 
 SMALL_BLOCKS = 4
 """A document up to this many of the stream's blocks (``kineto_scan.BLOCK`` decompressed bytes
@@ -54,6 +55,13 @@ def small_document(path: Path, data: bytes | None, size: int) -> tuple[dict, lis
         return None
     if not _OBJECT.match(raw) or raw.count(b'"traceEvents"') != 1:
         return None
+    keys = top_level(raw)
+    events = decode_events(keys["traceEvents"]) if keys is not None and "traceEvents" in keys else None
+    if events is not None:       # the events as structs (kineto_structs.py), the rest as before
+        try:
+            return {k: decode(bytes(v)) for k, v in keys.items() if k != "traceEvents"}, events
+        except (ValueError, RecursionError):
+            return None
     try:
         doc = decode(raw)
     except (ValueError, RecursionError):
