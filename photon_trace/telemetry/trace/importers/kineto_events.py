@@ -4,16 +4,24 @@
 each block of events is decoded (``kineto_scan.py``) it is checked (every event, as before)
 and what is used is appended to growing columns: the event's index, its kind, its name and
 thread as codes into tables of the distinct ones, its start and end in ns, its correlation id
-and, for a device op, its lane ("gpu0 stream 7") as a code. The full ``args`` are kept only for
-the few events whose other fields a message or a wait's reason reads (copies, ``cuda_sync``
-records) and for correlation ids that are not integers. ``ac2g`` flows are columns of their own.
+and, for a device op, its lane ("gpu0 stream 7") as a code. More of ``args`` is kept only for
+the few events whose other fields a wait's reason reads (copies, ``cuda_sync`` records: the
+fields ``KEPT_ARGS``) and for correlation ids that are not integers (the id). ``ac2g`` flows
+are columns of their own.
+
+The loop does per event only what needs the event (its checks, in file order, for the exact
+messages; the codes); the times are kept as given and made ns a block at a time after it
+(``kineto_ns.py``), and a category is looked up once for its code and what it needs.
 """
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
+
+from photon_trace.telemetry.trace.importers.kineto_ns import flow_ns, span_ns
 
 # Kinds of event kept, by code; older Kineto spelled some categories capitalised.
 KINDS = ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver",
@@ -33,6 +41,11 @@ NESTING_CODES = np.array([CODE[k] for k in ("cpu_op", "user_annotation", "python
 _KINDS = {**HOST_CATS, **DEVICE_CATS, SYNC_CAT: SYNC_CAT}
 _DEVICE_KINDS = frozenset(DEVICE_CATS.values())
 _KEEP_ARGS = frozenset({CODE["gpu_memcpy"], CODE[SYNC_CAT]})
+KEPT_ARGS = ("correlation", "stream", "wait_on_stream", "cuda_sync_kind", "bytes")
+"""What ``kineto.py`` reads of a copy's or ``cuda_sync`` record's args (its wait reasons), kept of them."""
+_SPAN_FIELDS = itemgetter("name", "ts", "dur", "pid", "tid")   # one call for five look-ups
+# category -> (kind code, a device op?, its args kept?): one look-up per span event
+_SPECS = {cat: (CODE[kind], kind in _DEVICE_KINDS, CODE[kind] in _KEEP_ARGS) for cat, kind in _KINDS.items()}
 
 NONE = np.iinfo(np.int64).min        # no correlation id (absent or null)
 ODD = NONE + 1                       # one that is not an int64: the value is in ``odd_corr``
@@ -107,10 +120,6 @@ def _finite(v: object) -> bool:
     return t is int or (t is float and math.isfinite(v))
 
 
-def _ns(v: float) -> int:
-    return v * 1000 if isinstance(v, int) else round(v * 1000)
-
-
 def _code(table: dict, key) -> int:
     try:
         return table.setdefault(key, len(table))
@@ -147,14 +156,14 @@ class EventBuilder:
         self._rows = 0
         self._flows = {"s": ([], [], [], {}), "f": ([], [], [], {})}
         self._flow_rows = {"s": 0, "f": 0}
-        self._kinds = dict(_KINDS)       # grows with the spellings seen (Kernel, Runtime, ...), each looked up once
+        self._specs = dict(_SPECS)       # grows with the spellings seen (Kernel, Runtime, ...), each looked up once
 
     def add(self, raw: list) -> None:
         """Check every event of ``raw`` (the next events of traceEvents); keep the span events we use
-        (the hot loop of an import)."""
-        problems, kinds, ignored, names = self.problems, self._kinds, self.ignored, self.names
-        thread_codes, isfinite = self.threads, math.isfinite
-        idx, kd, nm, th, t0s, t1s, cor, ln = [], [], [], [], [], [], [], []
+        (the hot loop of an import: what can be done a column at a time, the times, is done after)."""
+        problems, specs, ignored, names = self.problems, self._specs, self.ignored, self.names
+        thread_codes, isfinite, lo, hi, fields = self.threads, math.isfinite, _I64[0], _I64[1], _SPAN_FIELDS
+        idx, kd, nm, th, tss, durs, cor, ln = [], [], [], [], [], [], [], []
         flows = {"s": ([], [], [], []), "f": ([], [], [], [])}
         i = self.n - 1
         for e in raw:
@@ -163,27 +172,31 @@ class EventBuilder:
                 problems.report("not an object", f"event {i} is a {type(e).__name__}, not an object")
                 continue
             ph = e.get("ph")
-            cat = e.get("cat")
             if ph == "X":
-                kind = kinds.get(cat) if type(cat) is str else None
-                if kind is None:
+                cat = e.get("cat")
+                spec = specs.get(cat) if type(cat) is str else None
+                if spec is None:
                     if type(cat) is str and cat.lower() in _KINDS:
-                        kind = kinds[cat] = _KINDS[cat.lower()]
+                        spec = specs[cat] = _SPECS[_KINDS[cat.lower()]]
                     else:
                         ignored[str(cat)] = ignored.get(str(cat), 0) + 1
                         continue
-                name, ts, dur, pid, tid = e.get("name"), e.get("ts"), e.get("dur"), e.get("pid"), e.get("tid")
+                code, on_device, keep_args = spec
+                try:
+                    name, ts, dur, pid, tid = fields(e)
+                except KeyError:               # one is missing: reported below
+                    name, ts, dur, pid, tid = e.get("name"), e.get("ts"), e.get("dur"), e.get("pid"), e.get("tid")
                 tt, td = type(ts), type(dur)
                 if type(name) is not str or pid is None or tid is None \
-                        or not (tt is int or (tt is float and isfinite(ts))) \
-                        or not (td is int or (td is float and isfinite(dur))) or dur < 0:
+                        or not (tt is float and isfinite(ts) or tt is int) \
+                        or not (td is float and isfinite(dur) or td is int) or dur < 0:
                     _bad_span(i, e, cat, problems)
                     continue
                 args = e.get("args")
                 if type(args) is not dict:
                     args = {}
                 lane = -1
-                if kind in _DEVICE_KINDS:
+                if on_device:
                     stream = args.get("stream", tid)
                     if type(stream) is not int:
                         problems.report("no stream", f"event {i} ({cat} {name[:60]!r}): a device op without an "
@@ -195,11 +208,6 @@ class EventBuilder:
                         lane = _code(self.lanes, f"gpu{device} stream {stream}")
                         if type(device) is int:
                             self._lane_of[(device, stream)] = lane
-                if not self.fine and ((tt is float and not ts.is_integer())
-                                      or (td is float and not dur.is_integer())):
-                    self.fine = True
-                t0 = ts * 1000 if tt is int else round(ts * 1000)
-                code = CODE[kind]
                 idx.append(i)
                 kd.append(code)
                 nm.append(names.setdefault(name, len(names)))
@@ -207,38 +215,53 @@ class EventBuilder:
                     th.append(thread_codes[(pid, tid)])
                 except (KeyError, TypeError):      # a new thread, or an unhashable pid/tid
                     th.append(self._thread(pid, tid))
-                t0s.append(t0)
-                t1s.append(t0 + (dur * 1000 if td is int else round(dur * 1000)))
+                tss.append(ts)
+                durs.append(dur)
                 c = args.get("correlation")
-                c = c if type(c) is int and _I64[0] <= c < _I64[1] else _corr(c)
-                if c == ODD:
-                    self.odd_corr[i] = args["correlation"]
+                if type(c) is not int or not lo <= c < hi:
+                    c = _corr(c)
+                    if c == ODD:
+                        self.odd_corr[i] = args["correlation"]
                 cor.append(c)
                 ln.append(lane)
-                if code in _KEEP_ARGS:
-                    self.args[i] = args
+                if keep_args:
+                    self.args[i] = {k: args[k] for k in KEPT_ARGS if k in args}
             elif ph == "M":
                 if e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
                     self.thread_names[(e.get("pid"), e.get("tid"))] = str(e["args"].get("name", ""))
-            elif (ph == "s" or ph == "f") and cat == "ac2g":
+            elif (ph == "s" or ph == "f") and e.get("cat") == "ac2g":
                 ts = e.get("ts")
-                if _finite(ts) and "id" in e:
+                tt = type(ts)
+                if (tt is float and isfinite(ts) or tt is int) and "id" in e:
                     ids, thr, ns, odd = flows[ph]
                     fid = e["id"]
-                    if not (type(fid) is int and _I64[0] <= fid < _I64[1]):
+                    if not (type(fid) is int and lo <= fid < hi):
                         odd.append((len(ids), fid))
                         fid = ODD
                     ids.append(fid)
-                    thr.append(self._thread(e.get("pid"), e.get("tid")))
-                    ns.append(_ns(ts))
-        self.n = i + 1
+                    pid, tid = e.get("pid"), e.get("tid")
+                    try:
+                        thr.append(thread_codes[(pid, tid)])
+                    except (KeyError, TypeError):
+                        thr.append(self._thread(pid, tid))
+                    ns.append(ts)          # µs: made ns a column at a time, below
+        self.commit(i + 1, (idx, kd, nm, th, tss, durs, cor, ln), flows)
+
+    def commit(self, n: int, spans: tuple, flows: dict) -> None:
+        """Append a block's kept spans (lists: index, kind, name, thread, ts, dur, correlation,
+        lane) and flows; ``n``: the events seen so far."""
+        idx, kd, nm, th, tss, durs, cor, ln = spans
+        self.n = n
+        t0s, t1s, fine = span_ns(tss, durs)
+        self.fine = self.fine or fine
         self._append(idx, kd, nm, th, t0s, t1s, cor, ln)
         for ph, (ids, thr, ns, odd) in flows.items():
             cols = self._flows[ph]
             base = self._flow_rows[ph]
             cols[0].append(np.array(ids, dtype=np.int64))
             cols[1].append(np.array(thr, dtype=np.int32))
-            cols[2].append(_int64(ns, None, base))
+            ns = flow_ns(ns)
+            cols[2].append(ns if isinstance(ns, np.ndarray) else _int64(ns, None, base))
             cols[3].update((base + r, v) for r, v in odd)
             self._flow_rows[ph] += len(ids)
 
@@ -263,8 +286,8 @@ class EventBuilder:
         c["corr"].append(np.array(cor, dtype=np.int64))
         c["lane"].append(np.array(ln, dtype=np.int32))
         wide: dict[int, int] = {}
-        c["t0"].append(_int64(t0s, wide, self._rows))
-        c["t1"].append(_int64(t1s, wide, self._rows))
+        c["t0"].append(t0s if isinstance(t0s, np.ndarray) else _int64(t0s, wide, self._rows))
+        c["t1"].append(t1s if isinstance(t1s, np.ndarray) else _int64(t1s, wide, self._rows))
         for row in wide:
             self.wide[row] = (t0s[row - self._rows], t1s[row - self._rows])
         self._rows += len(idx)

@@ -40,7 +40,9 @@ from photon_trace.telemetry.trace.importers.kineto_events import (
 from photon_trace.telemetry.trace.importers.kineto_scan import CorruptGzip, Source, Stream, Unstreamable
 from photon_trace.telemetry.trace.importers.kineto_small import small_document
 from photon_trace.telemetry.trace.importers.kineto_times import implausible_rows
+from photon_trace.telemetry.trace.importers.kineto_typed import add_block
 from photon_trace.telemetry.trace.plausible import RULE
+from photon_trace.telemetry.trace.rows import gc_paused
 
 SCHEMA_VERSION = 1
 """The newest Kineto ``schemaVersion`` this reader knows (PyTorch 1.8 to 2.x write 1)."""
@@ -112,30 +114,33 @@ def read_kineto(path: str | Path, data: bytes | None = None, *, strict: bool = T
         check_fits(path, "kineto")     # refused up front when it cannot fit in memory
     problems = Problems(str(path), strict, defer=True)
     builder = EventBuilder(problems)
-    small = small_document(path, data, size)
-    try:
-        if small is not None:     # decoded whole: what the stream would read, without its scan
-            meta, events = small
-            del small
-            n_events, truncated = len(events), False
-            if events:
-                builder.add(events)
+    # The events are ~100k dicts made and freed, none in a cycle: no collection need look at them
+    # (0.01-0.05 s of a 40k-event import was the collector's).
+    with gc_paused():
+        small = small_document(path, data, size)
+        try:
+            if small is not None:     # decoded whole: what the stream would read, without its scan
+                meta, events = small
+                del small
+                n_events, truncated = len(events), False
+                if events:
+                    add_block(builder, events)
+                del events
+            else:
+                stream = _streamed(path, builder, size, Source(path, data))
+                meta, truncated, n_events = stream.meta, stream.truncated, stream.n_events
+                if truncated:
+                    _truncated(path, stream.source.cut, n_events, stream.where, strict)
+        except _Whole:
+            problems = Problems(str(path), strict, defer=True)
+            builder = EventBuilder(problems)
+            meta, events, truncated = _whole(path, data, strict)
+            n_events = len(events)
+            _check_meta(path, meta)
+            builder.add(events)
             del events
         else:
-            stream = _streamed(path, builder, size, Source(path, data))
-            meta, truncated, n_events = stream.meta, stream.truncated, stream.n_events
-            if truncated:
-                _truncated(path, stream.source.cut, n_events, stream.where, strict)
-    except _Whole:
-        problems = Problems(str(path), strict, defer=True)
-        builder = EventBuilder(problems)
-        meta, events, truncated = _whole(path, data, strict)
-        n_events = len(events)
-        _check_meta(path, meta)
-        builder.add(events)
-        del events
-    else:
-        _check_meta(path, meta)
+            _check_meta(path, meta)
     problems.raise_first()
     table, starts, ends = builder.finish()
     table = _check_times(table, builder.wide, problems)
@@ -158,7 +163,7 @@ def _streamed(path: Path, builder: EventBuilder, size: int, source: Source) -> S
     stream = Stream(source)
     try:
         for block in stream.blocks():
-            builder.add(block)
+            add_block(builder, block)
             del block             # not held while the next block is decoded
     except CorruptGzip as e:
         raise KinetoFormatError(f"{path}: a corrupt gzip stream ({e})") from None

@@ -5,10 +5,10 @@ dict (~1 KB each): ~10 GB. Here the (gzipped) bytes are decompressed a block at 
 the ``traceEvents`` array is cut at its element boundaries by a byte scanner (numpy over the
 block: a quote not escaped by a backslash flips "inside a string"; outside strings, brackets
 and braces give the depth, and a comma at depth 0 ends an element). Each block of complete
-elements is decoded at once (orjson when installed, else the standard library; a block
-orjson refuses, e.g. ``NaN``, is decoded again by ``json.loads``, so what is read is what
-``json.loads`` of the whole document gives) and handed to the caller, who keeps only the
-fields it uses. The keys around the array (``deviceProperties`` before it,
+elements is decoded at once (into structs of the fields used when msgspec is installed,
+``kineto_structs.py``; else, or where it refuses, orjson when installed, else the standard
+library; a block orjson refuses, e.g. ``NaN``, is decoded again by ``json.loads``) and handed
+to the caller, who keeps only the fields it uses. The keys around the array (``deviceProperties`` before it,
 ``baseTimeNanoseconds`` and ``traceName`` after it, as Kineto writes them) are read whole.
 
 What this scanner cannot follow (no ``traceEvents`` array at the top level, JSON broken
@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+
+from photon_trace.telemetry.trace.importers.kineto_structs import decode_events
 
 try:   # optional: ~3x faster than the standard decoder on event blocks (rows.py uses it too)
     from orjson import loads as _fast_loads
@@ -252,8 +254,12 @@ class Stream:
                 return
 
     def _decode(self, body: bytes) -> list:
+        text = b"[" + body + b"]"
+        typed = decode_events(text)       # the fields read, as structs (kineto_structs.py)
+        if typed is not None:
+            return typed
         try:
-            events = decode(b"[" + body + b"]")
+            events = decode(text)
         except RecursionError:
             raise Unstreamable("nested too deeply") from None
         except ValueError:
