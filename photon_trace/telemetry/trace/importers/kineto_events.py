@@ -38,18 +38,18 @@ HOST_CODES = np.array([CODE[k] for k in ("cpu_op", "user_annotation", "python_fu
 CALL_CODES = np.array([CODE["cuda_runtime"], CODE["cuda_driver"]])
 DEVICE_CODES = np.array([CODE[k] for k in ("kernel", "gpu_memcpy", "gpu_memset")])
 NESTING_CODES = np.array([CODE[k] for k in ("cpu_op", "user_annotation", "python_function")])
-_KINDS = {**HOST_CATS, **DEVICE_CATS, SYNC_CAT: SYNC_CAT}
+CATEGORY_KINDS = {**HOST_CATS, **DEVICE_CATS, SYNC_CAT: SYNC_CAT}
 _DEVICE_KINDS = frozenset(DEVICE_CATS.values())
 _KEEP_ARGS = frozenset({CODE["gpu_memcpy"], CODE[SYNC_CAT]})
 KEPT_ARGS = ("correlation", "stream", "wait_on_stream", "cuda_sync_kind", "bytes")
 """What ``kineto.py`` reads of a copy's or ``cuda_sync`` record's args (its wait reasons), kept of them."""
 _SPAN_FIELDS = itemgetter("name", "ts", "dur", "pid", "tid")   # one call for five look-ups
 # category -> (kind code, a device op?, its args kept?): one look-up per span event
-_SPECS = {cat: (CODE[kind], kind in _DEVICE_KINDS, CODE[kind] in _KEEP_ARGS) for cat, kind in _KINDS.items()}
+SPECS = {cat: (CODE[kind], kind in _DEVICE_KINDS, CODE[kind] in _KEEP_ARGS) for cat, kind in CATEGORY_KINDS.items()}
 
 NONE = np.iinfo(np.int64).min        # no correlation id (absent or null)
 ODD = NONE + 1                       # one that is not an int64: the value is in ``odd_corr``
-_I64 = (-(2**63) + 2, 2**63)
+INT64_RANGE = (-(2**63) + 2, 2**63)
 
 
 class Event(NamedTuple):
@@ -120,7 +120,7 @@ def _finite(v: object) -> bool:
     return t is int or (t is float and math.isfinite(v))
 
 
-def _code(table: dict, key) -> int:
+def code_of(table: dict, key) -> int:
     try:
         return table.setdefault(key, len(table))
     except TypeError:              # an unhashable pid or tid (a list): by its text
@@ -128,7 +128,7 @@ def _code(table: dict, key) -> int:
 
 
 def _corr(v) -> int:
-    if type(v) is int and _I64[0] <= v < _I64[1]:
+    if type(v) is int and INT64_RANGE[0] <= v < INT64_RANGE[1]:
         return v
     return NONE if v is None else ODD
 
@@ -156,13 +156,13 @@ class EventBuilder:
         self._rows = 0
         self._flows = {"s": ([], [], [], {}), "f": ([], [], [], {})}
         self._flow_rows = {"s": 0, "f": 0}
-        self._specs = dict(_SPECS)       # grows with the spellings seen (Kernel, Runtime, ...), each looked up once
+        self._specs = dict(SPECS)       # grows with the spellings seen (Kernel, Runtime, ...), each looked up once
 
     def add(self, raw: list) -> None:
         """Check every event of ``raw`` (the next events of traceEvents); keep the span events we use
         (the hot loop of an import: what can be done a column at a time, the times, is done after)."""
         problems, specs, ignored, names = self.problems, self._specs, self.ignored, self.names
-        thread_codes, isfinite, lo, hi, fields = self.threads, math.isfinite, _I64[0], _I64[1], _SPAN_FIELDS
+        thread_codes, isfinite, lo, hi, fields = self.threads, math.isfinite, INT64_RANGE[0], INT64_RANGE[1], _SPAN_FIELDS
         idx, kd, nm, th, tss, durs, cor, ln = [], [], [], [], [], [], [], []
         flows = {"s": ([], [], [], []), "f": ([], [], [], [])}
         i = self.n - 1
@@ -176,8 +176,8 @@ class EventBuilder:
                 cat = e.get("cat")
                 spec = specs.get(cat) if type(cat) is str else None
                 if spec is None:
-                    if type(cat) is str and cat.lower() in _KINDS:
-                        spec = specs[cat] = _SPECS[_KINDS[cat.lower()]]
+                    if type(cat) is str and cat.lower() in CATEGORY_KINDS:
+                        spec = specs[cat] = SPECS[CATEGORY_KINDS[cat.lower()]]
                     else:
                         ignored[str(cat)] = ignored.get(str(cat), 0) + 1
                         continue
@@ -205,7 +205,7 @@ class EventBuilder:
                     device = args.get("device", pid)
                     lane = self._lane_of.get((device, stream)) if type(device) is int else None
                     if lane is None:
-                        lane = _code(self.lanes, f"gpu{device} stream {stream}")
+                        lane = code_of(self.lanes, f"gpu{device} stream {stream}")
                         if type(device) is int:
                             self._lane_of[(device, stream)] = lane
                 idx.append(i)

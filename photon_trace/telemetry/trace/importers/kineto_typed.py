@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from photon_trace.telemetry.trace.importers.kineto_events import (
-    KEPT_ARGS, NONE, _I64, _KINDS, _SPECS, EventBuilder, _code)
+    CATEGORY_KINDS, INT64_RANGE, KEPT_ARGS, NONE, SPECS, EventBuilder, code_of)
 from photon_trace.telemetry.trace.importers.kineto_scan import decode
 from photon_trace.telemetry.trace.importers.kineto_structs import TypedBlock
 
@@ -36,7 +36,7 @@ def add_typed(b: EventBuilder, raw: TypedBlock) -> bool:
     """Read ``raw`` into ``b`` as ``b.add`` would; False where an event needs the dict loop."""
     from photon_trace.telemetry.trace.importers.kineto_msgspec import ABSENT   # loaded: ``raw`` is its
     specs, names, thread_codes, isfinite = b._specs, b.names, b.threads, math.isfinite
-    lo, hi = _I64
+    lo, hi = INT64_RANGE
     ignored: dict[str, int] = {}
     idx, kd, nm, th, tss, durs, cor, ln = [], [], [], [], [], [], [], []
     flows = {"s": ([], [], [], []), "f": ([], [], [], [])}
@@ -50,8 +50,8 @@ def add_typed(b: EventBuilder, raw: TypedBlock) -> bool:
                 return False
             spec = specs.get(cat)
             if spec is None:
-                if cat.lower() in _KINDS:
-                    spec = specs[cat] = _SPECS[_KINDS[cat.lower()]]
+                if cat.lower() in CATEGORY_KINDS:
+                    spec = specs[cat] = SPECS[CATEGORY_KINDS[cat.lower()]]
                 else:
                     ignored[cat] = ignored.get(cat, 0) + 1
                     continue
@@ -83,7 +83,7 @@ def add_typed(b: EventBuilder, raw: TypedBlock) -> bool:
                     return False
                 lane = b._lane_of.get((device, stream)) if type(device) is int else None
                 if lane is None:
-                    lane = _code(b.lanes, f"gpu{device} stream {stream}")
+                    lane = code_of(b.lanes, f"gpu{device} stream {stream}")
                     if type(device) is int:
                         b._lane_of[(device, stream)] = lane
             idx.append(i)
