@@ -206,3 +206,14 @@ def test_check_allow_partial_says_each_warning_in_one_line(tmp_path):
     assert any("negative duration" in n for n in notes) and any("before its own launch" in n for n in notes), \
         proc.stderr
     assert all(line.startswith(("photon-trace check: ", "  note: ", "  warning: ")) for line in lines), proc.stderr
+
+
+def test_a_thread_name_with_a_list_pid_names_no_thread_and_the_rest_imports(tmp_path):
+    """A metadata event whose pid is a list (unhashable) stopped the import with
+    ``TypeError: unhashable type: 'list'``; no span can be on such a thread, so it is passed over."""
+    def odd_thread_name(doc):
+        doc["traceEvents"].append({"ph": "M", "name": "thread_name", "pid": [1], "tid": 2, "args": {"name": "x"}})
+
+    clean = load_any(write(tmp_path, "clean", lambda doc: None))
+    odd = load_any(write(tmp_path, "odd_thread_name", odd_thread_name))
+    assert odd.host_spans == clean.host_spans and odd.device_spans == clean.device_spans

@@ -228,7 +228,10 @@ class EventBuilder:
                     self.args[i] = {k: args[k] for k in KEPT_ARGS if k in args}
             elif ph == "M":
                 if e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
-                    self.thread_names[(e.get("pid"), e.get("tid"))] = str(e["args"].get("name", ""))
+                    try:
+                        self.thread_names[(e.get("pid"), e.get("tid"))] = str(e["args"].get("name", ""))
+                    except TypeError:   # a list pid or tid: it names no thread (kineto.py looks up hashable pairs)
+                        pass
             elif (ph == "s" or ph == "f") and e.get("cat") == "ac2g":
                 ts = e.get("ts")
                 tt = type(ts)
