@@ -13,7 +13,7 @@ thread, op, stream, site) are codes into a table of the distinct strings.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -101,16 +101,20 @@ class Columns(Sequence, Generic[R]):
         return self.tables[name][v] if name in self.tables else v
 
     def __iter__(self) -> Iterator[R]:
-        kind, new = repeat(self.kind), tuple.__new__     # what kind._make does, without its frame per record
+        # chained in C: a generator yielding each record resumed its frame once a record
+        return chain.from_iterable(self._blocks())
+
+    def _blocks(self) -> Iterator[Iterator[R]]:
+        """The records a block at a time, each block built in C: fields as lists, text looked up in
+        its table by numpy, tuples made the way ``kind._make`` makes them, without its frame each."""
+        kind, new = repeat(self.kind), tuple.__new__
+        tables = {name: np.asarray(t, dtype=object) for name, t in self.tables.items()}
         for lo in range(0, self._n, _BLOCK):
             cols = []
             for name in self.kind._fields:
-                block = self.arrays[name][lo:lo + _BLOCK].tolist()
-                if name in self.tables:
-                    table = self.tables[name]
-                    block = [table[c] for c in block]
-                cols.append(block)
-            yield from map(new, kind, zip(*cols))
+                block = self.arrays[name][lo:lo + _BLOCK]
+                cols.append((tables[name][block] if name in tables else block).tolist())
+            yield map(new, kind, zip(*cols))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (Columns, list, tuple)):

@@ -3,7 +3,7 @@ growing arrays, text as codes, never a tuple per row.
 
 Lists of ``HostSpan`` tuples cost ~750 bytes a record through ``check`` (a tuple, its ints and
 the list's pointer); as columns ~50. ``file.py`` uses this for every kind of record when a file
-is large (``file.py:COLUMNS_FROM``); smaller files load as lists, as they always have. A chunk's
+is past ``file.py:COLUMNS_FROM`` (1 MB of text); smaller files load as lists. A chunk's
 columns come from ``rows.py:check_columns`` (parsed JSON) or ``row_scan.py`` (read as arrays).
 """
 from __future__ import annotations
