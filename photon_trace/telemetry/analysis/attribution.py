@@ -82,6 +82,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from copy import copy
 from statistics import median
 from typing import NamedTuple
 
@@ -163,6 +164,23 @@ class Attribution:
         self._charged: set[HostWait] = set()
         self._last: tuple[int, int] | None = None   # (next op start, its enqueue) of the last gap split
         self._shared: list[Part] = []   # the gap being split's host work a sync's charge took
+
+    def fresh(self) -> Attribution:
+        """The same indexes over the trace with no gap split yet: another pass, over other gaps."""
+        out = copy(self)
+        out._carry, out._charged, out._last, out._shared = None, set(), None, []
+        return out
+
+    def same_course(self, other: Attribution, g0: int) -> bool:
+        """Whether from the gap opening at ``g0`` on (gaps in time order) this splits each gap as
+        ``other`` does: a split depends on the gap, the launch latency, the carried charge, the
+        last gap's enqueue and the waits charged already. A wait charged by one and not the
+        other matters only if a later gap can reach it (its end past ``g0`` less the slack); one
+        charged by an earlier gap began before that gap closed, so before ``g0``."""
+        if (self.launch, self._carry, self._last) != (other.launch, other._carry, other._last):
+            return False
+        return all((w in self._charged) == (w in other._charged)
+                   for w in self.unexpected.overlapping(g0 - self.slack - 1, g0))
 
     # -- one gap ----------------------------------------------------------------------------
     def split(self, prev: DeviceSpan, nxt: DeviceSpan, copy_waited: bool | None = None) -> GapSplit:

@@ -47,7 +47,7 @@ from photon_trace.telemetry.analysis.gate_report import (  # noqa: F401 (the ren
     _diagnosis_markdown, device_markdown, md_code, render_junit, render_markdown, steady_state_line)
 from photon_trace.telemetry.analysis.source_notes import (NO_DEVICE_ACTIVITY, capture_only, source_notes, stopped_early,
                                                           unknown_runtime)
-from photon_trace.telemetry.analysis.whole_run import WholeRun, whole_run, whole_run_bubbles
+from photon_trace.telemetry.analysis.whole_run import WholeRun, whole_run_and_window, whole_run_bubbles
 from photon_trace.telemetry.analysis.window import compute_extent, steady_state_window
 from photon_trace.telemetry.trace.lanes import primary_stream
 from photon_trace.telemetry.trace.plausible import check_trace, ends_before_start
@@ -205,12 +205,12 @@ def _analyse(x: TraceLike | Report, what: str, load: dict | None = None, whole: 
         return None, trace, name, warned, None
     try:
         window = steady_state_window(trace)
-        # made first, not held beside the report: at ten million spans that was the check's peak
-        # of memory. A window that is the whole run has its bubbles in the report already.
-        run = whole_run(trace) if whole and tuple(window) != compute_extent(trace) else None
+        # made first (after the report it was the check's peak of memory at ten million spans), with the
+        # window's splits where one pass makes both; a window that is the whole run has them in the report
+        run, made = whole_run_and_window(trace, window) if whole and window != compute_extent(trace) else (None, None)
         # the other streams' idle split by cause is in no gate and no check output (`import`
         # and the API keep it): at 5M Nsight kernels it was a third of the check
-        report = analyze(trace, window, stream_causes=False)
+        report = analyze(trace, window, stream_causes=False, made=made)
     except Exception as e:  # a structurally valid trace that still cannot be analysed
         raise BadInput(f"{name}: cannot analyse: {type(e).__name__}: {e}") from None
     if not report.steps:

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from collections.abc import Sequence
 from typing import Any
 
+from photon_trace.telemetry.analysis.bubble_table import Bubbles
 from photon_trace.telemetry.analysis.bubbles import (
     MIN_BUBBLE_NS, Bubble, busy_intervals, device_gaps, split_table)
 from photon_trace.telemetry.analysis.charging import host_work
@@ -14,8 +15,10 @@ from photon_trace.telemetry.analysis.device_idle import DeviceIdle, device_idle
 from photon_trace.telemetry.analysis.device_spread import DeviceFinding, OpSpread, device_findings, op_spreads
 from photon_trace.telemetry.analysis.diagnosis import Diagnosis, diagnose, predict_removal
 from photon_trace.telemetry.analysis.gaps import Ops
+from photon_trace.telemetry.analysis.launch_latency import LaunchLatency
 from photon_trace.telemetry.analysis.no_work import NoWork
 from photon_trace.telemetry.analysis.source_notes import unknown_runtime
+from photon_trace.telemetry.analysis.split_table import SplitTable
 from photon_trace.telemetry.analysis.steps import StepStats, median_ms, step_stats
 from photon_trace.telemetry.analysis.streams import StreamStats, stream_stats, with_cover
 from photon_trace.telemetry.analysis.syncs import SyncSite, sync_sites
@@ -25,6 +28,9 @@ from photon_trace.telemetry.analysis.zombie_tax import (
     mean_generated_tokens, run_extent, wasted_step_share, zombie_rows, zombie_tax)
 from photon_trace.telemetry.trace.lanes import on_stream, primary_stream
 from photon_trace.telemetry.trace.records import Trace
+
+Made = tuple[SplitTable, Bubbles, LaunchLatency]
+"""``bubbles.split_table``'s answer."""
 
 
 @dataclass(slots=True)
@@ -152,14 +158,17 @@ def _finite(v: Any) -> Any:
 
 def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str | None = None,
             min_gap_ns: int = MIN_BUBBLE_NS, slack_ns: int | None = None,
-            stream_causes: bool | None = None) -> Report:
+            stream_causes: bool | None = None, made: Made | None = None) -> Report:
     """Analyse ``trace`` over ``window`` (default: ``steady_state_window(trace)``), on ``stream``
     (default: the primary stream, ``trace.lanes.primary_stream``).
 
     ``stream_causes``: split the other streams' idle by cause too. By default only in an
     imported trace (its header names its primary stream), where any stream may be the one
     that matters; our own copy stream is idle by design between copies, and classifying its
-    every gap would add half again to the analysis of a long trace."""
+    every gap would add half again to the analysis of a long trace.
+
+    ``made``: ``split_table``'s answer for this window's gaps with the default ``min_gap_ns`` and
+    ``slack_ns``, where the caller made it already (``check``'s one pass: ``shared_splits``)."""
     if stream is not None:
         trace = on_stream(trace, stream)
     if window is None:
@@ -171,7 +180,7 @@ def analyze(trace: Trace, window: tuple[int, int] | None = None, *, stream: str 
     busy = runs.total()
     gaps = device_gaps(trace, window, ops)
     # the splits are read once, as they are made: what the diagnosis needs of them is kept (``SplitTable``)
-    splits, bubbles, launch = split_table(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
+    splits, bubbles, launch = made or split_table(trace, gaps, min_gap_ns=min_gap_ns, slack_ns=slack_ns)
     stream = primary_stream(trace)
     bubbles = with_cover(trace, bubbles, stream, window)
     launch_ns = launch.typical or 0

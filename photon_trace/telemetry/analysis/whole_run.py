@@ -10,6 +10,8 @@ from typing import NamedTuple
 from photon_trace.telemetry.analysis import Report, find_bubbles
 from photon_trace.telemetry.analysis.bubble_table import Bubbles
 from photon_trace.telemetry.analysis.causes import Cause
+from photon_trace.telemetry.analysis.report import Made
+from photon_trace.telemetry.analysis.shared_splits import shared_splits
 from photon_trace.telemetry.analysis.window import compute_extent
 from photon_trace.telemetry.trace.records import Trace
 
@@ -25,6 +27,16 @@ def whole_run(trace: Trace) -> WholeRun:
     t0 = time.perf_counter()
     bubbles = find_bubbles(trace, compute_extent(trace), cause=Cause.ACCIDENTAL_SYNC)
     return WholeRun(bubbles, time.perf_counter() - t0)
+
+
+def whole_run_and_window(trace: Trace, window: tuple[int, int]) -> tuple[WholeRun, Made | None]:
+    """``whole_run`` and, where one pass makes both (``shared_splits``), ``analyze``'s splits of
+    ``window`` (its ``made``); the pass's time is all counted as the sync gate's."""
+    t0 = time.perf_counter()
+    both = shared_splits(trace, window)
+    if both is None:
+        return whole_run(trace), None
+    return WholeRun(both.syncs, time.perf_counter() - t0), (both.table, both.bubbles, both.launch)
 
 
 def whole_run_bubbles(report: Report | None, trace: Trace, made: WholeRun | None) -> Bubbles | list:
