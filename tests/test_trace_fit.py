@@ -76,6 +76,24 @@ def test_our_own_files_are_estimated_and_refused_too(kineto, tmp_path, monkeypat
     assert cli(["check", str(ours)]) == 2
 
 
+def test_a_file_that_loads_as_columns_is_estimated_at_the_columns_cost(kineto, tmp_path, monkeypatch):
+    """A file past ``COLUMNS_FROM`` loads its records as columns (~200 B each through ``check``,
+    not ~750 as lists): the estimate says so, and a budget between the two figures loads it."""
+    from photon_trace.telemetry.trace import file as trace_file
+
+    ours = write_trace(load_any(kineto), tmp_path / "ours.trace.jsonl.gz")
+    as_lists, as_columns = estimate(ours, "ours"), estimate(ours, "ours", columns_from=0)
+    assert as_columns.records == as_lists.records
+    assert as_columns.bytes == fit.BASE_BYTES + as_columns.records * fit.BYTES_PER_COLUMN_ROW < as_lists.bytes
+    assert estimate(ours, "ours", columns_from=1 << 40) == as_lists      # under the threshold: lists
+    monkeypatch.setattr(trace_file, "COLUMNS_FROM", 0)
+    monkeypatch.setenv(BUDGET_ENV, str(as_columns.bytes))
+    assert len(load_trace(ours).device_spans) > 0
+    monkeypatch.setenv(BUDGET_ENV, str(as_columns.bytes - 1))
+    with pytest.raises(TraceTooLargeError, match=f"x ~{fit.BYTES_PER_COLUMN_ROW} B each"):
+        load_trace(ours)
+
+
 def test_available_reads_the_machine_or_the_budget(monkeypatch):
     monkeypatch.delenv(BUDGET_ENV, raising=False)
     have, where = available()

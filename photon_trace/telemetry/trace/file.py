@@ -221,7 +221,7 @@ def load_trace(path: str | os.PathLike, strict: bool = False) -> Trace:
 
 
 def _load(path: Path, strict: bool) -> Trace:
-    check_fits(path, "ours")   # refused up front when it cannot fit in memory (fit.py)
+    check_fits(path, "ours", COLUMNS_FROM)   # refused up front when it cannot fit in memory (fit.py)
     stream = LineStream(path)
     lines = iter(stream)
     try:

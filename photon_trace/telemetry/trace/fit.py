@@ -6,8 +6,8 @@ both figures, instead of exhausting the machine half-way through.
 compression ratio and how many records a byte of the text holds (a Kineto event is one
 ``"ph"`` key; a row of our files one ``],[``). The file's size times those is the record
 count, and the count times the measured peak memory per record (``BYTES_PER_EVENT``,
-``BYTES_PER_ROW``: import, analysis and gate of a 1M-event trace, docs/import_scale.md) plus the
-interpreter's own (``BASE_BYTES``) is the estimate. It is an estimate: a file whose first MB
+``BYTES_PER_ROW`` or ``BYTES_PER_COLUMN_ROW``: import, analysis and gate, docs/import_scale.md)
+plus the interpreter's own (``BASE_BYTES``) is the estimate. It is an estimate: a file whose first MB
 is unlike the rest (a long metadata block) is misjudged by that much.
 
 **Available**: ``MemAvailable`` of /proc/meminfo, or less where a cgroup limit (v2
@@ -34,9 +34,12 @@ BYTES_PER_EVENT = 450
 """Peak RSS per Kineto event of ``check`` (import, analysis, gate): 532 MB at 1.03M events
 (docs/import_scale.md)."""
 BYTES_PER_ROW = 750
-"""Peak RSS per record of one of our own trace files under ``check``: 537 MB at 626k records
-loaded as lists (docs/import_scale.md); a file past ``file.py:COLUMNS_FROM`` loads its spans as
-columns and needs less, so the estimate errs on the safe side there."""
+"""Peak RSS per record of one of our own trace files under ``check`` when its records load as
+lists (a file under ``columns_from`` bytes of text): 537 MB at 626k records (docs/import_scale.md)."""
+BYTES_PER_COLUMN_ROW = 250
+"""The same for a file whose records load as columns (``columns_from`` bytes of text or more,
+``telemetry/trace/file.py:COLUMNS_FROM``): 367 MB at ~1.49M estimated records, 3,043 MB at ~14.6M,
+~200-210 B each; 250 leaves a margin. With 750 a 4 GB budget refused a 10M-span file that fits."""
 _SAMPLE = 1 << 20
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -51,8 +54,9 @@ class Estimate(NamedTuple):
     how: str              # how the figure was reached, for the message
 
 
-def estimate(path: Path, kind: str) -> Estimate:
-    """The records and memory a load of ``path`` (``kind``: "kineto" or "ours") will need."""
+def estimate(path: Path, kind: str, columns_from: int | None = None) -> Estimate:
+    """The records and memory a load of ``path`` (``kind``: "kineto" or "ours") will need. Our
+    own files of ``columns_from`` bytes of text or more load as columns (None: never)."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(_SAMPLE)
@@ -65,7 +69,11 @@ def estimate(path: Path, kind: str) -> Estimate:
             return Estimate(0, 0, "a corrupt gzip stream")      # the reader says what is wrong
         used = len(head) - len(d.unconsumed_tail)
         ratio = len(text) / max(used, 1)
-    marker, per = (b'"ph"', BYTES_PER_EVENT) if kind == "kineto" else (b"],[", BYTES_PER_ROW)
+    if kind == "kineto":
+        marker, per = b'"ph"', BYTES_PER_EVENT
+    else:
+        as_columns = columns_from is not None and size * ratio >= columns_from
+        marker, per = b"],[", BYTES_PER_COLUMN_ROW if as_columns else BYTES_PER_ROW
     density = text.count(marker) / max(len(text), 1)
     records = int(size * ratio * density)
     how = (f"~{records:,} {'events' if kind == 'kineto' else 'records'} ({_gb(size)} on disk"
@@ -112,11 +120,12 @@ def _address_space_left() -> int | None:
         return None
 
 
-def check_fits(path: str | os.PathLike, kind: str) -> None:
-    """Raise ``TraceTooLargeError`` when loading ``path`` would need more memory than is available."""
+def check_fits(path: str | os.PathLike, kind: str, columns_from: int | None = None) -> None:
+    """Raise ``TraceTooLargeError`` when loading ``path`` would need more memory than is available
+    (``columns_from``: as for ``estimate``)."""
     path = Path(path)
     try:
-        need = estimate(path, kind)
+        need = estimate(path, kind, columns_from)
     except OSError:
         return                         # the reader says why the file cannot be read
     have, where = available()
