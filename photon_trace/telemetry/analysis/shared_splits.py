@@ -13,7 +13,8 @@ the whole run's, so once the window's own pass, started fresh at its first gap, 
 in the same state as the whole run's pass (``Attribution.same_course``: a few gaps, until both
 carry the same charge), every later split is the same and the whole run's serves both. Before
 that each pass goes its own way, the whole run's passing over the gaps no sync reaches. Where
-the two launch latencies differ (each measured over its own gaps) the states never meet: nothing is shared (``None``), and the caller makes the two passes apart.
+the two launch latencies differ (each measured over its own gaps) the states never meet:
+nothing is shared (``None``), and the caller makes the two passes apart.
 """
 from __future__ import annotations
 

@@ -116,7 +116,8 @@ def _chain(*its):
 
 def decode(block: bytes):
     """A JSON text as Python values: orjson when installed, ``json.loads`` where orjson refuses
-    (NaN, invalid UTF-8 read as U+FFFD) so the result is the standard library's."""
+    (NaN, invalid UTF-8 read as U+FFFD) so the result is the standard library's, but for an
+    integer past 64 bits, which orjson reads as a float (a time that large is refused either way)."""
     if _fast_loads is not None:
         try:
             return _fast_loads(block)
