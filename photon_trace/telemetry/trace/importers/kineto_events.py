@@ -205,9 +205,7 @@ class EventBuilder:
                     device = args.get("device", pid)
                     lane = self._lane_of.get((device, stream)) if type(device) is int else None
                     if lane is None:
-                        lane = code_of(self.lanes, f"gpu{device} stream {stream}")
-                        if type(device) is int:
-                            self._lane_of[(device, stream)] = lane
+                        lane = self._lane(device, stream)
                 idx.append(i)
                 kd.append(code)
                 nm.append(names.setdefault(name, len(names)))
@@ -267,6 +265,14 @@ class EventBuilder:
             cols[2].append(ns if isinstance(ns, np.ndarray) else _int64(ns, None, base))
             cols[3].update((base + r, v) for r, v in odd)
             self._flow_rows[ph] += len(ids)
+
+    def _lane(self, device, stream: int) -> int:
+        """The lane code of ``device``'s ``stream``, new or not; remembered by (device, stream)
+        where the device is an int (the hot loops look there first, inline)."""
+        lane = code_of(self.lanes, f"gpu{device} stream {stream}")
+        if type(device) is int:
+            self._lane_of[(device, stream)] = lane
+        return lane
 
     def _thread(self, pid, tid) -> int:
         key = (pid, tid)

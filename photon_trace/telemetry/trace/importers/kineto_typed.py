@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from photon_trace.telemetry.trace.importers.kineto_events import (
-    CATEGORY_KINDS, INT64_RANGE, KEPT_ARGS, NONE, SPECS, EventBuilder, code_of)
+    CATEGORY_KINDS, INT64_RANGE, KEPT_ARGS, NONE, SPECS, EventBuilder)
 from photon_trace.telemetry.trace.importers.kineto_scan import decode
 from photon_trace.telemetry.trace.importers.kineto_structs import TypedBlock
 
@@ -83,9 +83,7 @@ def add_typed(b: EventBuilder, raw: TypedBlock) -> bool:
                     return False
                 lane = b._lane_of.get((device, stream)) if type(device) is int else None
                 if lane is None:
-                    lane = code_of(b.lanes, f"gpu{device} stream {stream}")
-                    if type(device) is int:
-                        b._lane_of[(device, stream)] = lane
+                    lane = b._lane(device, stream)
             idx.append(i)
             kd.append(code)
             nm.append(names.setdefault(name, len(names)))
