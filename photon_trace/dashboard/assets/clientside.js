@@ -8,8 +8,7 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
     zoom_filter: function (r) {
       const skip = window.dash_clientside.no_update;
       if (!r) return skip;
-      const out = {};
-      for (const k of Object.keys(r)) if (/^xaxis2?\.(range|autorange)/.test(k)) out[k] = r[k];
+      const out = window.ptTimeline.xaxisPart(r, true);
       if (!Object.keys(out).length) return skip;
       out.nonce = Date.now();
       return out;
@@ -23,8 +22,7 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
     zoom_view: function (r, path, view) {
       const skip = window.dash_clientside.no_update;
       if (!r) return [skip, skip];
-      const out = {};
-      for (const k of Object.keys(r)) if (/^xaxis\.(range|autorange)/.test(k)) out[k] = r[k];
+      const out = window.ptTimeline.xaxisPart(r, false);
       if (!Object.keys(out).length) return [skip, skip];
       const v = Object.assign({}, view || {}, {range: window.ptTimeline.xRangeOf(out)});
       const gd = document.querySelector('#timeline .js-plotly-plot');

@@ -139,6 +139,15 @@
     labels(gd);
   }
 
+  // The x-axis part of a relayout event (zoom, pan, reset): its xaxis.range/autorange keys, and
+  // with `both` the compare view's second axis's too; the rest (autosize, legend clicks) left.
+  function xaxisPart(r, both) {
+    const key = both ? /^xaxis2?\.(range|autorange)/ : /^xaxis\.(range|autorange)/;
+    const out = {};
+    for (const k of Object.keys(r || {})) if (key.test(k)) out[k] = r[k];
+    return out;
+  }
+
   // The x range a relayout sets: [lo, hi], or null for autorange.
   function xRangeOf(r) {
     let rng = null;
@@ -153,11 +162,11 @@
   // lands, fires no plotly_relayout.
   let chosen = {seq: 0, range: null};
   function userRelayout(e) {
-    if (!e || !Object.keys(e).some(k => /^xaxis\.(range|autorange)/.test(k))) return;
+    if (!Object.keys(xaxisPart(e, false)).length) return;
     chosen = {seq: chosen.seq + 1, range: xRangeOf(e)};
   }
   const latestView = () => chosen;
 
-  window.ptTimeline = {needsData, overviewBox, labels, duration, xRangeOf, latestView};
+  window.ptTimeline = {needsData, overviewBox, labels, duration, xaxisPart, xRangeOf, latestView};
   setInterval(hook, 250);   // the graph's div comes and goes with the tab and the trace
 })();
