@@ -18,14 +18,14 @@ import re
 import zlib
 from pathlib import Path
 
+from photon_trace.telemetry.trace.file_signs import REPORT_SUFFIXES, SQLITE_MAGIC
+
 OUR_SUFFIXES = (".trace.jsonl", ".trace.jsonl.gz")
 NSYS_SUFFIXES = (".sqlite", ".sqlite.gz")
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 TRACE_SUFFIXES = (*OUR_SUFFIXES, ".pt.trace.json", ".pt.trace.json.gz", *NSYS_SUFFIXES)
 """What the file picker lists: ours, the PyTorch profiler's (``tensorboard_trace_handler``
 names its files ``*.pt.trace.json``) and Nsight Systems exports."""
 OPENABLE_SUFFIXES = (*OUR_SUFFIXES, ".json", ".json.gz", *NSYS_SUFFIXES)   # a profiler trace under any name opens too
-SQLITE_MAGIC = b"SQLite format 3\x00"
 # Bounds on what a typed path may make the server read, not on memory: whether a trace fits
 # in memory is checked by the loaders against what the machine has (telemetry/trace/fit.py).
 # A 10M-span trace of ours is ~1.1 GB of text; a 10M-event profiler trace ~1 GB of JSON.

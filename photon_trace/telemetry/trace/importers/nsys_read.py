@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from photon_trace.telemetry.trace.file import TraceFormatError
+from photon_trace.telemetry.trace.file_signs import REPORT_SUFFIXES, SQLITE_MAGIC
 from photon_trace.telemetry.trace.fit import BASE_BYTES, BUDGET_ENV, TraceTooLargeError, available
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 MAX_GZ_BYTES = 4 * 1024 ** 3   # a .sqlite.gz is expanded in memory: refuse more than this
 

@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 
 from photon_trace.telemetry.trace.file import TraceFormatError, load_trace
+from photon_trace.telemetry.trace.file_signs import REPORT_SUFFIXES, SQLITE_MAGIC
 from photon_trace.telemetry.trace.records import Trace
 
 _HEAD = 4096
@@ -35,17 +36,14 @@ def _head(path: Path) -> bytes:
     return raw[:_HEAD]
 
 
-# What ``nsys_read.py`` tells an Nsight file by (its ``REPORT_SUFFIXES`` and ``SQLITE_MAGIC``; a
-# test holds them equal), seen here first: a profiler trace is neither, and need not import the
-# Nsight reader and sqlite3 (1.5 ms of checking a small profile).
-_NSYS_SUFFIXES = (".nsys-rep", ".qdrep")
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def is_nsys(path: str | os.PathLike) -> bool:
     """Is ``path`` an Nsight Systems report or SQLite export (plain or gzipped)?"""
     head = _head(Path(path))
-    if not str(path).endswith(_NSYS_SUFFIXES) and not head.startswith(_SQLITE_MAGIC):
+    # told apart here first: a profiler trace is neither, and need not import the Nsight reader
+    # and sqlite3 (1.5 ms of checking a small profile)
+    if not str(path).endswith(REPORT_SUFFIXES) and not head.startswith(SQLITE_MAGIC):
         return False
     from photon_trace.telemetry.trace.importers.nsys_read import is_report, looks_like_sqlite
     return is_report(path) or looks_like_sqlite(head)
