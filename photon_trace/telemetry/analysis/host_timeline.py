@@ -20,8 +20,9 @@ import numpy as np
 from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.analysis.gap_parts import Part
 from photon_trace.telemetry.analysis.host_running import PhaseCounters, Running, of_wait
-from photon_trace.telemetry.analysis.runs import distinct, first_of_each, per_group
+from photon_trace.telemetry.analysis.runs import first_of_each, per_group
 from photon_trace.telemetry.trace.columns import codes, column
+from photon_trace.telemetry.trace.distinct import distinct
 from photon_trace.telemetry.trace.records import HostSpan, HostWait
 from photon_trace.telemetry.tracer import NO_WORK, SUB_PHASES
 

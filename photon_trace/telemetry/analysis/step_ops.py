@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from photon_trace.telemetry.analysis.gaps import stream_mask
-from photon_trace.telemetry.analysis.runs import distinct
 from photon_trace.telemetry.trace.columns import column
+from photon_trace.telemetry.trace.distinct import distinct
 from photon_trace.telemetry.trace.records import DeviceSpan, Trace
 
 _FAR = 1 << 62

@@ -35,8 +35,8 @@ from statistics import median
 import numpy as np
 
 from photon_trace.telemetry.analysis.gaps import Ops, stream_mask
-from photon_trace.telemetry.analysis.runs import distinct
 from photon_trace.telemetry.trace.columns import column
+from photon_trace.telemetry.trace.distinct import distinct
 from photon_trace.telemetry.trace.lanes import COMPUTE, COPY, IMPORTED_STEP, primary_stream
 from photon_trace.telemetry.trace.records import DeviceSpan, StepRecord, Trace
 

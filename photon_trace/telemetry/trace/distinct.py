@@ -3,8 +3,8 @@
 What ``np.unique`` and ``np.isin`` answer, without them: numpy 2.4's ``np.unique`` (which
 ``np.isin`` calls for values spread too wide for its lookup table, such as timestamps) asks
 whether its input is a masked array, which imports ``numpy.ma`` the first time: 12 ms, a
-quarter of ``photon-trace check`` of a 28-event profile. A stable sort and a mask are all
-they need here (``analysis/runs.py:distinct`` is the same for values alone).
+quarter of ``photon-trace check`` of a 28-event profile, and its hash table is ~100x slower
+than a sort on a million int64 here. A stable sort and a mask are all they need.
 """
 from __future__ import annotations
 
