@@ -78,10 +78,10 @@ def carried_split(att: Attribution, prev: DeviceSpan, nxt: DeviceSpan, waited: b
         return None
     # from here on, the gap is this case: the state moves as ``split`` moves it
     att._shared = shared
-    carry = carry._replace(left_ns=left) if left > 0 else None
+    carry = Carry(site, left) if left > 0 else None
     if len(att.unexpected):
         charged = att._charged
-        for w in [w for w in att.unexpected.overlapping(g0 - att.slack - 1, e) if w not in charged]:
+        for w in [w for w in att.unexpected.overlapping_list(g0 - att.slack - 1, e) if w not in charged]:
             charged.add(w)
             own = min(e, w.t1) - max(g0, w.t0) if w.site == site and g0 < w.t1 and e > w.t0 else 0
             if w.t1 - w.t0 - own > 0:
@@ -96,7 +96,7 @@ def carried_split(att: Attribution, prev: DeviceSpan, nxt: DeviceSpan, waited: b
         end = g1 - min(g1 - e, launch)
         took = min(end - e, carry.left_ns if carry is not None and carry.site == site else 0)
         if took > 0:        # ``_spend``: the late start given to the sync counts against its charge
-            carry = carry._replace(left_ns=carry.left_ns - took) if carry.left_ns > took else None
+            carry = Carry(site, carry.left_ns - took) if carry.left_ns > took else None
         x = e + took
         parts = [Part(g0, x, SYNC, site), Part(x, g1, DISPATCH, LAUNCH_LATENCY)] if x < g1 else [Part(g0, x, SYNC, site)]
     att._carry = carry
