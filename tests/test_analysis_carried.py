@@ -4,21 +4,25 @@
 trace with the mask-upload bug). Each test splits the same gaps twice, in time order, with it and
 with it switched off (``split`` then takes the general rules for every gap), and asks for the
 same ``GapSplit`` and the same state after each gap: the charge carried, the last enqueue, the
-waits charged, the host work the charge took.
+waits charged, the host work the charge took. ``carried_pass`` takes the same lane a block of gaps
+at a time inside ``shared_splits``: its tables, bubbles and syncs must be those of the pass gap
+by gap.
 """
 from __future__ import annotations
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
+from test_analysis_shared_splits import _bubbles, _table
 from test_analysis_vectorised import SETTINGS, both
 
 from helpers.scale_traces import write_own_trace
-from photon_trace.telemetry.analysis import attribution
+from photon_trace.telemetry.analysis import attribution, carried_pass
 from photon_trace.telemetry.analysis.attribution import Attribution
 from photon_trace.telemetry.analysis.bubbles import device_gaps
 from photon_trace.telemetry.analysis.carried import carried_split
-from photon_trace.telemetry.analysis.window import compute_extent
+from photon_trace.telemetry.analysis.shared_splits import shared_splits
+from photon_trace.telemetry.analysis.window import compute_extent, steady_state_window
 from photon_trace.telemetry.trace.importers import load_any
 from photon_trace.telemetry.trace.records import DeviceSpan, HostSpan, HostWait, StepRecord, Trace
 
@@ -112,3 +116,34 @@ def test_our_simulated_trace_takes_the_carried_lane_with_the_same_answers(tmp_pa
     gaps = device_gaps(trace, compute_extent(trace))
     taken = _compare(trace, 20_000, monkeypatch)
     assert taken > 0.9 * int((gaps.full_ns >= 20_000).sum())
+
+
+def _answers(shared) -> tuple | None:
+    if shared is None:
+        return None
+    return _table(shared.table), _bubbles(shared.bubbles), _bubbles(shared.syncs), shared.launch
+
+
+def _both_passes(trace: Trace, window: tuple[int, int], min_gap: int, block: int) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(carried_pass, "BLOCK", block)
+        got = shared_splits(trace, window, min_gap_ns=min_gap)
+        mp.setattr(carried_pass, "applies", lambda _: False)
+        want = shared_splits(trace, window, min_gap_ns=min_gap)
+    assert _answers(got) == _answers(want)
+
+
+@SETTINGS
+@given(our_runs(), st.sampled_from((0, G, 4 * G)), st.integers(0, 4), st.integers(0, 4), st.integers(1, 4))
+@example(OTHER_SITE, 0, 0, 0, 2)
+def test_the_pass_a_block_at_a_time_reads_as_the_pass_gap_by_gap(trace, min_gap, cut_start, cut_end, block):
+    """Windows from the whole run to a few gaps less at either end; blocks of a few gaps."""
+    for tr in both(trace):
+        ops = sorted(tr.device_spans, key=lambda d: (d.t0, d.t1))
+        w0, w1 = ops[min(cut_start, len(ops) - 1)].t0, ops[max(len(ops) - 1 - cut_end, 0)].t1
+        _both_passes(tr, (w0, max(w0, w1)), min_gap, block)
+
+
+def test_our_simulated_trace_reads_the_same_a_block_at_a_time(tmp_path):
+    trace = load_any(write_own_trace(tmp_path / "own.trace.jsonl.gz", 6000).path)
+    _both_passes(trace, steady_state_window(trace), 20_000, 100)

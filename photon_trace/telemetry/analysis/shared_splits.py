@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from photon_trace.telemetry.analysis import carried_pass
 from photon_trace.telemetry.analysis.attribution import Attribution, GapSplit
 from photon_trace.telemetry.analysis.bubble_table import BubbleColumns, Bubbles
 from photon_trace.telemetry.analysis.bubbles import MIN_BUBBLE_NS, Gap, device_gaps
@@ -77,7 +78,8 @@ def shared_splits(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MI
                 if a < b:
                     syncs.add(a, b, g.next.step, cause, detail)
 
-    for i, (g, w) in enumerate(zip(big, waited)):
+    def split(i: int, g: Gap, w: bool) -> None:    # one gap, in time order: each pass's split and reading
+        nonlocal alone
         if first <= i < end:
             if alone is not None and alone.same_course(run, g.prev.t1):
                 alone = None
@@ -87,8 +89,20 @@ def shared_splits(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MI
             bubbles.add_parts(s.parts, clipped.t0, clipped.t1, g.next.step)
             if alone is None:
                 add_syncs(g, s)
-                continue
+                return
         # the whole run's own pass: a gap no sync can reach is passed over (the state as its split leaves it)
         if not run.passed_syncless(g.prev, g.next):
             add_syncs(g, run.split(g.prev, g.next, w))
+
+    i = 0
+    for i, (g, w) in enumerate(zip(big[:end], waited[:end])):
+        split(i, g, w)
+        if alone is None and i >= first and carried_pass.applies(run):
+            break       # one split serves both passes from here: the window's rest a block at a time
+    else:
+        i = end - 1
+    if alone is None and first <= i < end - 1 and carried_pass.applies(run):
+        carried_pass.window_pass(run, big, i + 1, end, inside, first, waited, table, bubbles, syncs)
+    for i, (g, w) in enumerate(zip(big[end:], waited[end:]), start=end):
+        split(i, g, w)
     return Shared(syncs.done(), table, bubbles.done(), own.launch)
