@@ -91,7 +91,8 @@ def our_runs(draw) -> Trace:
 # The second gap enters with a.py:1's charge; inside it a b.py:2 wait is covered by a later a.py:1
 # one: its own stretch is none of the sync part (another site's), so all of it carries on
 OTHER_SITE = Trace({"version": 2, "clock": {"device_error_ns": 0}},
-                   [HostSpan("plan", 0, 0, 2040, 2095, "main", -1, -1), HostSpan("launch", 0, 0, 2200, 2290, "main", -1, -1)],
+                   [HostSpan("plan", 0, 0, 2040, 2095, "main", -1, -1),
+                    HostSpan("launch", 0, 0, 2200, 2290, "main", -1, -1)],
                    [DeviceSpan("compute", "forward", 0, 0, t0, t0 + 10, e)
                     for t0, e in ((2000, 2000), (2100, 2095), (2300, 2290), (2600, 2590))],
                    [HostWait("wait", False, 1000, 2040, "a.py:1", 0, -1, -1),

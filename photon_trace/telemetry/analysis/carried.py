@@ -26,14 +26,11 @@ What ``split`` would do, step by step, for such a gap (``g0``, ``g1``, the host-
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 
 from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.analysis.gap_parts import GRAPH_NODES, LAUNCH_LATENCY, Part
 from photon_trace.telemetry.trace.records import DeviceSpan
-
-if TYPE_CHECKING:
-    from photon_trace.telemetry.analysis.attribution import Attribution, GapSplit
 
 SYNC, HOST, DISPATCH = Cause.ACCIDENTAL_SYNC, Cause.HOST_BOUND, Cause.DISPATCH
 
@@ -44,10 +41,10 @@ class Carry(NamedTuple):
     left_ns: int
 
 
-def carried_split(att: Attribution, prev: DeviceSpan, nxt: DeviceSpan, waited: bool | None,
-                  make: type[GapSplit]) -> GapSplit | None:
+def carried_split(att: Any, prev: DeviceSpan, nxt: DeviceSpan, waited: bool | None, make: Any) -> Any:
     """``att.split(prev, nxt, waited)`` where the carried charge covers the gap (module docstring),
-    the state left as it leaves it; None, the state untouched, for any other gap."""
+    the state left as it leaves it; None, the state untouched, for any other gap. ``att`` is the
+    ``attribution.Attribution`` and ``make`` its ``GapSplit``: this module lies below it."""
     carry = att._carry
     if carry is None or att.serial or att.no_work:
         return None
@@ -98,7 +95,9 @@ def carried_split(att: Attribution, prev: DeviceSpan, nxt: DeviceSpan, waited: b
         if took > 0:        # ``_spend``: the late start given to the sync counts against its charge
             carry = Carry(site, carry.left_ns - took) if carry.left_ns > took else None
         x = e + took
-        parts = [Part(g0, x, SYNC, site), Part(x, g1, DISPATCH, LAUNCH_LATENCY)] if x < g1 else [Part(g0, x, SYNC, site)]
+        parts = [Part(g0, x, SYNC, site)]
+        if x < g1:
+            parts.append(Part(x, g1, DISPATCH, LAUNCH_LATENCY))
     att._carry = carry
     att._last = (g1, min(enqueued, e))
     return make(prev, nxt, parts, e - g0, chain, False, launch, 0, 0, tuple(shared))

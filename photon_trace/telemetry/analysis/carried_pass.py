@@ -13,7 +13,6 @@ checks the pass against the gap-by-gap one.
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from typing import Any
 
 import numpy as np
@@ -42,7 +41,8 @@ def window_pass(run: Attribution, big: Gaps, lo: int, hi: int, inside: Gaps, fir
     """``shared_splits``' loop body for the gaps ``big[lo:hi]`` once one split serves both passes:
     each gap split by ``run``, read into ``table`` and ``bubbles`` (clipped as ``inside[i - first]``)
     and its sync parts into ``syncs`` (clipped as ``big``). ``run`` has split the gap before ``lo``."""
-    ahead = (np.asarray(run._ahead_starts, dtype=np.int64), np.asarray([e for _, e in run.ahead] or [0], dtype=np.int64),
+    ahead = (np.asarray(run._ahead_starts, dtype=np.int64),
+             np.asarray([e for _, e in run.ahead] or [0], dtype=np.int64),
              np.asarray(run.unexpected._starts, dtype=np.int64),
              np.sort(np.asarray([w.t1 for w in run.unexpected.items], dtype=np.int64)))
     for b0 in range(lo, hi, BLOCK):
