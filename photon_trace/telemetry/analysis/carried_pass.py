@@ -8,8 +8,9 @@ is read for a block of gaps at once (the ends, enqueues and steps as lists, wher
 regained its lead and where each gap's chain and host-late part lie on the host timeline, by one
 ``searchsorted`` each), the lane's rules (``carried``) run on plain integers, and its answer goes
 straight into the consumers' columns, in the order they would have written it. A gap the lane
-does not take is split and read as before, from the same state. ``tests/test_analysis_carried.py``
-checks the pass against the gap-by-gap one.
+does not take is split and read as before, from the same state. The gaps before and after the
+window (warm-up and drain: ~5% of them) go the same way for the whole run's syncs alone.
+``tests/test_analysis_carried.py`` checks the pass against the gap-by-gap one.
 """
 from __future__ import annotations
 
@@ -36,11 +37,13 @@ def applies(att: Attribution) -> bool:
     return not (att.serial or att.no_work or att._timeline.some_counted)
 
 
-def window_pass(run: Attribution, big: Gaps, lo: int, hi: int, inside: Gaps, first: int, waited: list[bool],
-                table: SplitTable, bubbles: BubbleColumns, syncs: BubbleColumns) -> None:
+def window_pass(run: Attribution, big: Gaps, lo: int, hi: int, inside: Gaps | None, first: int, waited: list[bool],
+                table: SplitTable | None, bubbles: BubbleColumns | None, syncs: BubbleColumns) -> None:
     """``shared_splits``' loop body for the gaps ``big[lo:hi]`` once one split serves both passes:
     each gap split by ``run``, read into ``table`` and ``bubbles`` (clipped as ``inside[i - first]``)
-    and its sync parts into ``syncs`` (clipped as ``big``). ``run`` has split the gap before ``lo``."""
+    and its sync parts into ``syncs`` (clipped as ``big``). Outside the window (``table`` None) the
+    whole run's pass alone: a gap no sync can reach passed over, the syncs of the others. ``run``
+    has split (or passed over) the gap before ``lo``."""
     ahead = (np.asarray(run._ahead_starts, dtype=np.int64),
              np.asarray([e for _, e in run.ahead] or [0], dtype=np.int64),
              np.asarray(run.unexpected._starts, dtype=np.int64),
@@ -77,7 +80,9 @@ def _block(run: Attribution, big: Gaps, b0: int, b1: int, inside: Gaps, first: i
     launch_first = L.step_start if L.step_start is not None else L.within_step
     launch_later = L.within_step if L.within_step is not None else L.step_start
     steps = ops.step[nxt].tolist()
-    w_lo, w_hi = inside.t0[b0 - first:b1 - first].tolist(), inside.t1[b0 - first:b1 - first].tolist()
+    window = table is not None
+    if window:
+        w_lo, w_hi = inside.t0[b0 - first:b1 - first].tolist(), inside.t1[b0 - first:b1 - first].tolist()
     s_lo, s_hi, full = big.t0[b0:b1].tolist(), big.t1[b0:b1].tolist(), big.full_ns[b0:b1].tolist()
     index, slack, charged = run.unexpected, run.slack, run._charged
     # whether a wait reaches the gap's host-late part (starts before its end, ends after its start
@@ -85,18 +90,21 @@ def _block(run: Attribution, big: Gaps, b0: int, b1: int, inside: Gaps, first: i
     # the index is asked only then
     w_t0, w_t1 = ahead[2:]
     maybe = (np.searchsorted(w_t0, ea, side="left") > np.searchsorted(w_t1, g0a - slack - 1, side="right")).tolist()
-    chains, device, shared, queued = table.chain, table.device, table.shared, table._queued
+    if window:
+        chains, device, shared, queued = table.chain, table.device, table.shared, table._queued
     slot: dict[int, Any] = {}   # per label code, its chain's columns in the table (False: a device row)
     # the lane's gaps' columns, appended to the table's and the bubbles' before any other gap's and at the end
     cols = ([], [], [], [], [], [])
     win, sync_cols = ([], [], [], []), ([], [], [], [])
-    win_codes, sync_codes = bubbles._codes, syncs._codes
+    win_codes, sync_codes = bubbles._codes if window else {}, syncs._codes
 
     def flush() -> None:
-        for out, got in zip((table.inside, table.full, table.late, table.regained, table.tail, table.launch), cols):
-            out.extend(got)
-            got.clear()
-        for out, got in ((bubbles, win), (syncs, sync_cols)):
+        if window:
+            for out, got in zip((table.inside, table.full, table.late, table.regained, table.tail, table.launch),
+                                cols):
+                out.extend(got)
+                got.clear()
+        for out, got in ((bubbles, win), (syncs, sync_cols)) if window else ((syncs, sync_cols),):
             for column, values in zip((out.t0, out.t1, out.step, out.row), got):
                 column.extend(values)
                 values.clear()
@@ -111,10 +119,14 @@ def _block(run: Attribution, big: Gaps, b0: int, b1: int, inside: Gaps, first: i
             run._carry, run._last = carry, last
             i = b0 + j
             p, n = ops.records_at(big.prev[i:i + 1])[0], ops.records_at(big.next[i:i + 1])[0]
-            s = run.split(p, n, w)
-            table.add(Gap(w_lo[j], w_hi[j], p, n, full[j]), s)
-            bubbles.add_parts(s.parts, w_lo[j], w_hi[j], steps[j])
-            syncs.add_parts([q for q in s.parts if q.cause == SYNC], s_lo[j], s_hi[j], steps[j])
+            if window:
+                s = run.split(p, n, w)
+                table.add(Gap(w_lo[j], w_hi[j], p, n, full[j]), s)
+                bubbles.add_parts(s.parts, w_lo[j], w_hi[j], steps[j])
+            else:
+                s = None if run.passed_syncless(p, n) else run.split(p, n, w)
+            if s is not None:
+                syncs.add_parts([q for q in s.parts if q.cause == SYNC], s_lo[j], s_hi[j], steps[j])
             carry, last = run._carry, run._last
             continue
         chain, host, left = s
@@ -136,46 +148,47 @@ def _block(run: Attribution, big: Gaps, b0: int, b1: int, inside: Gaps, first: i
                 carry = Carry(site, carry.left_ns - took) if carry.left_ns > took else None
             x = e + took
         last = (g1, enq if enq < e else e)
-        # ``SplitTable.add``, the window's ``add_parts`` and the syncs', in their order
-        i = len(table.full) + len(cols[1])
-        lo_, hi_, step = w_lo[j], w_hi[j], steps[j]
-        cols[0].append((hi_ - lo_) / full[j])
-        cols[1].append(full[j])
-        cols[2].append(e - g0)
-        cols[3].append(False)
-        cols[4].append(0)
-        cols[5].append(NONE if launch is None else launch)
-        for c, ns in chain.items():
-            to = slot.get(c)
-            if to is None:      # first met: the table's row made now, as ``SplitTable.add`` makes it
-                key = labels[c][:2]
-                q = queued.get(key[0])
-                to = slot[c] = False if (table._is_queued(key[0]) if q is None else q) else chains[key]
-            if to:
-                to[0].append(i)
-                to[1].append(ns)
-        detail = GRAPH_NODES if launch is None and one[j] else LAUNCH_LATENCY
-        if x < g1:
-            idx, val = device[(DISPATCH, detail)]
-            idx.append(i)
-            val.append(g1 - x)
-        for t0, t1, why in host:
-            if not why.startswith(OUTSIDE_PHASES):
-                p0, p1 = t0 if t0 > lo_ else lo_, t1 if t1 < hi_ else hi_
-                if p0 < p1:
-                    shared[(HOST, why)] += p1 - p0
-        # the parts: the sync's [g0, x), then dispatch's [x, g1) (``_add``, written out: three a gap)
-        p0, p1 = g0 if g0 > lo_ else lo_, x if x < hi_ else hi_
-        if p0 < p1:
-            c = win_codes.get((SYNC, site))
-            if c is None:
-                c = win_codes[(SYNC, site)] = len(win_codes)
-            win[0].append(p0)
-            win[1].append(p1)
-            win[2].append(step)
-            win[3].append(c)
-        if x < g1:
-            _add(win, win_codes, x, g1, lo_, hi_, step, DISPATCH, detail)
+        step = steps[j]
+        if window:      # ``SplitTable.add`` and the window's ``add_parts``, in their order
+            i = len(table.full) + len(cols[1])
+            lo_, hi_ = w_lo[j], w_hi[j]
+            cols[0].append((hi_ - lo_) / full[j])
+            cols[1].append(full[j])
+            cols[2].append(e - g0)
+            cols[3].append(False)
+            cols[4].append(0)
+            cols[5].append(NONE if launch is None else launch)
+            for c, ns in chain.items():
+                to = slot.get(c)
+                if to is None:      # first met: the table's row made now, as ``SplitTable.add`` makes it
+                    key = labels[c][:2]
+                    q = queued.get(key[0])
+                    to = slot[c] = False if (table._is_queued(key[0]) if q is None else q) else chains[key]
+                if to:
+                    to[0].append(i)
+                    to[1].append(ns)
+            detail = GRAPH_NODES if launch is None and one[j] else LAUNCH_LATENCY
+            if x < g1:
+                idx, val = device[(DISPATCH, detail)]
+                idx.append(i)
+                val.append(g1 - x)
+            for t0, t1, why in host:
+                if not why.startswith(OUTSIDE_PHASES):
+                    p0, p1 = t0 if t0 > lo_ else lo_, t1 if t1 < hi_ else hi_
+                    if p0 < p1:
+                        shared[(HOST, why)] += p1 - p0
+            # the parts: the sync's [g0, x), then dispatch's [x, g1) (``_add``, written out: three a gap)
+            p0, p1 = g0 if g0 > lo_ else lo_, x if x < hi_ else hi_
+            if p0 < p1:
+                c = win_codes.get((SYNC, site))
+                if c is None:
+                    c = win_codes[(SYNC, site)] = len(win_codes)
+                win[0].append(p0)
+                win[1].append(p1)
+                win[2].append(step)
+                win[3].append(c)
+            if x < g1:
+                _add(win, win_codes, x, g1, lo_, hi_, step, DISPATCH, detail)
         lo_, hi_ = s_lo[j], s_hi[j]
         p0, p1 = g0 if g0 > lo_ else lo_, x if x < hi_ else hi_
         if p0 < p1:

@@ -94,15 +94,23 @@ def shared_splits(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MI
         if not run.passed_syncless(g.prev, g.next):
             add_syncs(g, run.split(g.prev, g.next, w))
 
-    i = 0
-    for i, (g, w) in enumerate(zip(big[:end], waited[:end])):
+    fast = carried_pass.applies(run)    # the carried lane a block at a time (``carried_pass``)
+
+    def run_only(a: int, b: int) -> None:     # gaps outside the window: the whole run's pass alone
+        if not fast or b - a < 2:
+            for i, (g, w) in enumerate(zip(big[a:b], waited[a:b]), start=a):
+                split(i, g, w)
+            return
+        split(a, big[a], waited[a])
+        carried_pass.window_pass(run, big, a + 1, b, None, first, waited, None, None, syncs)
+
+    run_only(0, first)
+    i = first - 1
+    for i, (g, w) in enumerate(zip(big[first:end], waited[first:end]), start=first):
         split(i, g, w)
-        if alone is None and i >= first and carried_pass.applies(run):
+        if fast and alone is None:
             break       # one split serves both passes from here: the window's rest a block at a time
-    else:
-        i = end - 1
-    if alone is None and first <= i < end - 1 and carried_pass.applies(run):
+    if fast and alone is None and i < end - 1:
         carried_pass.window_pass(run, big, i + 1, end, inside, first, waited, table, bubbles, syncs)
-    for i, (g, w) in enumerate(zip(big[end:], waited[end:]), start=end):
-        split(i, g, w)
+    run_only(end, len(big))
     return Shared(syncs.done(), table, bubbles.done(), own.launch)
