@@ -118,7 +118,7 @@ def _block(run: Attribution, big: Gaps, b0: int, b1: int, inside: Gaps, first: i
             flush()
             run._carry, run._last = carry, last
             i = b0 + j
-            p, n = ops.records_at(big.prev[i:i + 1])[0], ops.records_at(big.next[i:i + 1])[0]
+            p, n = ops.record(int(big.prev[i])), ops.record(int(big.next[i]))
             if window:
                 s = run.split(p, n, w)
                 table.add(Gap(w_lo[j], w_hi[j], p, n, full[j]), s)

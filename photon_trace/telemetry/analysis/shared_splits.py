@@ -104,9 +104,13 @@ def shared_splits(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MI
         split(a, big[a], waited[a])
         carried_pass.window_pass(run, big, a + 1, b, None, first, waited, None, None, syncs)
 
+    def few_at_a_time(a: int, b: int, n: int = 64):     # the passes meet within a few gaps: records for
+        for c in range(a, b, n):                          # those, not for a block of thousands
+            yield from enumerate(zip(big[c:min(c + n, b)], waited[c:min(c + n, b)]), start=c)
+
     run_only(0, first)
     i = first - 1
-    for i, (g, w) in enumerate(zip(big[first:end], waited[first:end]), start=first):
+    for i, (g, w) in few_at_a_time(first, end):
         split(i, g, w)
         if fast and alone is None:
             break       # one split serves both passes from here: the window's rest a block at a time
