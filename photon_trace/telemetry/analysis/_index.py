@@ -37,6 +37,11 @@ class IntervalIndex(Generic[S]):
             if s.t1 > a:
                 yield s
 
+    def overlapping_list(self, a: int, b: int) -> list[S]:
+        """``overlapping`` as a list: no generator for a caller that asks once a gap."""
+        lo = bisect_left(self._starts, a - self._longest)
+        return [s for s in self.items[lo:bisect_left(self._starts, b)] if s.t1 > a]
+
     def __len__(self) -> int:
         return len(self.items)
 

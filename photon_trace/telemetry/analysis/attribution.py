@@ -90,6 +90,8 @@ import numpy as np
 
 from photon_trace.telemetry.analysis import device_running
 from photon_trace.telemetry.analysis._index import IntervalIndex
+from photon_trace.telemetry.analysis.carried import Carry as _Carry
+from photon_trace.telemetry.analysis.carried import carried_split
 from photon_trace.telemetry.analysis.causes import Cause
 from photon_trace.telemetry.analysis.gaps import Gaps, Ops
 from photon_trace.telemetry.analysis.host_running import landings
@@ -123,12 +125,6 @@ class GapSplit(NamedTuple):
     shared: tuple[Part, ...] = () # host work a sync's charge took (its parts say the sync), under the
                                   # label of what covered it: that phase's removal closes them too
                                   # (``charging``)
-
-
-class _Carry(NamedTuple):
-    """A sync's lost host time not yet charged: it may still cost the next gaps."""
-    site: str
-    left_ns: int
 
 
 class Attribution:
@@ -186,6 +182,10 @@ class Attribution:
     def split(self, prev: DeviceSpan, nxt: DeviceSpan, copy_waited: bool | None = None) -> GapSplit:
         """Attribute the gap between ``prev`` and ``nxt``; call for each gap in time order.
         ``copy_waited``: ``copy_waits``'s answer for this gap, when the caller has it already."""
+        if self._carry is not None:     # the common gap of our own trace, without the general rules
+            done = carried_split(self, prev, nxt, copy_waited, GapSplit)
+            if done is not None:
+                return done
         g0, g1 = prev.t1, nxt.t0
         late_end = min(max(nxt.enqueued, g0), g1)
         tail_op = self._tail(prev, nxt) if self.serial else None

@@ -86,8 +86,10 @@ class Timeline:
         self.some_counted = bool(self.counted.any())
 
     def _span(self, a: int, b: int) -> tuple[int, int]:
-        """(i0, i1): the edges inside (a, b) are cuts[i0:i1]; code[i0] labels [a, the first)."""
-        return int(self.cuts.searchsorted(a, side="right")), int(self.cuts.searchsorted(b, side="left"))
+        """(i0, i1): the edges inside (a, b) are cuts[i0:i1]; code[i0] labels [a, the first). One
+        search for both (the edges are integers: after ``a`` is from ``a + 1`` on), once a gap."""
+        i0, i1 = self.cuts.searchsorted((a + 1, b)).tolist()
+        return i0, i1
 
     def _merged(self, a: int, b: int, i0: int, i1: int) -> list[list[int]]:
         """[a, b) as [t0, t1, code] stretches, adjacent equal codes merged, in Python: for a range

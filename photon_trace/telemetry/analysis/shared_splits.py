@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from photon_trace.telemetry.analysis import carried_pass
 from photon_trace.telemetry.analysis.attribution import Attribution, GapSplit
 from photon_trace.telemetry.analysis.bubble_table import BubbleColumns, Bubbles
 from photon_trace.telemetry.analysis.bubbles import MIN_BUBBLE_NS, Gap, device_gaps
@@ -78,7 +79,8 @@ def shared_splits(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MI
                 if a < b:
                     syncs.add(a, b, g.next.step, cause, detail)
 
-    for i, (g, w) in enumerate(zip(big, waited)):
+    def split(i: int, g: Gap, w: bool) -> None:    # one gap, in time order: each pass's split and reading
+        nonlocal alone
         if first <= i < end:
             if alone is not None and alone.same_course(run, g.prev.t1):
                 alone = None
@@ -88,8 +90,32 @@ def shared_splits(trace: Trace, window: tuple[int, int], *, min_gap_ns: int = MI
             bubbles.add_parts(s.parts, clipped.t0, clipped.t1, g.next.step)
             if alone is None:
                 add_syncs(g, s)
-                continue
+                return
         # the whole run's own pass: a gap no sync can reach is passed over (the state as its split leaves it)
         if not run.passed_syncless(g.prev, g.next):
             add_syncs(g, run.split(g.prev, g.next, w))
+
+    fast = carried_pass.applies(run)    # the carried lane a block at a time (``carried_pass``)
+
+    def run_only(a: int, b: int) -> None:     # gaps outside the window: the whole run's pass alone
+        if not fast or b - a < 2:
+            for i, (g, w) in enumerate(zip(big[a:b], waited[a:b]), start=a):
+                split(i, g, w)
+            return
+        split(a, big[a], waited[a])
+        carried_pass.window_pass(run, big, a + 1, b, None, first, waited, None, None, syncs)
+
+    def few_at_a_time(a: int, b: int, n: int = 64):     # the passes meet within a few gaps: records for
+        for c in range(a, b, n):                          # those, not for a block of thousands
+            yield from enumerate(zip(big[c:min(c + n, b)], waited[c:min(c + n, b)]), start=c)
+
+    run_only(0, first)
+    i = first - 1
+    for i, (g, w) in few_at_a_time(first, end):
+        split(i, g, w)
+        if fast and alone is None:
+            break       # one split serves both passes from here: the window's rest a block at a time
+    if fast and alone is None and i < end - 1:
+        carried_pass.window_pass(run, big, i + 1, end, inside, first, waited, table, bubbles, syncs)
+    run_only(end, len(big))
     return Shared(syncs.done(), table, bubbles.done(), own.launch)

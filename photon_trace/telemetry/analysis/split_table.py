@@ -21,8 +21,11 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterable
 from typing import Any
 
+import numpy as np
+
 from photon_trace.telemetry.analysis.attribution import OUTSIDE_PHASES, GapSplit
 from photon_trace.telemetry.analysis.causes import Cause
+from photon_trace.telemetry.analysis.removal_walk import walk
 
 Key = tuple[Cause, str]
 NONE = -(1 << 63)     # a gap that measured no launch latency (``GapSplit.launch_ns`` None)
@@ -110,8 +113,33 @@ class SplitTable:
                     out[i] = out.get(i, 0) + ns
         return out
 
+    def _dense(self, source: dict[Key, tuple[array, array]], rows: Iterable[Key]) -> np.ndarray:
+        """Per gap, the ns of ``rows`` in ``source`` summed (``_gathered`` as one array)."""
+        out = np.zeros(len(self), dtype=np.int64)
+        for key in rows:
+            if key in source and len(source[key][0]):
+                idx, val = source[key]
+                out[np.frombuffer(idx, dtype=np.int64)] += np.frombuffer(val, dtype=np.int64)    # one entry a gap
+        return out
+
     def removed(self, rows: set[Key], launch_ns: int) -> tuple[float, float, float]:
-        """(point, low, high) idle that removing ``rows`` together gives back (``predict_each``)."""
+        """(point, low, high) idle that removing ``rows`` together gives back (``predict_each``):
+        ``removal_walk`` over every gap as arrays; the walk gap by gap (``walked``) where a chain or
+        host-late time is negative, which the shift's recursion there does not allow for."""
+        if not len(self):
+            return 0.0, 0.0, 0.0
+        device = self._dense(self.device, [r for r in rows if Cause(r[0]).queued])
+        chain = self._dense(self.chain, [r for r in rows if not Cause(r[0]).queued])
+        late = np.frombuffer(self.late, dtype=np.int64)
+        if (chain < 0).any() or (late < 0).any():
+            return self.walked(rows, launch_ns)
+        q = lambda a: np.frombuffer(a, dtype=np.int64)    # noqa: E731
+        return walk(device, chain, late, np.frombuffer(self.regained, dtype=np.int8), np.frombuffer(self.inside),
+                    q(self.full), q(self.tail), q(self.launch), NONE, launch_ns)
+
+    def walked(self, rows: set[Key], launch_ns: int) -> tuple[float, float, float]:
+        """``removed``, gap by gap: each fix walked over the gaps where one of its rows appears or
+        its shift is still being absorbed."""
         host = [r for r in rows if not Cause(r[0]).queued]
         dev = self._gathered(self.device, [r for r in rows if Cause(r[0]).queued])
         chain = self._gathered(self.chain, host)
