@@ -1,5 +1,5 @@
 """Test-wide setup: the engine-test helpers are importable; GPU and browser tests skip cleanly;
-what the session shares, each made once: the fault modules' traced runs, one Chromium, two
+what the session shares, each made once: the fault modules' traced runs, Chromium, two
 tiny engines, and one tiny server behind an API key."""
 from __future__ import annotations
 
@@ -48,20 +48,42 @@ def fault_runs(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def browser():
-    """One headless Chromium for the session (Playwright); every test or module opens its own
-    context on it, so no page, cookie or cache passes between them.
-
-    While it lives, Playwright's sync API leaves its event loop marked as running on this
-    thread between calls, so a test that runs asyncio itself must run it on a thread of its
-    own (``test_server_stream``), whatever the order the tests run in."""
-    from helpers.browser import CHROMIUM, CHROMIUM_ARGS
-
+def _playwright():
+    """Playwright's sync API, started once: while it lives it leaves its event loop marked as
+    running on this thread between calls, so a second start fails ("Sync API inside the asyncio
+    loop") and a test that runs asyncio itself must run it on a thread of its own
+    (``test_server_stream``), whatever the order the tests run in."""
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
+        yield p
+
+
+@pytest.fixture(scope="session")
+def browser(_playwright):
+    """One headless Chromium for the session, for tests that need a context of their own (a
+    device scale factor, or no cached scripts); no page, cookie or cache passes between contexts."""
+    from helpers.browser import CHROMIUM, CHROMIUM_ARGS
+
+    b = _playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="session")
+def pages(_playwright, tmp_path_factory):
+    """Pages for the tests that load the dashboard (``helpers/browser.Pages``): one Chromium
+    whose profile lives on disk for the session, so from a script's third load on V8 compiles it
+    from its code cache. plotly.js alone took 2.1-2.3 s to evaluate on every load here; a page
+    load went from ~4.9 s to ~2.2-3.1 s. Servers share the cache by serving on one port
+    (``helpers/browser.Server``). Each test opens its own page and closes it; the dashboard
+    keeps nothing in cookies or storage, so a page starts as a fresh one would."""
+    from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Pages
+
+    ctx = _playwright.chromium.launch_persistent_context(
+        str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+        headless=True, device_scale_factor=1)
+    yield Pages(ctx)
+    ctx.close()
 
 
 @pytest.fixture(scope="session")

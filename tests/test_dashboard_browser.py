@@ -27,11 +27,10 @@ pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture
-def page(browser):
-    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
-    pg = ctx.new_page()
+def page(pages):
+    pg = pages.new(1600, 1000)
     yield pg
-    ctx.close()
+    pg.close()
 
 
 @pytest.fixture(scope="module")
@@ -211,13 +210,12 @@ def test_compare_view_shows_both_traces_and_hides_a_cost_model_that_does_not_app
         assert x1 <= lg[0] or x0 >= lg[2] or y1 <= lg[1] or y0 >= lg[3]
 
 
-def test_the_cost_model_shows_for_a_blocking_and_pipelined_pair_with_noise_called_noise(samples, browser, tmp_path):
+def test_the_cost_model_shows_for_a_blocking_and_pipelined_pair_with_noise_called_noise(samples, pages, tmp_path):
     d, files = samples
     twin = write_trace(synthetic_trace(SyntheticRun(depth=2, steps=80, requests=30, seed=1)),
                        d / "pipelined-seed1.trace.jsonl")
     s = Server([files["blocking"], files["pipelined"]], [d])
-    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
-    pg = ctx.new_page()
+    pg = pages.new(1600, 1000)
     try:
         pg.goto(s.url)
         figure(pg, "#timeline")
@@ -235,7 +233,7 @@ def test_the_cost_model_shows_for_a_blocking_and_pipelined_pair_with_noise_calle
         assert "within noise" in verdicts and "worse" not in verdicts, verdicts
         assert "depths 2 and 2" in pg.inner_text("#cost-model-why")
     finally:
-        ctx.close()
+        pg.close()
         s.close()
 
 

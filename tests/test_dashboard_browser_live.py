@@ -65,29 +65,28 @@ def wait_status(page, text: str, timeout_ms: int = 30_000, start: bool = False) 
     return time.perf_counter() - t0
 
 
-def following(browser, tmp_path, srv: ServerThread, port: int) -> dict:
+def following(pages, tmp_path, srv: ServerThread, port: int) -> dict:
     """Load on ``srv``, the dashboard following it, and a page on the dashboard."""
     load = Load(srv.url)
     dash = Server([], [tmp_path], live=srv.url)
-    ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
-    pg = ctx.new_page()
+    pg = pages.new(1500, 1000)
     pg.goto(dash.url)
     figure(pg, "#timeline", timeout_ms=60_000, until="f.meta.spans_total > 0")
-    return {"srv": srv, "load": load, "dash": dash, "port": port, "page": pg, "ctx": ctx}
+    return {"srv": srv, "load": load, "dash": dash, "port": port, "page": pg}
 
 
 def stop_following(state: dict) -> None:
     state["load"].stop()
-    state["ctx"].close()
+    state["page"].close()
     state["dash"].close()
 
 
 @pytest.fixture
-def live(browser, tmp_path):
+def live(pages, tmp_path):
     """An engine server of its own under load (the test may stop or replace it), the dashboard
     following it, and a page on the dashboard."""
     port = free_port()
-    state = following(browser, tmp_path, engine_server(port), port)
+    state = following(pages, tmp_path, engine_server(port), port)
     yield state
     stop_following(state)
     state["srv"].stop()
@@ -104,9 +103,9 @@ def kept_server():
 
 
 @pytest.fixture
-def live_kept(browser, tmp_path, kept_server):
+def live_kept(pages, tmp_path, kept_server):
     """As ``live``, on the module's engine server (which the test must not stop)."""
-    state = following(browser, tmp_path, *kept_server)
+    state = following(pages, tmp_path, *kept_server)
     yield state
     stop_following(state)
 

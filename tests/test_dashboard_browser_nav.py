@@ -32,13 +32,12 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture
-def page(browser, server):
-    ctx = browser.new_context(viewport={"width": 1600, "height": 1100})
-    pg = ctx.new_page()
+def page(pages, server):
+    pg = pages.new(1600, 1100)
     pg.goto(server.url)
     figure(pg, "#timeline")
     yield pg
-    ctx.close()
+    pg.close()
 
 
 def zoom_to_step(page, step: int) -> dict:
@@ -191,7 +190,7 @@ def test_the_requests_lane_and_the_analysis_window_are_explained_on_the_chart(pa
     assert "first token" in page.inner_text("#details-ops")
 
 
-def test_the_requests_lane_marks_each_request_finished_or_aborted(browser, tmp_path):
+def test_the_requests_lane_marks_each_request_finished_or_aborted(pages, tmp_path):
     """A mark where each request ended (finalized, or aborted: an x), as many as the trace's
     requests that ended; clicking one shows that request's lifecycle and outlines it."""
     from helpers.loop_sim import SyntheticRun, synthetic_trace
@@ -202,8 +201,7 @@ def test_the_requests_lane_marks_each_request_finished_or_aborted(browser, tmp_p
         if r.event in ("finalized", "aborted") and (r.req_id not in ends or r.t < ends[r.req_id][0]):
             ends[r.req_id] = (r.t, r.event)
     s = Server([write_trace(tr, tmp_path / "aborts.trace.jsonl")], [tmp_path])
-    ctx = browser.new_context(viewport={"width": 1600, "height": 1100})
-    pg = ctx.new_page()
+    pg = pages.new(1600, 1100)
     try:
         pg.goto(s.url)
         fig = figure(pg, "#timeline")
@@ -220,11 +218,11 @@ def test_the_requests_lane_marks_each_request_finished_or_aborted(browser, tmp_p
         assert "time to first token" in pg.inner_text("#details-fields")
         figure(pg, "#timeline", until="f.shapes.some(s => s.name === 'selected')")
     finally:
-        ctx.close()
+        pg.close()
         s.close()
 
 
-def test_the_guided_first_view_on_the_engines_sync_trace(browser):
+def test_the_guided_first_view_on_the_engines_sync_trace(pages):
     """The demo's first screen: the flagged sync selected with its bubble and call site, the
     diagnosis row highlighted; host code's fix ranked above the device's dispatch latency."""
     if not ENGINE_SYNC_TRACE.exists():
@@ -233,8 +231,7 @@ def test_the_guided_first_view_on_the_engines_sync_trace(browser):
     top = ranked_diagnoses(loaded.report)[0]
     assert top.cause == "accidental_sync"
     s = Server([ENGINE_SYNC_TRACE, ENGINE_ASYNC_TRACE], [ENGINE_SYNC_TRACE.parent], guide=True)
-    ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
-    pg = ctx.new_page()
+    pg = pages.new(1500, 1000)
     try:
         pg.goto(s.url)
         fig = figure(pg, "#timeline", until="f.annotations.some(a => a.hovertext === 'idle it caused')")
@@ -249,5 +246,5 @@ def test_the_guided_first_view_on_the_engines_sync_trace(browser):
             assert rows.index("accidental sync") < rows.index("device dispatch")
         assert "async" in pg.inner_text("#trace-b")                  # the fixed run, ready to compare
     finally:
-        ctx.close()
+        pg.close()
         s.close()

@@ -73,13 +73,12 @@ def demo_server():
 
 
 @pytest.fixture
-def demo(browser, demo_server):
-    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
-    pg = ctx.new_page()
+def demo(pages, demo_server):
+    pg = pages.new(1600, 1000)
     pg.goto(demo_server.url)
     figure(pg, "#timeline", timeout_ms=60_000)
     yield pg
-    ctx.close()
+    pg.close()
 
 
 def zoom_to_a_step(page) -> dict:
@@ -235,10 +234,9 @@ def test_question_mark_shows_the_keys_and_what_each_drawn_colour_means(demo):
     demo.wait_for_selector("#help-overlay", state="hidden")
 
 
-def test_a_call_stack_of_24_rows_keeps_its_time_axis_and_legend_words_on_screen(browser, tmp_path):
+def test_a_call_stack_of_24_rows_keeps_its_time_axis_and_legend_words_on_screen(pages, tmp_path):
     s = Server([TRAINING], [TRAINING.parent])
-    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
-    pg = ctx.new_page()
+    pg = pages.new(1600, 1000)
     try:
         pg.goto(s.url)
         fig = figure(pg, "#timeline", timeout_ms=90_000)
@@ -250,5 +248,5 @@ def test_a_call_stack_of_24_rows_keeps_its_time_axis_and_legend_words_on_screen(
             .filter(t => t.showlegend).map(t => t.name)""")
         assert "CPU op" in legend and not [n for n in legend if "_" in n]
     finally:
-        ctx.close()
+        pg.close()
         s.close()

@@ -99,12 +99,11 @@ def hover_on(page, name: str) -> None:
 
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM_THERE, reason=f"{CHROMIUM} is missing")
-def test_in_the_browser_no_link_or_styled_text_comes_from_the_trace(browser, tmp_path):
+def test_in_the_browser_no_link_or_styled_text_comes_from_the_trace(pages, tmp_path):
     path = write_trace(hostile_trace(), tmp_path / "hostile.trace.jsonl")
     server = Server([path], [tmp_path])
     try:
-        with closing(browser.new_context(viewport={"width": 1600, "height": 1000})) as ctx:
-            page = ctx.new_page()
+        with closing(pages.new(1600, 1000)) as page:
             page.goto(server.url)
             fig = figure(page, "#timeline", timeout_ms=60_000)
             # what Plotly drew: the lane labels as text, no anchor, no 40 px text anywhere in the graph

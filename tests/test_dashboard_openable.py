@@ -133,27 +133,20 @@ CHROMIUM = "/usr/bin/chromium"
 
 @pytest.mark.browser
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing")
-def test_the_modebar_has_no_share_chart_button(folder, browser):
+def test_the_modebar_has_no_share_chart_button(folder, pages):
     from contextlib import closing
 
-    from werkzeug.serving import make_server
-
-    from photon_trace.dashboard.app import create_app
+    from helpers.browser import Server
     from helpers.waiting import wait_until
 
-    app = create_app([str(folder / "good.trace.jsonl")], [str(folder)], None)
-    httpd = make_server("127.0.0.1", 0, app.server, threaded=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    server = Server([folder / "good.trace.jsonl"], [folder])
     try:
-        with closing(browser.new_context()) as ctx:
-            page = ctx.new_page()
-            page.goto(f"http://127.0.0.1:{httpd.server_port}/")
+        with closing(pages.new(1280, 720)) as page:
+            page.goto(server.url)
             page.wait_for_selector("#timeline .modebar-btn", state="attached", timeout=60_000)
             titles = wait_until(lambda: page.eval_on_selector_all(
                 ".modebar-btn", "els => els.map(e => e.getAttribute('data-title'))"), 30, "the modebar")
     finally:
-        httpd.shutdown()
-        thread.join(5)
+        server.close()
     assert any("Download" in (t or "") for t in titles), titles       # the modebar is there
     assert not [t for t in titles if "Share" in (t or "") or "Cloud" in (t or "") or "Chart Studio" in (t or "")]

@@ -25,7 +25,7 @@ TRACES = ROOT / "traces"
 NAMES = ("first-view", "timeline-zoomed", "panels", "compare", "long-trace")
 
 
-def test_screenshots_of_the_main_views(browser, tmp_path, monkeypatch):
+def test_screenshots_of_the_main_views(pages, tmp_path, monkeypatch):
     sync = Path("traces/tiny-point-s8-mask-sync-pipelined.trace.jsonl")
     fixed = Path("traces/tiny-point-s8-mask-async-pipelined.trace.jsonl")
     blocking, pipelined = Path("traces/tiny-s8-blocking.trace.jsonl"), Path("traces/tiny-s8-pipelined.trace.jsonl")
@@ -36,8 +36,7 @@ def test_screenshots_of_the_main_views(browser, tmp_path, monkeypatch):
     long_path = write_trace(sample("long"), tmp_path / "traces" / "long.trace.jsonl")
     monkeypatch.chdir(ROOT)
     server = Server([sync, fixed], [TRACES], guide=True)
-    with closing(browser.new_context(viewport={"width": 1500, "height": 1150}, device_scale_factor=1)) as ctx:
-        pg = ctx.new_page()
+    with closing(pages.new(1500, 1150)) as pg:
         try:
             pg.goto(server.url)
             # the demo's first screen: the flagged sync selected, its bubble linked, the diagnosis row lit

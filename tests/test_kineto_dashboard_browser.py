@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import html
 import os
-import threading
 from pathlib import Path
 
 import pytest
 
+from helpers.browser import CHROMIUM, Server
 from photon_trace.telemetry.analysis import analyze
 from photon_trace.telemetry.trace.importers import load_any
 
-CHROMIUM = "/usr/bin/chromium"
 DATA = Path(__file__).parent / "data" / "kineto"
 SYNC = DATA / "critical_path_cuda_event_sync_event_sync_trace.json.gz"
 TRAINING = DATA / "trace_filter_sampled_rank-0.json.gz"
@@ -38,23 +37,16 @@ FIGURE = """() => {
 
 @pytest.fixture(scope="module")
 def server():
-    from werkzeug.serving import make_server
-
-    from photon_trace.dashboard.app import create_app
-    app = create_app([str(SYNC), str(TRAINING)], [str(DATA)], None)
-    httpd = make_server("127.0.0.1", 0, app.server, threaded=True)
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{httpd.server_port}/"
-    httpd.shutdown()
-    t.join(5)
+    s = Server([SYNC, TRAINING], [DATA])
+    yield s.url
+    s.close()
 
 
 @pytest.fixture(scope="module")
-def page(browser):
-    ctx = browser.new_context(viewport={"width": 1500, "height": 900}, device_scale_factor=1)
-    yield ctx.new_page()
-    ctx.close()
+def page(pages):
+    pg = pages.new(1500, 900)
+    yield pg
+    pg.close()
 
 
 def drawn(page) -> dict:

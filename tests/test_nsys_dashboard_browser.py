@@ -7,12 +7,11 @@ both idle views and nsys analyze's rules in the panels.
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 import pytest
 
-from helpers.browser import CHROMIUM, READ_FIGURE, hover_points, markers
+from helpers.browser import CHROMIUM, READ_FIGURE, Server, hover_points, markers
 from photon_trace.dashboard.panels.figures import fmt_duration
 from photon_trace.telemetry.analysis import analyze, expert_rules
 from photon_trace.telemetry.trace.importers import load_any
@@ -29,24 +28,17 @@ pytest.importorskip("playwright.sync_api")
 
 @pytest.fixture(scope="module")
 def server():
-    from werkzeug.serving import make_server
-
-    from photon_trace.dashboard.app import create_app
-    app = create_app([str(SAXPY), str(FUSER)], [str(DATA)], None)
-    httpd = make_server("127.0.0.1", 0, app.server, threaded=True)
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{httpd.server_port}/"
-    httpd.shutdown()
-    t.join(5)
+    s = Server([SAXPY, FUSER], [DATA])
+    yield s.url
+    s.close()
 
 
 @pytest.fixture(scope="module")
-def page(browser):
-    """A page in its own context on the session's Chromium (conftest)."""
-    ctx = browser.new_context(viewport={"width": 1500, "height": 900}, device_scale_factor=1)
-    yield ctx.new_page()
-    ctx.close()
+def page(pages):
+    """A page of the session's Chromium (conftest's ``pages``)."""
+    pg = pages.new(1500, 900)
+    yield pg
+    pg.close()
 
 
 def drawn(page) -> dict:

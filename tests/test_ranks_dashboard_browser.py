@@ -42,11 +42,11 @@ def server(job):
 
 
 @pytest.fixture(scope="module")
-def page(browser):
-    """A page in its own context on the session's Chromium (conftest)."""
-    ctx = browser.new_context(viewport={"width": 1500, "height": 900}, device_scale_factor=1)
-    yield ctx.new_page()
-    ctx.close()
+def page(pages):
+    """A page of the session's Chromium (conftest's ``pages``)."""
+    pg = pages.new(1500, 900)
+    yield pg
+    pg.close()
 
 
 def drawn(page) -> dict:

@@ -57,15 +57,46 @@ POINT_XY = """([sel, name, i]) => {
 }"""
 
 
+def _shared_port() -> int:
+    """A port below the kernel's range for outgoing connections (which could take it between
+    two servers), free now: the one the suite's in-process servers take in turn."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return next((port for port in range(low - 1, max(1024, low - 2000), -97) if _listenable(port)), 0)
+
+
+def _listenable(port: int) -> bool:
+    """Whether a server could listen on ``port`` now (as werkzeug's does: its closed
+    connections' TIME_WAIT do not stop it)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+SHARED_PORT = _shared_port()
+"""Chromium caches a script, and V8's compilation of it, by its URL, port included: the servers
+of the session take this port one after another (a second one alive at once gets another), so
+``Pages`` loads the dashboard's scripts compiled."""
+
+
 class Server:
-    """``create_app(...)`` served by werkzeug on a free loopback port, in a thread."""
+    """``create_app(...)`` served by werkzeug on a loopback port, in a thread: ``SHARED_PORT``
+    when it is free, else any."""
 
     def __init__(self, paths, allowed, live=None, **kw):
         from werkzeug.serving import make_server
 
         from photon_trace.dashboard.app import create_app
         self.app = create_app([str(p) for p in paths], [str(a) for a in allowed], live, **kw)
-        self.httpd = make_server("127.0.0.1", 0, self.app.server, threaded=True)
+        port = SHARED_PORT if _listenable(SHARED_PORT) else 0     # werkzeug exits the process on a taken port
+        self.httpd = make_server("127.0.0.1", port, self.app.server, threaded=True)
         self.url = f"http://127.0.0.1:{self.httpd.server_port}/"
         self.app_state = self.app.photon_trace_state
         # shutdown() waits for serve_forever's next poll: 0.5 s by default, at every close
@@ -74,9 +105,23 @@ class Server:
 
     def close(self):
         self.httpd.shutdown()
+        self.httpd.server_close()     # the port is free for the next server at once
         self.thread.join(5)
         if self.app_state.follower is not None:   # its polling thread would take the GIL from later tests
             self.app_state.follower.stop()
+
+
+class Pages:
+    """New pages of the session's Chromium with a profile on disk (conftest's ``pages``)."""
+
+    def __init__(self, context):
+        self.context = context
+
+    def new(self, width: int, height: int):
+        """A new page of ``width`` x ``height`` CSS pixels (one device pixel each); the caller closes it."""
+        page = self.context.new_page()
+        page.set_viewport_size({"width": width, "height": height})
+        return page
 
 
 def _accepts(port: int) -> bool:

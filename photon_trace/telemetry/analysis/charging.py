@@ -47,7 +47,6 @@ import numpy as np
 
 from photon_trace.telemetry.analysis.attribution import OUTSIDE_PHASES, GapSplit
 from photon_trace.telemetry.analysis.causes import Cause
-from photon_trace.telemetry.analysis.no_work import NoWork
 from photon_trace.telemetry.analysis.runs import Runs, first_of_each
 from photon_trace.telemetry.trace.columns import codes, column
 from photon_trace.telemetry.trace.lanes import host_phases
