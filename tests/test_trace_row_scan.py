@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import threading
 import zlib
 from pathlib import Path
 
@@ -44,11 +45,12 @@ def _load(path, monkeypatch, scan: bool):
 def scans(monkeypatch):
     """How many chunk lines the scan read (not None) and how many it left to the parser."""
     seen = {"read": 0, "parsed": 0}
-    real = trace_file._scan
+    real, lock = trace_file._scan, threading.Lock()
 
-    def counted(*args):
+    def counted(*args):     # called on the loader's scan threads (scan_ahead.py)
         got = real(*args)
-        seen["read" if got is not None else "parsed"] += 1
+        with lock:
+            seen["read" if got is not None else "parsed"] += 1
         return got
     monkeypatch.setattr(trace_file, "_scan", counted)
     return seen

@@ -43,6 +43,7 @@ import time
 import warnings
 import zlib
 from collections.abc import Generator
+from contextlib import closing
 from pathlib import Path
 
 from photon_trace.telemetry.trace.fit import check_fits
@@ -54,6 +55,7 @@ from photon_trace.telemetry.trace.plausible import RULE, check_trace
 from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
 from photon_trace.telemetry.trace.row_columns import ColumnsBuilder
 from photon_trace.telemetry.trace.row_scan import scan_chunk
+from photon_trace.telemetry.trace.scan_ahead import scanned_ahead
 from photon_trace.telemetry.trace.rows import (OLDER_WIDTH, ROW_TYPES, TraceFormatError, check_columns, check_rows, gc_paused,
                                                json_line)
 
@@ -264,6 +266,10 @@ SCAN_FROM = 64 << 10
 _SCAN_TYPES = {k: t for k, (_, t) in ROW_TYPES.items()}
 
 
+def _scannable(raw: bytes) -> bool:
+    return len(raw) >= SCAN_FROM and raw.startswith(b'{"chunk":')
+
+
 def _scan(path: Path, lineno: int, raw: bytes) -> tuple[dict, dict] | None:
     """A chunk line as (its object without the row sections, those rows as columns), or None: the
     caller parses the line (``row_scan.py`` reads only what it can prove plain)."""
@@ -313,13 +319,18 @@ def _load_lines(path: Path, strict: bool, stream: LineStream, lines) -> Trace:
     trace = Trace(header=header)
     # a large file's records as columns (row_columns.py), its long chunk lines read as arrays
     columnar = {k: ColumnsBuilder(*ROW_TYPES[k]) for k in ROW_TYPES} if size >= COLUMNS_FROM else {}
+    numbered_lines = numbered(head[1:], lines)
+    with closing(scanned_ahead(numbered_lines, lambda n, raw: _scan(path, n, raw), _scannable) if columnar
+                 else ((n, raw, last, None) for n, raw, last in numbered_lines)) as read:
+        return _load_records(path, strict, stream, trace, columnar, read)
+
+
+def _load_records(path: Path, strict: bool, stream: LineStream, trace: Trace, columnar: dict, read) -> Trace:
     ended = False
     truncated = False
-    for lineno, raw, last in numbered(head[1:], lines):
+    for lineno, raw, last, scanned in read:
         if last:
             _stream_error(path, stream)   # a corrupt or unreadable stream says so before any cut line
-        scanned = _scan(path, lineno, raw) if columnar and len(raw) >= SCAN_FROM and raw.startswith(b'{"chunk":') \
-            else None
         found = {}
         if scanned is not None:
             obj, found = scanned
