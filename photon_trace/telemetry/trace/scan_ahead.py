@@ -3,9 +3,9 @@
 ``row_scan.scan_chunk`` spends most of its time in numpy operations over a line of megabytes,
 which release the GIL: on the two cores here two threads scanned 1.5-1.9x as fast as one (30
 lines of a 1M-span file: 87-100 MB/s against 54-58), and a 10M-span file loaded in 15.8 s, not
-23.2 (peak RSS 2.11 GB, not 2.05). The loader still takes the lines in their order and does
-everything else with them itself, so what loads, and every error and where it is raised, is
-what a scan in the loop gave.
+23.2 (its load's peak RSS 1.79 GB, not 1.9-2.1: see ``row_columns.py`` on copies). The loader
+still takes the lines in their order and does everything else with them itself, so what loads,
+and every error and where it is raised, is what a scan in the loop gave.
 """
 from __future__ import annotations
 
