@@ -17,6 +17,20 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``--dist loadscope`` (pyproject's addopts), the modules that measure the machine
+    run first with nothing beside them (``helpers/alone_first.py``)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from helpers.alone_first import ALONE, AloneFirstScheduling
+
+    missing = [name for name in ALONE if not os.path.exists(os.path.join(os.path.dirname(__file__), name))]
+    if missing:
+        raise pytest.UsageError(f"helpers/alone_first.py names test modules that do not exist: {missing}")
+    return AloneFirstScheduling(config, log)
+
+
 def pytest_addoption(parser):
     parser.addoption("--reverse", action="store_true",
                      help="run the tests in reverse order (every test must pass in any order)")

@@ -6,6 +6,7 @@ drew), never from what the server meant to send.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -65,7 +66,10 @@ def _shared_port() -> int:
             low = int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         low = 32768
-    return next((port for port in range(low - 1, max(1024, low - 2000), -97) if _listenable(port)), 0)
+    # each pytest-xdist worker ("gw0", "gw1", ...) its own: two taking one in turn could race
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+    free = (port for port in range(low - 1, max(1024, low - 2000), -97) if _listenable(port))
+    return next(itertools.islice(free, worker, None), 0)
 
 
 def _listenable(port: int) -> bool:
