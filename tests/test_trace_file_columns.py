@@ -12,6 +12,7 @@ import pytest
 from photon_trace.telemetry.trace import file as trace_file
 from photon_trace.telemetry.trace.columns import Columns
 from photon_trace.telemetry.trace.file import TraceFormatError, load_trace, write_trace
+from photon_trace.telemetry.trace.file_errors import read_bytes
 from photon_trace.telemetry.trace.importers import load_any
 
 from helpers.kineto_builder import training_trace
@@ -35,7 +36,7 @@ def test_columns_hold_what_the_lists_hold(path, monkeypatch):
 
 def test_a_bad_row_is_named_the_same_way(tmp_path, monkeypatch):
     src = FILES[0]
-    lines = trace_file._read_bytes(src)[0].decode().splitlines()
+    lines = read_bytes(src)[0].decode().splitlines()
     i = next(i for i, line in enumerate(lines) if '"host_spans"' in line)
     lines[i] = lines[i].replace('"host_spans":[[', '"host_spans":[["plan",1,0,"x",', 1)
     bad = tmp_path / "bad.trace.jsonl"

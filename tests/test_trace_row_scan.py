@@ -19,6 +19,7 @@ from photon_trace.telemetry.trace import file as trace_file
 from photon_trace.telemetry.trace import row_scan
 from photon_trace.telemetry.trace.columns import Columns
 from photon_trace.telemetry.trace.file import TraceFormatError, load_trace
+from photon_trace.telemetry.trace.file_errors import read_bytes
 from photon_trace.telemetry.trace.rows import ROW_TYPES
 
 from helpers.scale_traces import write_own_trace
@@ -74,7 +75,7 @@ def test_the_generators_ten_million_span_file_shape_reads_the_same(tmp_path, mon
 
 
 def _chunk_line(path: Path) -> tuple[list[str], int]:
-    lines = trace_file._read_bytes(path)[0].decode().splitlines()
+    lines = read_bytes(path)[0].decode().splitlines()
     return lines, next(i for i, line in enumerate(lines) if '"waits":[[' in line and '"host_spans":[[' in line)
 
 

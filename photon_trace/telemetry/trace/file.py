@@ -36,16 +36,15 @@ where and why (with ``"incomplete": true``). Impossible times are errors (``plau
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import time
 import warnings
-import zlib
 from collections.abc import Generator
 from contextlib import closing
 from pathlib import Path
 
+from photon_trace.telemetry.trace.file_errors import check_header, header_error, read_bytes
 from photon_trace.telemetry.trace.fit import check_fits
 from photon_trace.telemetry.trace.header import FORMAT_NAME, FORMAT_VERSION, add_dropped, merge_header
 from photon_trace.telemetry.trace.line_file import LineFile, WriteStopped
@@ -143,60 +142,6 @@ def write_trace(trace: Trace, path: str | os.PathLike, chunk_rows: int = 4096) -
 
 # -- loading -----------------------------------------------------------------------------
 
-def _foreign(path: Path, head: bytes) -> TraceFormatError:
-    what = "unrecognised content"
-    if not head.strip():
-        what = "it is empty" if not head else "it contains only whitespace"
-    elif head.startswith(b"\x89PNG"):
-        what = "it is a PNG image"
-    elif head.startswith(b"PK\x03\x04"):
-        what = "it is a zip archive"
-    elif head.startswith(b"%PDF"):
-        what = "it is a PDF document"
-    elif b"traceEvents" in head[:4096] or head.lstrip().startswith(b"["):
-        what = ("it looks like a Chrome/Perfetto trace-event JSON (a PyTorch profiler trace loads "
-                "with telemetry.trace.importers.load_any or `photon-trace import`)")
-    elif b"\x00" in head[:1024]:
-        what = "it is a binary file"
-    else:
-        what = f"its first line is not a photon_trace header (starts with {head[:60]!r})"
-    return TraceFormatError(f"{path}: not a photon_trace trace: {what}")
-
-
-def _read_bytes(path: Path) -> tuple[bytes, bool]:
-    """The file's (decompressed) bytes and whether a gzip stream ended early."""
-    raw = path.read_bytes()
-    if not raw.startswith(b"\x1f\x8b"):
-        return raw, False
-    out = io.BytesIO()
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out.write(d.decompress(raw))
-        cut = not d.eof
-    except zlib.error as e:
-        if out.tell() == 0:
-            raise TraceFormatError(f"{path}: a corrupt gzip stream ({e})") from None
-        cut = True
-    return out.getvalue(), cut
-
-
-_HEADER_OBJECTS = ("settings", "clock", "device", "host", "dropped")
-
-
-def _check_header(path: Path, header: dict) -> None:
-    """The header fields readers index into have the shape they expect."""
-    for key in _HEADER_OBJECTS:
-        if header.get(key) is not None and not isinstance(header[key], dict):
-            raise TraceFormatError(f"{path}: header field {key!r} must be an object, "
-                                   f"got {type(header[key]).__name__}")
-    dropped = header.get("dropped") or {}
-    if not all(isinstance(n, int) and not isinstance(n, bool) for n in dropped.values()):
-        raise TraceFormatError(f"{path}: header field 'dropped' must map record kinds to counts")
-    error = (header.get("clock") or {}).get("device_error_ns", 0)
-    if not isinstance(error, (int, float)) or isinstance(error, bool):
-        raise TraceFormatError(f"{path}: header field clock.device_error_ns must be a number, got {error!r}")
-
-
 COLUMNS_FROM = 1 << 20
 """Files of this many bytes of text (~6k spans) and more load every kind of record as ``Columns``
 (~50 bytes a record instead of ~750 as tuples in a list), so the analysis's ``column()`` and
@@ -241,23 +186,8 @@ def _stream_error(path: Path, stream: LineStream) -> None:
     if stream.error is not None:
         raise TraceFormatError(f"{path}: cannot read: {stream.error}")
     if stream.corrupt is not None:
-        _read_bytes(path)     # zlib's own words for what is wrong (the stream may be ISA-L's)
+        read_bytes(path)     # zlib's own words for what is wrong (the stream may be ISA-L's)
         raise TraceFormatError(f"{path}: a corrupt gzip stream ({stream.corrupt})")
-
-
-def _header_error(path: Path) -> TraceFormatError:
-    """Why the first line is not a header, from the whole file (what ``_foreign`` looks at)."""
-    try:
-        data, _ = _read_bytes(path)
-    except OSError as e:
-        return TraceFormatError(f"{path}: cannot read: {e}")
-    lines = data.split(b"\n")
-    partial_tail = lines[-1] != b""
-    if not partial_tail:
-        lines.pop()
-    if len(lines) == 1 and partial_tail and data.startswith(b'{"format":"' + FORMAT_NAME.encode()):
-        return TraceFormatError(f"{path}: truncated inside the header line; no records")
-    return _foreign(path, data)
 
 
 SCAN_FROM = 64 << 10
@@ -296,15 +226,15 @@ def _load_lines(path: Path, strict: bool, stream: LineStream, lines) -> Trace:
     else:
         size -= stream.partial_tail
     if not head or not head[0].strip():
-        raise _header_error(path)
+        raise header_error(path)
     try:
         header = json_line(path, 1, head[0])
     except TraceFormatError:
         raise
     except ValueError:
-        raise _header_error(path) from None
+        raise header_error(path) from None
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
-        raise _header_error(path)
+        raise header_error(path)
     version = header.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise TraceFormatError(f"{path}: header has no integer format version (got {version!r})")
@@ -314,7 +244,7 @@ def _load_lines(path: Path, strict: bool, stream: LineStream, lines) -> Trace:
             f"({FORMAT_VERSION}); upgrade photon_trace")
     if version < 1:
         raise TraceFormatError(f"{path}: unknown format version {version}")
-    _check_header(path, header)
+    check_header(path, header)
 
     trace = Trace(header=header)
     # a large file's records as columns (row_columns.py), its long chunk lines read as arrays
@@ -396,7 +326,7 @@ def _load_records(path: Path, strict: bool, stream: LineStream, trace: Trace, co
             truncated = True
     for kind, builder in columnar.items():
         setattr(trace, kind, builder.finish())
-    _check_header(path, trace.header)   # again: meta lines merge into it
+    check_header(path, trace.header)   # again: meta lines merge into it
     check_trace(trace, str(path))       # impossible times are bad input, not data (plausible.py)
     if truncated:
         trace.header["truncated"] = True

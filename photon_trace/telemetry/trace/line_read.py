@@ -7,7 +7,7 @@ runs beside the parsing (whose array operations let go of the GIL too, ``row_sca
 a few blocks at a time instead of the whole text also keeps ~2 GB (the text and its lines) out
 of the load's peak.
 
-What it reads is what ``file.py:_read_bytes`` reads: the first gzip member (anything after it is
+What it reads is what ``file_errors.py:read_bytes`` reads: the first gzip member (anything after it is
 ignored), ``cut`` when the stream ends early, and a corrupt stream reported as such
 (``corrupt``) whatever came before it; ``partial_tail`` when the last line has no newline.
 Inflated by ISA-L when ``isal`` is installed (its errors are worded its own way: the loader
