@@ -49,11 +49,10 @@ class AloneFirstScheduling(LoadScopeScheduling):
             for nodeid in self.collection:
                 scope = self._split_scope(nodeid)
                 (alone if is_alone(scope) else shared).setdefault(scope, {})[nodeid] = False
+            self.workqueue.update(alone)      # the front of the queue, all to the first worker
             self.workqueue.update(shared)
-            if alone:
-                first = self.nodes[0]
-                for scope, unit in alone.items():
-                    self._send(first, scope, unit)
+            for _ in alone:
+                self._assign_work_unit(self.nodes[0])
         for node in self.nodes:
             self._reschedule(node)
 
@@ -69,11 +68,6 @@ class AloneFirstScheduling(LoadScopeScheduling):
         if self._alone_pending() and not self._holds_alone(node):
             return                            # waits for the alone modules to finish
         super()._reschedule(node)
-
-    def _send(self, node, scope: str, unit: dict) -> None:
-        self.assigned_work.setdefault(node, {})[scope] = unit
-        indexes = self.registered_collections[node]
-        node.send_runtest_some([indexes.index(nodeid) for nodeid, done in unit.items() if not done])
 
     def _holds_alone(self, node) -> bool:
         return any(is_alone(scope) and not all(unit.values())
