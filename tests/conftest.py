@@ -73,24 +73,14 @@ def _playwright():
 
 
 @pytest.fixture(scope="session")
-def browser(_playwright):
-    """One headless Chromium for the session, for tests that need a context of their own (a
-    device scale factor, or no cached scripts); no page, cookie or cache passes between contexts."""
-    from helpers.browser import CHROMIUM, CHROMIUM_ARGS
-
-    b = _playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-    yield b
-    b.close()
-
-
-@pytest.fixture(scope="session")
 def pages(_playwright, tmp_path_factory):
     """Pages for the tests that load the dashboard (``helpers/browser.Pages``): one Chromium
     whose profile lives on disk for the session, so from a script's third load on V8 compiles it
     from its code cache. plotly.js alone took 2.1-2.3 s to evaluate on every load here; a page
     load went from ~4.9 s to ~2.2-3.1 s. Servers share the cache by serving on one port
     (``helpers/browser.Server``). Each test opens its own page and closes it; the dashboard
-    keeps nothing in cookies or storage, so a page starts as a fresh one would."""
+    keeps nothing in cookies or storage, so a page starts as a fresh one would. The session's
+    only Chromium: a page of a high-DPI screen gets its scale from ``Pages.new``."""
     from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Pages
 
     ctx = _playwright.chromium.launch_persistent_context(

@@ -122,20 +122,20 @@ def test_a_graph_is_drawn_again_on_resize_only_when_its_size_changed(server, pag
                            timeout=20_000)
 
 
-def test_webgl_draws_at_the_screens_resolution(server, browser):
+def test_webgl_draws_at_the_screens_resolution(server, pages):
     """plotly fills its WebGL canvases at twice their pixels unless told; the page tells it the
     screen's ratio: one backing pixel per pixel on an ordinary screen, two on a high-DPI one."""
     canvases = "() => [...document.querySelectorAll('#timeline canvas')].map(c => [c.width, c.clientWidth])"
     for ratio in (1, 2):
-        ctx = browser.new_context(viewport={"width": 1400, "height": 900}, device_scale_factor=ratio)
-        pg = ctx.new_page()
+        pg = pages.new(1400, 900, scale=ratio)
         try:
             pg.goto(server.url)
             figure(pg, "#timeline")
+            assert pg.evaluate("window.devicePixelRatio") == ratio
             sizes = pg.evaluate(canvases)
             assert sizes and all(w == ratio * cw > 0 for w, cw in sizes), sizes
         finally:
-            ctx.close()
+            pg.close()
 
 
 def test_every_card_and_table_header_has_a_definition_on_hover(server, page):
@@ -269,18 +269,18 @@ def test_a_blank_path_says_so_and_a_path_outside_the_allowed_folders_is_refused(
                            timeout=20_000)
 
 
-def _open_and_time(browser, url: str) -> tuple[float, dict, object, object]:
-    """Seconds from navigation to a drawn timeline, in a fresh context (no cached scripts)."""
-    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
-    pg = ctx.new_page()
+def _open_and_time(pages, url: str) -> tuple[float, dict, object]:
+    """Seconds from navigation to a drawn timeline; the server's own port, so no script of it
+    is cached."""
+    pg = pages.new(1600, 1000)
     t0 = time.perf_counter()
     pg.goto(url)
     fig = figure(pg, "#timeline", timeout_ms=120_000)
-    return time.perf_counter() - t0, fig, pg, ctx
+    return time.perf_counter() - t0, fig, pg
 
 
 @pytest.mark.slow
-def test_a_10000_step_trace_is_drawn_per_pixel_column_and_zooms_to_exact(browser, samples, tmp_path):
+def test_a_10000_step_trace_is_drawn_per_pixel_column_and_zooms_to_exact(pages, samples, tmp_path):
     """The test checks what is drawn; the time to the first drawing, the server's load and
     analysis included, is printed (benchmarks/bench_dashboard.py measures it, at 500k spans).
     It no longer opens the page a second time only to print a warm server's time."""
@@ -289,7 +289,7 @@ def test_a_10000_step_trace_is_drawn_per_pixel_column_and_zooms_to_exact(browser
     assert len({s.step for s in tr.steps}) == LONG_STEPS and span_count(tr) >= 60_000
     server = ServerProcess([path], [tmp_path])
     try:
-        cold, fig, pg, ctx = _open_and_time(browser, server.url)
+        cold, fig, pg = _open_and_time(pages, server.url)
         print(f"\nlong trace: {LONG_STEPS} steps, {span_count(tr):,} spans: drawn in {cold:.2f} s on a cold "
               f"server, {sum(t['n'] for t in fig['traces']):,} points")
         assert fig["meta"]["mode"] == "aggregate"
@@ -297,6 +297,6 @@ def test_a_10000_step_trace_is_drawn_per_pixel_column_and_zooms_to_exact(browser
         relayout(pg, "#timeline", lo + 1.0, lo + 1.04)
         zoomed = figure(pg, "#timeline", until="f.meta.mode === 'exact'")
         assert zoomed["meta"]["spans_visible"] < fig["meta"]["spans_visible"] / 100
-        ctx.close()
+        pg.close()
     finally:
         server.close()

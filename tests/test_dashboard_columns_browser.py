@@ -109,12 +109,11 @@ def served(tmp_path_factory):
         proc.wait(10)
 
 
-def test_a_million_span_columns_trace_opens_and_draws_per_pixel_column(served, browser):
+def test_a_million_span_columns_trace_opens_and_draws_per_pixel_column(served, pages):
     url, trace = served
     spans = len(trace.host_spans) + len(trace.device_spans) + len(trace.waits)
-    ctx = browser.new_context(viewport={"width": 1500, "height": 900}, device_scale_factor=1)
+    page = pages.new(1500, 900)    # its server's own port: nothing of it is cached
     try:
-        page = ctx.new_page()
         t0 = time.perf_counter()
         page.goto(url)
         state = page.wait_for_function(DRAWN_OR_FAILED, timeout=90_000).json_value()
@@ -122,7 +121,7 @@ def test_a_million_span_columns_trace_opens_and_draws_per_pixel_column(served, b
         assert state == "drawn", state
         fig = page.evaluate(READ_FIGURE, "#timeline")
     finally:
-        ctx.close()
+        page.close()
     meta = fig["meta"]
     assert meta["spans_total"] == spans > 1_000_000
     assert meta["mode"] == "aggregate" and meta["spans_visible"] == spans

@@ -121,10 +121,15 @@ class Pages:
     def __init__(self, context):
         self.context = context
 
-    def new(self, width: int, height: int):
-        """A new page of ``width`` x ``height`` CSS pixels (one device pixel each); the caller closes it."""
+    def new(self, width: int, height: int, scale: int = 1):
+        """A new page of ``width`` x ``height`` CSS pixels, ``scale`` device pixels each (a
+        high-DPI screen: the context's own factor is fixed at launch, so the page gets
+        Chromium's device-metrics override); the caller closes it."""
         page = self.context.new_page()
         page.set_viewport_size({"width": width, "height": height})
+        if scale != 1:
+            self.context.new_cdp_session(page).send("Emulation.setDeviceMetricsOverride", {
+                "width": width, "height": height, "deviceScaleFactor": scale, "mobile": False})
         return page
 
 
