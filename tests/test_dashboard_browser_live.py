@@ -125,7 +125,7 @@ def test_a_restarted_server_is_followed_from_its_new_run(live):
     assert follower.current.trace.header["created_wall_ns"] != first
     fig = figure(pg, "#timeline", until="f.meta.spans_total > 0")
     assert fig["meta"]["spans_total"] > 0
-    assert pg.locator("#load-error .pt-error").count() == 0
+    assert pg.locator("#load-error .pt-error").count() == 0, pg.inner_text("#load-error")
 
 
 def test_an_idle_then_dead_server_is_shown_stale_with_the_time_of_its_last_data(live):
