@@ -30,15 +30,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from statistics import median
 
 import numpy as np
 
 from photon_trace.telemetry.analysis.gaps import Ops, stream_mask
-from photon_trace.telemetry.trace.columns import column
-from photon_trace.telemetry.trace.distinct import distinct
+from photon_trace.telemetry.trace.columns import codes, column
+from photon_trace.telemetry.trace.distinct import distinct, first_of_each, member
 from photon_trace.telemetry.trace.lanes import COMPUTE, COPY, IMPORTED_STEP, primary_stream
-from photon_trace.telemetry.trace.records import DeviceSpan, StepRecord, Trace
+from photon_trace.telemetry.trace.records import DeviceSpan, Trace
 
 __all__ = ["COMPUTE", "COPY", "compute_ops", "step_starts", "compute_extent", "steady_state_window"]
 
@@ -54,8 +53,8 @@ def _primary(trace: Trace, *fields: str) -> list[np.ndarray]:
     return [column(trace.device_spans, f)[mine] if len(mine) else np.empty(0, np.int64) for f in fields]
 
 
-def step_starts(trace: Trace) -> list[tuple[int, int]]:
-    """``(t0, step)`` per step that ran on the compute stream: its first compute op's start, in time order."""
+def _starts(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Each step's first compute op's start and the step, as arrays in time order."""
     t0, step = _primary(trace, "t0", "step")
     by_step = np.lexsort((t0, step))
     t0, step = t0[by_step], step[by_step]
@@ -63,7 +62,13 @@ def step_starts(trace: Trace) -> list[tuple[int, int]]:
     first[1:] = step[1:] != step[:-1]
     t0, step = t0[first], step[first]
     order = np.lexsort((step, t0))
-    return list(zip(t0[order].tolist(), step[order].tolist()))
+    return t0[order], step[order]
+
+
+def step_starts(trace: Trace) -> list[tuple[int, int]]:
+    """``(t0, step)`` per step that ran on the compute stream: its first compute op's start, in time order."""
+    t0, step = _starts(trace)
+    return list(zip(t0.tolist(), step.tolist()))
 
 
 def compute_extent(trace: Trace) -> tuple[int, int]:
@@ -74,46 +79,60 @@ def compute_extent(trace: Trace) -> tuple[int, int]:
     return (int(t0.min()), int(t1.max()))
 
 
-def _kind(rec: StepRecord | None, prefill: bool) -> str:
-    if rec is not None:
-        return rec.kind
-    return "prefill" if prefill else "decode"
+def _decode_and_live(trace: Trace, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per step of ``steps``: whether it is a decode step, and its live rows (rows minus
+    zombie rows). A step's record says both (the last record of a step number wins); a step
+    without one is decode unless it ran a prefill op, and counts as live at full size (inf):
+    we cannot tell it is draining. Arrays throughout: a 10M-span trace has ~1M steps."""
+    decode = ~member(steps, prefill_steps(trace))
+    live = np.full(len(steps), math.inf)
+    rec_step = column(trace.steps, "step")
+    if not len(rec_step) or not len(steps):
+        return decode, live
+    values, first, _ = first_of_each(rec_step[::-1])     # the first from the end: the last record
+    latest = len(rec_step) - 1 - first
+    at = np.minimum(np.searchsorted(values, steps), len(values) - 1)
+    has = values[at] == steps
+    rec = latest[at[has]]
+    kind_codes, kinds = codes(trace.steps, "kind")
+    decode[has] = np.array([k == "decode" for k in kinds], dtype=bool)[kind_codes[rec]]
+    live[has] = column(trace.steps, "rows")[rec] - column(trace.steps, "zombie_rows")[rec]
+    return decode, live
 
 
 def steady_state_window(trace: Trace, *, warmup_steps: int = 2, warmup_frac: float = 0.05) -> tuple[int, int]:
     """``(t0, t1)`` of the steady state (see the module docstring for the rule)."""
-    starts = step_starts(trace)
+    t0s, steps = _starts(trace)
     extent = compute_extent(trace)
-    if not starts:
+    if not len(steps):
         return extent
-    if trace.steps and all(r.kind == IMPORTED_STEP for r in trace.steps):
-        return _imported_window(trace, starts, extent)
-    records = {r.step: r for r in trace.steps}
-    steps = [s for _, s in starts]
-    prefill = set(prefill_steps(trace).tolist())
-    kinds = [_kind(records.get(s), s in prefill) for s in steps]
-    # A step without a record counts as live at full size: we cannot tell it is draining.
-    live = [(r.rows - r.zombie_rows) if (r := records.get(s)) else math.inf for s in steps]
-    decode_live = [x for x, k in zip(live, kinds) if k == "decode" and 0 < x < math.inf]
-    typical = max(1, median(decode_live)) if decode_live else 1   # an empty step is never steady
+    kind_codes, kinds = codes(trace.steps, "kind")
+    if len(kind_codes) and set(np.asarray(kinds, dtype=object)[distinct(kind_codes)].tolist()) == {IMPORTED_STEP}:
+        return _imported_window(trace, t0s, steps, extent)
+    decode, live = _decode_and_live(trace, steps)
+    decode_live = live[decode & (live > 0) & (live < math.inf)]
+    typical = max(1, float(np.median(decode_live))) if len(decode_live) else 1   # an empty step is never steady
 
     n = len(steps)
-    first = next((i for i in range(n) if kinds[i] == "decode" and live[i] >= typical), n)
+    steady = live >= typical
+    hits = np.flatnonzero(decode & steady)
+    first = int(hits[0]) if len(hits) else n
     first += max(warmup_steps, math.ceil(warmup_frac * n))
     # The trace's last step has no successor, hence no complete period: never in the window.
-    last = next((i for i in range(n - 2, -1, -1) if live[i] >= typical), -1)
+    tail = np.flatnonzero(steady[:n - 1])
+    last = int(tail[-1]) if len(tail) else -1
     if first > last:
         return extent
-    return (starts[first][0], starts[last + 1][0])
+    return (int(t0s[first]), int(t0s[last + 1]))
 
 
-def _imported_window(trace: Trace, starts: list[tuple[int, int]], extent: tuple[int, int]) -> tuple[int, int]:
+def _imported_window(trace: Trace, t0s: np.ndarray, steps: np.ndarray, extent: tuple[int, int]) -> tuple[int, int]:
     """First op of the first step (>= 0) to the last op of any step; the extent without steps."""
-    first = next((t0 for t0, step in starts if step >= 0), None)
-    if first is None:
+    stepped = np.flatnonzero(steps >= 0)
+    if not len(stepped):
         return extent
     t1, step = _primary(trace, "t1", "step")
-    return (first, int(t1[step >= 0].max()))
+    return (int(t0s[stepped[0]]), int(t1[step >= 0].max()))
 
 
 def prefill_steps(trace: Trace) -> np.ndarray:
