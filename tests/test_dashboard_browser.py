@@ -269,14 +269,13 @@ def test_a_blank_path_says_so_and_a_path_outside_the_allowed_folders_is_refused(
                            timeout=20_000)
 
 
-def _open_and_time(pages, url: str) -> tuple[float, dict, object]:
+def _open_and_time(pg, url: str) -> tuple[float, dict]:
     """Seconds from navigation to a drawn timeline; the server's own port, so no script of it
     is cached."""
-    pg = pages.new(1600, 1000)
     t0 = time.perf_counter()
     pg.goto(url)
     fig = figure(pg, "#timeline", timeout_ms=120_000)
-    return time.perf_counter() - t0, fig, pg
+    return time.perf_counter() - t0, fig
 
 
 @pytest.mark.slow
@@ -288,8 +287,9 @@ def test_a_10000_step_trace_is_drawn_per_pixel_column_and_zooms_to_exact(pages, 
     path = write_trace(tr, tmp_path / "long.trace.jsonl")
     assert len({s.step for s in tr.steps}) == LONG_STEPS and span_count(tr) >= 60_000
     server = ServerProcess([path], [tmp_path])
+    pg = pages.new(1600, 1000)     # the session's context outlives the test: closed on every path
     try:
-        cold, fig, pg = _open_and_time(pages, server.url)
+        cold, fig = _open_and_time(pg, server.url)
         print(f"\nlong trace: {LONG_STEPS} steps, {span_count(tr):,} spans: drawn in {cold:.2f} s on a cold "
               f"server, {sum(t['n'] for t in fig['traces']):,} points")
         assert fig["meta"]["mode"] == "aggregate"
@@ -297,6 +297,6 @@ def test_a_10000_step_trace_is_drawn_per_pixel_column_and_zooms_to_exact(pages, 
         relayout(pg, "#timeline", lo + 1.0, lo + 1.04)
         zoomed = figure(pg, "#timeline", until="f.meta.mode === 'exact'")
         assert zoomed["meta"]["spans_visible"] < fig["meta"]["spans_visible"] / 100
-        pg.close()
     finally:
+        pg.close()
         server.close()
