@@ -65,3 +65,31 @@ def test_every_step_in_the_window_has_a_complete_period():
     assert w0 in starts and w1 in starts
     assert sum(s.period_ns for s in rep.steps) == w1 - w0
     assert all(s.zombie_rows == 0 and s.kind == "decode" for s in rep.steps)
+
+
+def test_a_step_without_a_record_counts_at_full_size_and_as_decode_unless_it_ran_a_prefill():
+    """Steps 0 and 1 have no record: step 0 ran a prefill op (not decode), step 1 a forward
+    (decode, live at full size), so the window's first decode step at the typical batch is 1."""
+    b = TraceBuilder()
+    b.compute("prefill", 0, 0, 900 * US)
+    for i in range(1, 40):
+        b.compute("forward", i, start(i), start(i) + 900 * US)
+        if i >= 2:
+            b.step(i, rows=8)
+    assert steady_state_window(b.build())[0] == start(1 + 2)   # ceil(0.05 * 40) = 2 skipped after it
+
+
+def test_the_last_record_of_a_step_number_is_the_one_read():
+    """Step 30, the last full one, is recorded twice, full then drained: the later record is the
+    one read, so the drain is cut a step earlier; in a trace held as lists and as columns alike."""
+    from dataclasses import replace
+
+    from photon_trace.telemetry.trace.columns import Columns
+    from photon_trace.telemetry.trace.records import StepRecord
+
+    tr = run([8] * 31 + [2] * 9)
+    assert steady_state_window(tr) == (start(2), start(31))
+    tr.steps.append(tr.steps[30]._replace(rows=2))
+    assert steady_state_window(tr) == (start(2), start(30))
+    columns = replace(tr, steps=Columns.from_records(StepRecord, tr.steps))
+    assert steady_state_window(columns) == (start(2), start(30))

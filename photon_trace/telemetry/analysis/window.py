@@ -79,11 +79,13 @@ def compute_extent(trace: Trace) -> tuple[int, int]:
     return (int(t0.min()), int(t1.max()))
 
 
-def _decode_and_live(trace: Trace, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _decode_and_live(trace: Trace, steps: np.ndarray, kind_codes: np.ndarray, kinds: list[str]
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """Per step of ``steps``: whether it is a decode step, and its live rows (rows minus
     zombie rows). A step's record says both (the last record of a step number wins); a step
     without one is decode unless it ran a prefill op, and counts as live at full size (inf):
-    we cannot tell it is draining. Arrays throughout: a 10M-span trace has ~1M steps."""
+    we cannot tell it is draining. ``kind_codes``, ``kinds``: the records' kinds (``codes``).
+    Arrays throughout: a 10M-span trace has ~1M steps."""
     decode = ~member(steps, prefill_steps(trace))
     live = np.full(len(steps), math.inf)
     rec_step = column(trace.steps, "step")
@@ -94,7 +96,6 @@ def _decode_and_live(trace: Trace, steps: np.ndarray) -> tuple[np.ndarray, np.nd
     at = np.minimum(np.searchsorted(values, steps), len(values) - 1)
     has = values[at] == steps
     rec = latest[at[has]]
-    kind_codes, kinds = codes(trace.steps, "kind")
     decode[has] = np.array([k == "decode" for k in kinds], dtype=bool)[kind_codes[rec]]
     live[has] = column(trace.steps, "rows")[rec] - column(trace.steps, "zombie_rows")[rec]
     return decode, live
@@ -107,9 +108,9 @@ def steady_state_window(trace: Trace, *, warmup_steps: int = 2, warmup_frac: flo
     if not len(steps):
         return extent
     kind_codes, kinds = codes(trace.steps, "kind")
-    if len(kind_codes) and set(np.asarray(kinds, dtype=object)[distinct(kind_codes)].tolist()) == {IMPORTED_STEP}:
+    if len(kind_codes) and {kinds[c] for c in distinct(kind_codes).tolist()} == {IMPORTED_STEP}:
         return _imported_window(trace, t0s, steps, extent)
-    decode, live = _decode_and_live(trace, steps)
+    decode, live = _decode_and_live(trace, steps, kind_codes, kinds)
     decode_live = live[decode & (live > 0) & (live < math.inf)]
     typical = max(1, float(np.median(decode_live))) if len(decode_live) else 1   # an empty step is never steady
 
