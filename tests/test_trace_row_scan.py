@@ -1,12 +1,16 @@
-"""A large file's chunk lines read as arrays (``row_scan.py``) hold what the JSON parser reads
-from them, and a line it cannot prove plain is parsed, so its records or its error are the
-parser's. ``COLUMNS_FROM`` and ``SCAN_FROM`` are set to 0 here so small files take that path;
-"parsed" is the same load with the scan switched off."""
+"""A large file's chunk lines read as arrays (the compiled scanner, ``row_scan_compiled.py``, and
+numpy's, ``row_scan.py``) hold what the JSON parser reads from them, and a line they cannot prove
+plain is parsed, so its records or its error are the parser's. ``COLUMNS_FROM`` and ``SCAN_FROM``
+are set to 0 here so small files take that path; "parsed" is the same load with the scan switched
+off. Each load test runs twice: with the compiled scanner first (as installed), and with numpy's
+alone (as where it is not)."""
 from __future__ import annotations
 
 import gzip
 import json
 import random
+import shutil
+import sysconfig
 import threading
 import zlib
 from pathlib import Path
@@ -16,7 +20,7 @@ import orjson
 import pytest
 
 from photon_trace.telemetry.trace import file as trace_file
-from photon_trace.telemetry.trace import row_scan
+from photon_trace.telemetry.trace import row_scan, row_scan_compiled
 from photon_trace.telemetry.trace.columns import Columns
 from photon_trace.telemetry.trace.file import TraceFormatError, load_trace
 from photon_trace.telemetry.trace.file_errors import read_bytes
@@ -42,8 +46,27 @@ def _load(path, monkeypatch, scan: bool):
         return f"error: {e}"
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def scanner(request, monkeypatch):
+    """Which scanner reads first, and how many lines the compiled one read (not None)."""
+    if request.param == "numpy":
+        monkeypatch.setattr(row_scan_compiled, "_row_scan", None)
+        return {"name": "numpy", "read": 0}
+    if not row_scan_compiled.available():
+        pytest.skip("the compiled scanner is not installed (test_the_compiled_scanner_is_installed says why)")
+    seen, real, lock = {"name": "compiled", "read": 0}, row_scan_compiled.scan_chunk, threading.Lock()
+
+    def counted(*args):
+        got = real(*args)
+        with lock:
+            seen["read"] += got is not None
+        return got
+    monkeypatch.setattr(row_scan_compiled, "scan_chunk", counted)
+    return seen
+
+
 @pytest.fixture
-def scans(monkeypatch):
+def scans(monkeypatch, scanner):
     """How many chunk lines the scan read (not None) and how many it left to the parser."""
     seen = {"read": 0, "parsed": 0}
     real, lock = trace_file._scan, threading.Lock()
@@ -58,10 +81,11 @@ def scans(monkeypatch):
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
-def test_engine_traces_read_as_arrays_hold_what_the_parser_reads(path, monkeypatch, scans):
+def test_engine_traces_read_as_arrays_hold_what_the_parser_reads(path, monkeypatch, scans, scanner):
     as_lists = load_trace(path)
     scanned = _load(path, monkeypatch, scan=True)
     assert scans["read"] > 0 and scans["parsed"] == 0, scans
+    assert scanner["read"] == (scans["read"] if scanner["name"] == "compiled" else 0), scanner
     assert all(isinstance(getattr(scanned, k), Columns) for k in ROW_TYPES)
     assert _records(scanned) == _records(_load(path, monkeypatch, scan=False)) == _records(as_lists)
 
@@ -122,7 +146,7 @@ READ = {"non-ascii text", "long strings", "brackets and braces in text", "negati
 
 
 @pytest.mark.parametrize("edit", EDITS, ids=list(EDITS))
-def test_an_edited_line_reads_as_the_parser_reads_it(edit, tmp_path, monkeypatch, scans):
+def test_an_edited_line_reads_as_the_parser_reads_it(edit, tmp_path, monkeypatch, scans, scanner):
     lines, i = _chunk_line(FILES[0])
     edited = EDITS[edit](lines[i])
     assert edited != lines[i]
@@ -132,6 +156,8 @@ def test_an_edited_line_reads_as_the_parser_reads_it(edit, tmp_path, monkeypatch
     parsed = _load(bad, monkeypatch, scan=False)
     scanned = _load(bad, monkeypatch, scan=True)
     assert scans["parsed"] == (edit not in READ), scans
+    # the compiled scanner reads every line that is read (a kind twice: it reads, the loader then parses)
+    assert scanner["read"] >= scans["read"] if scanner["name"] == "compiled" else scanner["read"] == 0, scanner
     if isinstance(parsed, str):
         assert scanned == parsed
     else:
@@ -157,12 +183,17 @@ def _random_line(rng: random.Random) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def test_random_rows_read_as_the_parser_reads_them():
+def _scan_functions():
+    return [row_scan.scan_chunk] + ([row_scan_compiled.scan_chunk] if row_scan_compiled.available() else [])
+
+
+@pytest.mark.parametrize("scan", _scan_functions(), ids=lambda f: f.__module__.rsplit(".", 1)[-1])
+def test_random_rows_read_as_the_parser_reads_them(scan):
     rng = random.Random(31)
     for _ in range(300):
         line = _random_line(rng).encode()
         obj = orjson.loads(line)
-        rest, found = row_scan.scan_chunk(line, TYPES)
+        rest, found = scan(line, TYPES)
         again = orjson.loads(rest)
         assert not set(again) & set(found) and {**again, **found}.keys() == obj.keys()
         for kind, fields in found.items():
@@ -188,10 +219,34 @@ def test_words_are_read_at_any_byte():
     assert int(row_scan.words_of(buf)[2]) == int.from_bytes(b"23456789", "little")
 
 
-def test_a_string_first_seen_late_in_a_long_section_is_its_own():
+@pytest.mark.parametrize("scan", _scan_functions(), ids=lambda f: f.__module__.rsplit(".", 1)[-1])
+def test_a_string_first_seen_late_in_a_long_section_is_its_own(scan):
     rows = [["plan", i, -1, 10 * i, 10 * i + 5, "late thread" if i == 150 else "scheduler", -1, -1]
             for i in range(200)]
     line = json.dumps({"chunk": 1, "host_spans": rows}, separators=(",", ":")).encode()
-    _, found = row_scan.scan_chunk(line, TYPES)
+    _, found = scan(line, TYPES)
     codes, table = found["host_spans"][5]
     assert [table[c] for c in codes.tolist()] == [r[5] for r in rows] and table == ["scheduler", "late thread"]
+
+
+def test_the_compiled_scanner_is_installed():
+    """An install on a machine with a C compiler builds it (pyproject.toml's ext-modules; optional,
+    so a failed build is only a warning there): here that failure is an error."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        pytest.skip(f"no C compiler ({cc}): large files are read with numpy only")
+    assert row_scan_compiled.available(), "photon_trace/telemetry/trace/_row_scan.c was not built: pip install -e ."
+
+
+def test_the_compiled_scanner_takes_many_distinct_strings_and_reads_an_older_files_rows():
+    if not row_scan_compiled.available():
+        pytest.skip("the compiled scanner is not installed")
+    rows = [[f"op{i}", i, -1, 10 * i, 10 * i + 5, f"t{i % 3}", -1, -1] for i in range(5000)]
+    line = json.dumps({"chunk": 1, "host_spans": rows}, separators=(",", ":")).encode()
+    rest, found = row_scan_compiled.scan_chunk(line, TYPES)
+    names, table = found["host_spans"][0]
+    assert rest == b'{"chunk":1}' and [table[c] for c in names.tolist()] == [r[0] for r in rows]
+    narrow = json.dumps({"chunk": 2, "host_spans": [r[:6] for r in rows[:3]]}, separators=(",", ":")).encode()
+    assert row_scan_compiled.scan_chunk(narrow, TYPES) is None
+    _, found = row_scan_compiled.scan_chunk(narrow, TYPES, {"host_spans": 6})
+    assert [f.tolist() for f in found["host_spans"][6:]] == [[-1] * 3, [-1] * 3]

@@ -53,6 +53,7 @@ from photon_trace.telemetry.trace.pieces import PIECE, run_to_end
 from photon_trace.telemetry.trace.plausible import RULE, check_trace
 from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
 from photon_trace.telemetry.trace.row_columns import ColumnsBuilder
+from photon_trace.telemetry.trace import row_scan_compiled
 from photon_trace.telemetry.trace.row_scan import scan_chunk
 from photon_trace.telemetry.trace.scan_ahead import scanned_ahead
 from photon_trace.telemetry.trace.rows import (OLDER_WIDTH, ROW_TYPES, TraceFormatError, check_columns, check_rows, gc_paused,
@@ -202,8 +203,10 @@ def _scannable(raw: bytes) -> bool:
 
 def _scan(path: Path, lineno: int, raw: bytes) -> tuple[dict, dict] | None:
     """A chunk line as (its object without the row sections, those rows as columns), or None: the
-    caller parses the line (``row_scan.py`` reads only what it can prove plain)."""
-    got = scan_chunk(raw, _SCAN_TYPES, OLDER_WIDTH)
+    caller parses the line (``row_scan.py`` reads only what it can prove plain). The compiled
+    scanner first, where it is installed (``row_scan_compiled.py``), then numpy's."""
+    got = (row_scan_compiled.scan_chunk(raw, _SCAN_TYPES, OLDER_WIDTH)
+           or scan_chunk(raw, _SCAN_TYPES, OLDER_WIDTH))
     if got is None:
         return None
     rest, found = got

@@ -4,7 +4,8 @@ growing arrays, text as codes, never a tuple per row.
 Lists of ``HostSpan`` tuples cost ~750 bytes a record through ``check`` (a tuple, its ints and
 the list's pointer); as columns ~50. ``file.py`` uses this for every kind of record when a file
 is past ``file.py:COLUMNS_FROM`` (1 MB of text); smaller files load as lists. A chunk's
-columns come from ``rows.py:check_columns`` (parsed JSON) or ``row_scan.py`` (read as arrays).
+columns come from ``rows.py:check_columns`` (parsed JSON) or the scanners (``row_scan.py``,
+``row_scan_compiled.py``: read as arrays).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ class ColumnsBuilder:
                 self.parts[i].append(np.array(col, dtype=bool if want is bool else np.int64))
 
     def add_scanned(self, fields: list) -> None:
-        """One chunk's fields as ``row_scan.py`` reads them: arrays, and text as codes into its own
+        """One chunk's fields as the scanners read them: arrays, and text as codes into its own
         strings (made codes into this builder's tables here)."""
         for i, (col, want) in enumerate(zip(fields, self.types)):
             if want is str:

@@ -1,9 +1,10 @@
 """A large file's chunk lines read as arrays (``row_scan.py``) on two threads, ahead of the loader.
 
-``row_scan.scan_chunk`` spends most of its time in numpy operations over a line of megabytes,
-which release the GIL: on the two cores here two threads scanned 1.5-1.9x as fast as one (30
-lines of a 1M-span file: 87-100 MB/s against 54-58), and a 10M-span file loaded in 15.8 s, not
-23.2 (its load's peak RSS 1.79 GB, not 1.9-2.1: see ``row_columns.py`` on copies). The loader
+Both scanners run without the GIL (the compiled one, ``row_scan_compiled.py``, in one C call per
+row section; numpy's, ``row_scan.scan_chunk``, in array operations over a line of megabytes): on
+the two cores here two threads scanned 1.5-1.9x as fast as one with numpy's (30 lines of a
+1M-span file: 87-100 MB/s against 54-58), and a 10M-span file loaded in 15.8 s, not 23.2 (its
+load's peak RSS 1.79 GB, not 1.9-2.1: see ``row_columns.py`` on copies). The loader
 still takes the lines in their order and does everything else with them itself, so what loads,
 and every error and where it is raised, is what a scan in the loop gave.
 """
