@@ -76,7 +76,11 @@ class LineStream:
         rest = b""
         try:
             for block in self._blocks():
-                lines = (rest + block).split(b"\n") if rest else block.split(b"\n")
+                # split first, then join the partial line to the first piece: the block is copied
+                # once (by the split), not twice (``rest + block``, a 10 MB join, then the split)
+                lines = block.split(b"\n")
+                if rest:
+                    lines[0] = rest + lines[0]
                 rest = lines.pop()
                 if lines:
                     yield lines
