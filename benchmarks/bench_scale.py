@@ -47,6 +47,8 @@ from helpers.scale_traces import GENERATOR_VERSION, Written, write_own_trace, wr
 from scale_runs import GUARD_MB, Measured, hta_python, measure  # noqa: E402
 from scale_table import Row, table  # noqa: E402
 
+from photon_trace.telemetry.trace import row_scan_compiled  # noqa: E402
+
 SAMPLES = (Path("/work/shared/kineto-samples"), ROOT / "tests" / "data" / "kineto")   # the first that exists
 SYNTHETIC_EVENTS = 109_000
 SCALE_EVENTS = 10_000_000
@@ -128,7 +130,9 @@ def main() -> None:
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
           f"{_mem_gb():.1f} GiB available; medians of {args.repeats} ({args.scale_repeats} for "
-          f"{args.events:,} events); {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
+          f"{args.events:,} events); {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; our files' chunk "
+          f"lines read by the {'compiled' if row_scan_compiled.available() else 'numpy (not built)'} scanner",
+          flush=True)
     byte_compile()
     cache, v = args.cache, GENERATOR_VERSION
     synth = cached(cache / "traces", f"synthetic-{synthetic}-v{v}.json.gz",
