@@ -15,6 +15,9 @@
  *   cap    the most rows the buffers hold (field k of its kind at [k * cap + row])
  *   ints   int64 buffer, flags uint8 buffer, codes int32 buffer (writable, C-contiguous)
  *   end    the index after the section's ']'; distinct: per str field, [(offset, length), ..]
+ *
+ * Built by `pip install -e .` (pyproject.toml's ext-modules) into this folder; after an edit here,
+ * run it again: the loader imports whatever was built last.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -292,7 +295,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_row_scan", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_row_scan", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__row_scan(void) {
     return PyModule_Create(&module);
