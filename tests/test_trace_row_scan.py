@@ -250,3 +250,22 @@ def test_the_compiled_scanner_takes_many_distinct_strings_and_reads_an_older_fil
     assert row_scan_compiled.scan_chunk(narrow, TYPES) is None
     _, found = row_scan_compiled.scan_chunk(narrow, TYPES, {"host_spans": 6})
     assert [f.tolist() for f in found["host_spans"][6:]] == [[-1] * 3, [-1] * 3]
+
+
+def test_a_real_line_with_any_one_byte_changed_reads_as_the_parser_reads_it(tmp_path, monkeypatch, scans):
+    """Byte flips at random places of a real chunk line (seeded): what loads, or the error, is the
+    parser's whichever scanner reads first."""
+    lines, i = _chunk_line(FILES[0])
+    line, rng = lines[i].encode(), random.Random(33)
+    bad = tmp_path / "flipped.trace.jsonl"
+    for n in range(120):
+        at = rng.randrange(len(line))
+        flipped = line[:at] + bytes([rng.choice(b'0159-+.eE ,:[]{}"\\tfnx\x01\x7f\xc3\xff')]) + line[at + 1:]
+        bad.write_bytes(b"\n".join([*(s.encode() for s in lines[:i]), flipped, *(s.encode() for s in lines[i + 1:])])
+                        + b"\n")
+        parsed = _load(bad, monkeypatch, scan=False)
+        scanned = _load(bad, monkeypatch, scan=True)
+        if isinstance(parsed, str) or isinstance(scanned, str):
+            assert scanned == parsed, (n, at, flipped[max(0, at - 20):at + 20])
+        else:
+            assert _records(scanned) == _records(parsed), (n, at, flipped[max(0, at - 20):at + 20])
