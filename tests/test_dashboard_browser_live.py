@@ -143,10 +143,14 @@ def test_an_idle_then_dead_server_is_shown_stale_with_the_time_of_its_last_data(
     stopper = threading.Thread(target=live["srv"].stop)  # gone (shutting down takes a while: time it from the start)
     stopper.start()
     wait_status(pg, "unreachable")
-    dead_after = time.time() - t_dead
+    t_unreachable = time.time()
+    dead_after = t_unreachable - t_dead
     stopper.join(60)
     last = follower.last_data
-    assert last is not None and last <= t_dead
+    # the server's shutdown flushes what its recorder still holds (the idle time as no-work
+    # spans), which a poll can read before the socket closes (beside two CPU burners: 0.26 s
+    # after t_dead): new data up to the moment the page says unreachable, never after
+    assert last is not None and last <= t_unreachable
     assert time.strftime("%H:%M:%S", time.localtime(last)) in status(pg)
     assert "pt-stale" in pg.get_attribute("#summary", "class")
     print(f"\n'idle' shown {idle_after:.2f} s after the last data arrived; 'unreachable' {dead_after:.2f} s after "
