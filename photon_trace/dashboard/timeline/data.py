@@ -28,6 +28,7 @@ from photon_trace.dashboard.timeline.marks import RequestStates, SyncMarkers, re
 from photon_trace.dashboard.timeline.palette import (
     BUBBLE_COLOURS, DEVICE_COLOURS, IMPORTED_COLOURS, OTHER_COLOUR, PHASE_COLOURS, WAIT_COLOURS)
 from photon_trace.dashboard.timeline.stack import rows_per_thread, stack_depths
+from photon_trace.dashboard.timeline.step_rows import rows_lookup
 from photon_trace.dashboard.timeline.step_starts import step_starts
 from photon_trace.telemetry.analysis.causes import Cause, cause_label
 from photon_trace.telemetry.analysis.window import COMPUTE
@@ -142,31 +143,6 @@ def _window(report: Any) -> tuple[int, int] | None:
     if hasattr(w, "t0"):
         return int(w.t0), int(w.t1)
     return int(w[0]), int(w[1])
-
-
-def _rows_lookup(trace: Trace):
-    if not len(trace.steps):
-        return lambda steps: np.zeros(len(steps))
-    ids = numbers(trace.steps, "step")
-    rows = numbers(trace.steps, "rows").astype(np.float64)
-    order = np.argsort(ids, kind="stable")
-    ids, rows = ids[order], rows[order]
-    if len(ids) and int(ids[-1]) - int(ids[0]) == len(ids) - 1 and (np.diff(ids) == 1).all():
-        # steps numbered without a gap, as a run's are: a step's record is at step - first, no search
-        first = int(ids[0])
-
-        def direct(steps: np.ndarray) -> np.ndarray:
-            i = steps - first
-            ok = (i >= 0) & (i < len(ids))
-            return np.where(ok, rows[np.where(ok, i, 0)], np.nan)
-        return direct
-
-    def lookup(steps: np.ndarray) -> np.ndarray:
-        if len(steps) == 0:
-            return np.zeros(0)
-        i = np.clip(np.searchsorted(ids, steps), 0, len(ids) - 1)
-        return np.where(ids[i] == steps, rows[i], np.nan)
-    return lookup
 
 
 def _span_set(name: str, group: str, colour: str, lane, t0, t1, cols: list, source: str, index,
@@ -292,7 +268,7 @@ def _prepare(trace: Trace, window: tuple[int, int] | None, states: Future | None
     stream_lane = np.array([lane_of[("device", x)] for x in streams], dtype=np.int32)[stream[0]] \
         if len(stream[0]) else np.zeros(0, np.int32)
     compute_lane = lane_of.get(("device", analysed), len(threads))
-    rows_of = _rows_lookup(trace)
+    rows_of = rows_lookup(trace)
     named_phase, phase_text = _by_category(phase, categories.get("host"))
     named_op, op_text = _by_category(op, categories.get("device"))
 
@@ -367,7 +343,7 @@ def with_analysis(data: TimelineData, trace: Trace, report: Any, outside_bubbles
     """``data`` with the analysis' bubbles (and those outside its window) on the compute lane,
     and each sync marker linked to the bubbles it caused. The span arrays are shared."""
     window = _window(report) or data.window
-    rows_of = _rows_lookup(trace)
+    rows_of = rows_lookup(trace)
     compute_lane = data.compute_lane
     counted = list(getattr(report, "bubbles", None) or [])
     bubbles = counted + list(outside_bubbles or [])
