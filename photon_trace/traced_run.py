@@ -26,8 +26,13 @@ def attached(engine, tracer: Tracer) -> Iterator[None]:
     engine.set_tracer(tracer)
     try:
         yield
-    finally:
-        engine.set_tracer(before)
+    except BaseException:
+        # a run that failed mid-step leaves steps in flight, where no tracer may be swapped:
+        # the run's own error is what the caller needs, not the swap's refusal over it
+        if engine.idle:
+            engine.set_tracer(before)
+        raise
+    engine.set_tracer(before)
 
 
 def run_header(engine, prepared: PreparedWorkload, **extra) -> dict[str, Any]:

@@ -99,8 +99,10 @@ grep -E '^(python|torch) |^module (pytest|nvtx|xgrammar|dash|opentelemetry):' "$
 # -- pytest: only the files with GPU marks (an optional package missing for another module
 #    cannot stop collection); a module that still fails to import is reported, the rest run
 GPU_FILES=$(grep -lE 'pytest\.mark\.gpu|gpu_test' tests/test_*.py | tr '\n' ' ')
+# pytest-timeout registers itself through its entry point where it is installed: naming it
+# with -p as well is refused ("Plugin already registered"), so only ask whether --timeout exists
 TIMEOUT_OPT=()
-"$PY" -c "import pytest_timeout" 2>/dev/null && TIMEOUT_OPT=(-p pytest_timeout --timeout 100)
+"$PY" -m pytest --help 2>/dev/null | grep -q -- '--timeout=' && TIMEOUT_OPT=(--timeout 100)
 log "pytest -m gpu on: $GPU_FILES"
 # shellcheck disable=SC2086
 run pytest "$T_PYTEST" "$W/pytest-gpu.log" "$PY" -m pytest -m gpu -q -p no:cacheprovider \

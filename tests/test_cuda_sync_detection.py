@@ -34,8 +34,8 @@ def item_in_commit(eng):
     compute stream: on the legacy default stream it would not wait for the (non-blocking)
     compute stream and would cost nothing to find."""
     def wrap(wait_copied):
-        def wait_then_item(slot, step):
-            wait_copied(slot, step)
+        def wait_then_item(slot, step, **kw):
+            wait_copied(slot, step, **kw)
             with torch.cuda.stream(eng.device.compute):
                 eng.device.program.read_table(0).item()   # the site sync debug must name
         return wait_then_item

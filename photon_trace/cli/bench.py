@@ -335,7 +335,10 @@ def _equality_line(eq: dict) -> str:
     divs = eq["divergences"]
     parts = [f"req {d['request']} ({d['run']}) at token {d['position']}: "
              + (f"margin {d['margin']:.4g} vs {d['threshold']:.3g}" if d["margin"] is not None else "margin n/a")
-             + (" near-tie" if d["near_tie"] else " NOT a near-tie") for d in divs[:4]]
+             + (" near-tie" if d["near_tie"] else " NOT a near-tie")
+             + (f" (the reference's own best leads both by {lead:.3g})"
+                if (lead := d.get("reference_lead")) is not None and lead > d["threshold"] else "")
+             for d in divs[:4]]
     return line + (": " + "; ".join(parts) + (f", +{len(divs) - 4} more" if len(divs) > 4 else "") if parts else "")
 
 

@@ -10,14 +10,29 @@ the host's own clock: every figure is 0.
 
 ``compare_with_cupti`` checks our event-based device spans against an
 independent clock: the kernels, copies and memsets CUPTI recorded (through
-``torch.profiler``) in the same run. Each of our forwards must start and end
-where CUPTI's first and last activity inside it do, and the two must find the
-same bubbles, within a stated tolerance, after one constant offset (the median
-over forwards: Kineto's clock against ours, plus the event-to-kernel latency,
-which no comparison can tell apart) is taken out.
+``torch.profiler``) in the same run, after one constant offset (the median over
+forwards: Kineto's clock against ours, plus the event-to-kernel latency, which no
+comparison can tell apart) is taken out. An event is stamped when the stream
+reaches it: after the work before it, and before the work after it begins. So
+each forward's begin event must fall between the end of the stream's last
+activity before the forward and the forward's first kernel, and its end event
+between the forward's last activity and the next one, within a tolerance. Where
+the stream was busy up to the edge (the steady, graphed decode) that interval is
+a few microseconds wide and the check is tight; where the stream sat idle (a host
+that enqueued the event late, as eager prefill does) it is wide, and the device
+idle between our edge and CUPTI's kernel lies inside our span: counted apart
+(``edge_idle``), as is every CUPTI gap inside our spans (``hidden``). Neither is
+a clock error: both are idle that two events around an op call busy. Each gap of
+ours must be idle in CUPTI's records too, but for device work our events do not
+bracket (``unbracketed_ns``).
+
+Measured on an H200 (1.5b, bf16, 8 streams; docs/gpu.md): starts within 1.8 us
+and ends within 0.9 us at the median; the two eager prefills held 577 gaps, ~20 ms.
 """
 from __future__ import annotations
 
+import bisect
+import itertools
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
@@ -72,37 +87,41 @@ def _gaps(spans: list[tuple[int, int]], min_gap: int) -> list[tuple[int, int]]:
     return out
 
 
-def _matched(gap: tuple[int, int], others: list[tuple[int, int]], tol: int) -> bool:
-    return any(abs(a - gap[0]) <= tol and abs(b - gap[1]) <= tol for a, b in others)
-
-
 @dataclass
 class ClockCheck:
     """The comparison's outcome; ``lines()`` is what the GPU script's summary prints."""
     forwards: int = 0                 # forwards compared
     offset_ns: int = 0                # CUPTI minus ours at forward starts, taken out (median)
-    end_offset_ns: int = 0            # and at forward ends, beyond it (event-to-kernel latencies differ)
+    end_offset_ns: int = 0            # median of the same at forward ends, beyond it: reported, not taken out
     absolute_offset_ns: int | None = None   # the same against the wall-clock mapping, for the record
-    start_err_ns: list[int] = field(default_factory=list)   # per forward, after the offset
-    end_err_ns: list[int] = field(default_factory=list)
-    drift_ppm: float = 0.0            # slope of the start errors over the run
+    start_err_ns: list[int] = field(default_factory=list)   # per forward: first kernel minus our begin
+    end_err_ns: list[int] = field(default_factory=list)     # last activity's end minus our end
+    outside_ns: list[int] = field(default_factory=list)     # per edge: how far outside its interval
+    tight_edges: int = 0              # edges where the stream was busy up to the edge
+    drift_ppm: float = 0.0            # slope of the tight start errors over the run
+    edge_idle: int = 0                # edges where the device idled >= a bubble inside our span
+    edge_idle_ns: int = 0
     our_bubbles: int = 0
-    our_bubbles_matched: int = 0
+    our_bubbles_matched: int = 0      # idle in CUPTI's records too (all but unbracketed work)
+    unbracketed_ns: int = 0           # CUPTI activity inside our gaps: work no span of ours holds
     cupti_bubbles: int = 0
-    cupti_bubbles_matched: int = 0
-    hidden_bubbles: int = 0           # CUPTI gaps inside one of our spans (idle our events call busy)
+    cupti_bubbles_matched: int = 0    # covered by a gap of ours
+    hidden_bubbles: int = 0           # CUPTI gaps inside our spans (idle our events call busy)
     hidden_ns: int = 0
     tolerance_ns: int = TOLERANCE_NS
     skipped: str = ""                 # why nothing was compared
 
     @property
     def ok(self) -> bool:
+        """The clocks agree: every edge inside its interval, every gap of ours idle in CUPTI's
+        records, every CUPTI gap either one of ours or inside our spans (counted apart)."""
         return not self.skipped and self.forwards > 0 and self.worst_ns <= self.tolerance_ns \
-            and self.our_bubbles_matched == self.our_bubbles and self.cupti_bubbles_matched == self.cupti_bubbles
+            and self.our_bubbles_matched == self.our_bubbles \
+            and self.cupti_bubbles_matched + self.hidden_bubbles == self.cupti_bubbles
 
     @property
     def worst_ns(self) -> int:
-        return max(map(abs, self.start_err_ns + self.end_err_ns), default=0)
+        return max(self.outside_ns, default=0)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok, "worst_ns": self.worst_ns}
@@ -119,13 +138,17 @@ class ClockCheck:
         return [
             f"clock check vs CUPTI: {'AGREE' if self.ok else 'DISAGREE'} (tolerance {self.tolerance_ns / 1e3:.0f} us "
             f"after constant offsets taken out: {self.offset_ns / 1e3:+.1f} us at forward starts, "
-            f"{self.end_offset_ns / 1e3:+.1f} us more at their ends; against the wall-clock mapping {absolute})",
+            f"ends {self.end_offset_ns / 1e3:+.1f} us more at the median; against the wall-clock mapping {absolute})",
             f"  forwards compared: {self.forwards}; |start error| p50 {q(self.start_err_ns, 0.5):.1f} us, "
-            f"max {q(self.start_err_ns, 1.0):.1f} us; |end error| p50 {q(self.end_err_ns, 0.5):.1f} us, "
-            f"max {q(self.end_err_ns, 1.0):.1f} us; drift {self.drift_ppm:+.2f} ppm",
-            f"  bubbles >= {MIN_GAP_NS / 1e3:.0f} us: ours {self.our_bubbles_matched}/{self.our_bubbles} found by CUPTI, "
-            f"CUPTI's {self.cupti_bubbles_matched}/{self.cupti_bubbles} found by ours; inside our spans (idle our "
-            f"events count as busy): {self.hidden_bubbles}, {self.hidden_ns / 1e3:.1f} us",
+            f"|end error| p50 {q(self.end_err_ns, 0.5):.1f} us; {self.tight_edges} of {2 * self.forwards} edges "
+            f"tight (stream busy up to them); worst edge outside its interval {self.worst_ns / 1e3:.1f} us; "
+            f"drift {self.drift_ppm:+.2f} ppm",
+            f"  bubbles >= {MIN_GAP_NS / 1e3:.0f} us: ours {self.our_bubbles_matched}/{self.our_bubbles} idle in CUPTI's "
+            f"records (work our events do not bracket inside them: {self.unbracketed_ns / 1e3:.1f} us), "
+            f"CUPTI's {self.cupti_bubbles_matched}/{self.cupti_bubbles} covered by ours",
+            f"  idle our events count as busy: {self.hidden_bubbles} CUPTI gaps inside our spans, "
+            f"{self.hidden_ns / 1e3:.1f} us; {self.edge_idle} span edges the host enqueued on an idle stream, "
+            f"{self.edge_idle_ns / 1e3:.1f} us",
         ]
 
 
@@ -159,39 +182,74 @@ def compare_with_cupti(trace: Trace, activities: list[Activity], *, realtime_min
     res = ClockCheck(offset_ns=offset, tolerance_ns=tolerance_ns)
     if realtime_minus_monotonic_ns is not None:
         res.absolute_offset_ns = offset - realtime_minus_monotonic_ns
-    times, ends = [], []
-    for i, d in enumerate(ours):
-        if d.op in FORWARD_OPS and i in per_op:
-            first, last = per_op[i]
-            res.start_err_ns.append(first - (d.t0 + offset))
-            ends.append(last - (d.t1 + offset))
-            times.append(d.t0)
-    res.forwards = len(times)
-    res.end_offset_ns = end_off = round(statistics.median(ends))
-    res.end_err_ns = [e - end_off for e in ends]
-    if len(times) > 1 and times[-1] > times[0]:
-        mt = statistics.mean(times)
-        me = statistics.mean(res.start_err_ns)
-        num = sum((t - mt) * (e - me) for t, e in zip(times, res.start_err_ns))
-        den = sum((t - mt) ** 2 for t in times)
-        res.drift_ppm = num / den * 1e6 if den else 0.0
-    # bubbles, both ways, over the extent our spans cover
-    lo, hi = ours[0].t0 + offset - tolerance_ns, max(d.t1 for d in ours) + offset + tolerance_ns
+    forwards = [(i, d) for i, d in enumerate(ours) if d.op in FORWARD_OPS and i in per_op]
+    res.forwards = len(forwards)
+    res.end_offset_ns = round(statistics.median(per_op[i][1] - (d.t1 + offset) for i, d in forwards))
+    _edges(res, forwards, per_op, acts, offset, min_gap_ns)
+    _bubbles(res, ours, acts, offset, min_gap_ns)
+    return res
+
+
+def _edges(res: ClockCheck, forwards, per_op, acts: list[Activity], offset: int, min_gap_ns: int) -> None:
+    """Each forward's begin and end event against the idle interval CUPTI shows around it;
+    idle of a bubble's size between an edge and CUPTI's kernel is counted as edge idle."""
+    t0s = [a.t0 for a in acts]
+    ends_before = list(itertools.accumulate((a.t1 for a in acts), max))   # stream busy until, through acts[k]
+    tol = res.tolerance_ns
+    tight_times, tight_errs = [], []
+    for i, d in forwards:
+        first, last = per_op[i]
+        k = bisect.bisect_left(t0s, first)
+        before = ends_before[k - 1] if k else first      # the stream's work before the forward ends here
+        m = bisect.bisect_left(t0s, last)
+        after = t0s[m] if m < len(t0s) else last         # and its next work begins here
+        start, end = d.t0 + offset, d.t1 + offset
+        res.start_err_ns.append(first - start)
+        res.end_err_ns.append(last - end)
+        for lo, edge, hi, idle in ((before, start, first, first - max(start, before)),
+                                   (last, end, max(after, last), min(end, after) - last)):
+            res.outside_ns.append(max(lo - edge, edge - hi, 0))
+            if hi - lo <= tol:
+                res.tight_edges += 1
+            elif idle >= min_gap_ns:
+                res.edge_idle += 1
+                res.edge_idle_ns += idle
+        if first - before <= tol:
+            tight_times.append(d.t0)
+            tight_errs.append(first - start)
+    res.drift_ppm = _slope(tight_times, tight_errs) * 1e6
+
+
+def _slope(xs: list[int], ys: list[int]) -> float:
+    if len(xs) < 2 or xs[-1] <= xs[0]:
+        return 0.0
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
+
+
+def _bubbles(res: ClockCheck, ours, acts: list[Activity], offset: int, min_gap_ns: int) -> None:
+    """Gaps of ours must be idle in CUPTI's records (but for work we do not bracket);
+    CUPTI's gaps must be ours, or lie inside our spans (idle our events call busy)."""
+    tol = res.tolerance_ns
+    lo, hi = ours[0].t0 + offset - tol, max(d.t1 for d in ours) + offset + tol
     # a gap of ours runs from an op's end event to the next op's begin event
-    mine = [(a + offset + end_off, b + offset) for a, b in _gaps([(d.t0, d.t1) for d in ours], min_gap_ns)]
-    theirs = _gaps([(a.t0, a.t1) for a in acts if lo <= a.t0 and a.t1 <= hi], min_gap_ns)
-    near_mine = [(a + offset + end_off, b + offset)
-                 for a, b in _gaps([(d.t0, d.t1) for d in ours], min_gap_ns - 2 * tolerance_ns)]
-    near_theirs = _gaps([(a.t0, a.t1) for a in acts if lo <= a.t0 and a.t1 <= hi], min_gap_ns - 2 * tolerance_ns)
+    mine = [(a + offset, b + offset) for a, b in _gaps([(d.t0, d.t1) for d in ours], min_gap_ns)]
+    window = [(a.t0, a.t1) for a in acts if lo <= a.t0 and a.t1 <= hi]
+    theirs = _gaps(window, min_gap_ns)
     res.our_bubbles, res.cupti_bubbles = len(mine), len(theirs)
-    res.our_bubbles_matched = sum(_matched(g, near_theirs, tolerance_ns) for g in mine)
-    res.cupti_bubbles_matched = sum(_matched(g, near_mine, tolerance_ns) for g in theirs)
+    for a, b in mine:
+        inside = sum(max(0, min(t1, b - tol) - max(t0, a + tol)) for t0, t1 in window)
+        res.unbracketed_ns += inside
+        res.our_bubbles_matched += (b - a) - inside >= min_gap_ns - 2 * tol
     spans = [(d.t0 + offset, d.t1 + offset) for d in ours]
     for a, b in theirs:
-        if not _matched((a, b), near_mine, tolerance_ns) and any(s0 <= a and b <= s1 for s0, s1 in spans):
+        covered = sum(max(0, min(b, y) - max(a, x)) for x, y in mine)
+        if covered >= (b - a) - 2 * tol:
+            res.cupti_bubbles_matched += 1
+        elif sum(max(0, min(b, y) - max(a, x)) for x, y in spans) > tol:
             res.hidden_bubbles += 1
             res.hidden_ns += b - a
-    return res
 
 
 def _assign(ours, acts: list[Activity], offset: int) -> dict[int, tuple[int, int]]:
