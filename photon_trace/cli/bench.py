@@ -320,7 +320,8 @@ def render_tables(summary: dict[str, Any]) -> str:
                    f"{c['z']:>6.3f} {c['predicted']:>8.3f}x {c['observed']:>7.3f}x {c['error_pts']:>+6.1f}p"
                    f"   {c['predicted_median_periods']:>13.3f}x {c['error_pts_median_periods']:>+6.1f}p"
                    f"   {c['observed_min']:>6.3f}-{c['observed_max']:.3f}x {c['pipelined_wins']:>2}/{c['pairs']}"
-                   + ("" if row["outputs_identical"] else "   OUTPUTS DIFFER"))
+                   + ("" if row["outputs_identical"] else "   outputs differ by near-ties"
+                      if row.get("equality", {}).get("ok") else "   OUTPUTS DIFFER"))
     out += render_gains(summary["rows"])
     out += ["", "Outputs, blocking against pipelined over every run (per row):"]
     for row in summary["rows"]:
