@@ -20,6 +20,7 @@ from statistics import median
 
 from photon_trace.telemetry.analysis import busy_intervals, device_gaps
 from photon_trace.telemetry.analysis.bubbles import classify
+from photon_trace.telemetry.analysis.gaps import Gaps, Ops
 from photon_trace.telemetry.analysis.steps import step_periods
 from photon_trace.telemetry.trace.records import RECORD_KINDS, Chunk, Trace
 from photon_trace.telemetry.tracer import NO_WORK
@@ -82,29 +83,33 @@ class DeviceStats:
                     holes = self.idle_intervals(time.monotonic_ns()) + [
                         (h.t0, h.t1) for h in trace.host_spans if h.phase == NO_WORK]
                     subs = subtract((w0, w1), holes)
-                    for sub in subs:
-                        window_ns, idle_ns = self._analyse(trace, sub, window_ns, idle_ns)
+                    window_ns, idle_ns = self._analyse(trace, subs)
                     kept = sum(b - a for a, b in subs)    # what no work leaves; all of the rest was idle
                     self.metrics.device_no_work.inc((w1 - w0 - kept) * NS)
                     periods = self._periods(trace, (w0, w1), holes)
             self._remember(window_ns, idle_ns, periods)
 
-    def _analyse(self, trace: Trace, window: tuple[int, int], window_ns: int, idle_ns: int) -> tuple[int, int]:
+    def _analyse(self, trace: Trace, windows: list[tuple[int, int]]) -> tuple[int, int]:
+        """Busy, idle, bubbles and syncs of ``windows`` (the stretch less its no work): one set
+        of ops and one classification for all of them. Per window, each paid the attribution's
+        setup over both chunks (7-8 ms): with a paced client's many sleeps, tens of ms a chunk
+        under the GIL, on a thread beside the engine's (docs/measurements.md, the paced server)."""
         m = self.metrics
-        length = window[1] - window[0]
-        busy = sum(b - a for a, b in busy_intervals(trace, window))
+        ops = Ops(trace)
+        length = sum(b - a for a, b in windows)
+        busy = sum(b - a for w in windows for a, b in busy_intervals(trace, w, ops))
         self.busy_ns += busy
         self.idle_ns += length - busy
         m.device_busy.inc(busy * NS)
         m.device_idle.inc((length - busy) * NS)
-        for b in classify(trace, device_gaps(trace, window)):
+        for b in classify(trace, Gaps.joined(ops, [device_gaps(trace, w, ops) for w in windows])):
             m.bubbles.labels(b.cause).inc()
             m.bubble_seconds.labels(b.cause).inc(b.duration_ns * NS)
         for w in trace.waits:
-            if not w.expected and window[0] <= w.t0 < window[1]:
+            if not w.expected and any(a <= w.t0 < b for a, b in windows):
                 m.syncs.labels(w.site).inc()
                 m.sync_seconds.labels(w.site).inc((w.t1 - w.t0) * NS)
-        return window_ns + length, idle_ns + length - busy
+        return length, length - busy
 
     def _periods(self, trace: Trace, window: tuple[int, int], holes: list[tuple[int, int]]) -> list[int]:
         """Periods of the steps that started in ``window``, except those spanning an engine sleep."""

@@ -88,6 +88,14 @@ class Gaps(Sequence):
                  nxt: np.ndarray):
         self.ops, self.t0, self.t1, self.full_ns, self.prev, self.next = ops, t0, t1, full_ns, prev, nxt
 
+    @staticmethod
+    def joined(ops: Ops, parts: list[Gaps]) -> Gaps:
+        """The gaps of several windows over the same ``ops``, in the parts' order."""
+        if not parts:
+            e = np.empty(0, _I64)
+            return Gaps(ops, e, e, e, e, e)
+        return Gaps(ops, *(np.concatenate([getattr(p, f) for p in parts]) for f in ("t0", "t1", "full_ns", "prev", "next")))
+
     def take(self, index: Any) -> Gaps:
         return Gaps(self.ops, self.t0[index], self.t1[index], self.full_ns[index], self.prev[index],
                     self.next[index])
