@@ -134,7 +134,10 @@ def register(app: dash.Dash, state) -> None:
         if loaded is None:
             waiting = err is None and not live
             msg = f"loading {state.store.shown(path)}…" if waiting else (err or "no trace")
-            return ([], placeholder_figure(msg), error_box(None if waiting else err), dash.no_update, None, [],
+            # live says why it has nothing to draw in its status line and the placeholder, not in
+            # the error box: a new run's "no spans yet" there outlived the wait whenever the
+            # next live draw was dropped as stale (seen after a server restart)
+            return ([], placeholder_figure(msg), error_box(None if waiting or live else err), dash.no_update, None, [],
                     placeholder_figure("", 60), not waiting, dash.no_update)
         sel, rng, highlight = None, None, None
         if trigger == "load-state" and tuple(view.get("drawn") or (None, None))[1] == path:
