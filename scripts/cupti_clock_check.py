@@ -71,10 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         prepared = prepare(eng, wl)
         print(f"engine built and warmed up in {time.monotonic() - t_start:.1f} s on {eng.device.device_name}",
               flush=True)
-        # the same run without the profiler first: its forward is what a profiled one is held to
-        plain, _ = trace_run(eng, prepared, args.out / "clock.unprofiled.trace.jsonl", analyse=False)
-        decode = [d.t1 - d.t0 for d in plain.device_spans if d.stream == "compute" and d.op == "forward"]
-        reference = round(statistics.median(decode)) if decode else None
+        reference = None
+        if cuda:   # the same run without the profiler first: its forward is what a profiled one is held to
+            plain, _ = trace_run(eng, prepared, args.out / "clock.unprofiled.trace.jsonl", analyse=False)
+            decode = [d.t1 - d.t0 for d in plain.device_spans if d.stream == "compute" and d.op == "forward"]
+            reference = round(statistics.median(decode)) if decode else None
         offset = realtime_minus_monotonic_ns()
         activities = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
         with profile(activities=activities) as prof:
