@@ -26,8 +26,10 @@ a clock error: both are idle that two events around an op call busy. Each gap of
 ours must be idle in CUPTI's records too, but for device work our events do not
 bracket (``unbracketed_ns``).
 
-Measured on an H200 (1.5b, bf16, 8 streams; docs/gpu.md): starts within 1.8 us
-and ends within 0.9 us at the median; the two eager prefills held 577 gaps, ~20 ms.
+Measured on an H200 (1.5b, bf16, 8 streams; docs/gpu.md): in the three runs the
+profiler left alone, starts within 0.7-4.6 us and ends within 0.7-5.2 us at the
+median, every edge inside its interval within 10 us; the two eager prefills held
+584-1,111 gaps (22-62 ms). The two runs it slowed are UNDECIDED (``undecided``).
 """
 from __future__ import annotations
 
