@@ -29,7 +29,7 @@ bracket (``unbracketed_ns``).
 Measured on an H200 (1.5b, bf16, 8 streams; docs/gpu.md): in the three runs the
 profiler left alone, starts within 0.7-4.6 us and ends within 0.7-5.2 us at the
 median, every edge inside its interval within 10 us; the two eager prefills held
-584-1,111 gaps (22-62 ms). The two runs it slowed are UNDECIDED (``undecided``).
+584-1,111 gaps (22-62 ms). A run the profiler slowed is UNDECIDED (``undecided``).
 """
 from __future__ import annotations
 
