@@ -200,6 +200,26 @@ def test_sync_debug_records_a_synchronize_at_its_caller_and_not_graph_captures(f
     assert fake.sync_debug_mode == 0, "the capture restores the mode it found"
 
 
+def test_the_gpu_tests_faults_fit_what_they_wrap(fake):
+    """The faults ``test_cuda_sync_detection`` injects on a GPU, each run here once: its wrapper
+    of ``wait_copied`` once lacked the ``expected=`` the engine passes, which only the first GPU
+    run found (2026-12-04). Whether each is detected and costed stays the GPU test's to show:
+    the double cannot make the sync an ``.item()`` makes."""
+    from helpers.fault_helpers import GATE, pageable_copy_back
+    from test_cuda_sync_detection import item_in_commit
+
+    reqs = [Req(0, p, SamplingParams(max_tokens=6, ignore_eos=True)) for p in _prompts(3)]
+    with Engine(**CUDA, depth=2) as eng:
+        clean = drive(eng, reqs)
+        assert GATE.on
+        with item_in_commit(eng):
+            item = drive(eng, reqs)
+        with pageable_copy_back(eng.device):
+            pageable = drive(eng, reqs)
+    assert_same_outputs(clean, item, reqs, "an .item() in commit")
+    assert_same_outputs(clean, pageable, reqs, "a pageable copy-back")
+
+
 def test_every_run_re_anchors_the_device_clock_and_records_its_drift(engines):
     """A run's header states the anchor taken at its start (idle, narrowest of several
     brackets) and the drift measured at its end; device times of the run lie after it.
