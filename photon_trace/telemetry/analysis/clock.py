@@ -257,17 +257,22 @@ def _bubbles(res: ClockCheck, ours, acts: list[Activity], offset: int, min_gap_n
     theirs = _gaps(window, min_gap_ns)
     res.our_bubbles, res.cupti_bubbles = len(mine), len(theirs)
     for a, b in mine:
-        inside = sum(max(0, min(t1, b - tol) - max(t0, a + tol)) for t0, t1 in window)
+        inside = _overlap_ns(a + tol, b - tol, window)
         res.unbracketed_ns += inside
         res.our_bubbles_matched += (b - a) - inside >= min_gap_ns - 2 * tol
     spans = [(d.t0 + offset, d.t1 + offset) for d in ours]
     for a, b in theirs:
-        covered = sum(max(0, min(b, y) - max(a, x)) for x, y in mine)
+        covered = _overlap_ns(a, b, mine)
         if covered >= (b - a) - 2 * tol:
             res.cupti_bubbles_matched += 1
-        elif sum(max(0, min(b, y) - max(a, x)) for x, y in spans) > tol:
+        elif _overlap_ns(a, b, spans) > tol:
             res.hidden_bubbles += 1
             res.hidden_ns += b - a
+
+
+def _overlap_ns(a: int, b: int, intervals) -> int:
+    """How much of ``[a, b)`` the ``(t0, t1)`` intervals cover, each counted on its own."""
+    return sum(max(0, min(b, t1) - max(a, t0)) for t0, t1 in intervals)
 
 
 def _assign(ours, acts: list[Activity], offset: int) -> dict[int, tuple[int, int]]:

@@ -89,11 +89,15 @@ class Gaps(Sequence):
         self.ops, self.t0, self.t1, self.full_ns, self.prev, self.next = ops, t0, t1, full_ns, prev, nxt
 
     @staticmethod
+    def empty(ops: Ops) -> Gaps:
+        e = np.empty(0, _I64)
+        return Gaps(ops, e, e, e, e, e)
+
+    @staticmethod
     def joined(ops: Ops, parts: list[Gaps]) -> Gaps:
         """The gaps of several windows over the same ``ops``, in the parts' order."""
         if not parts:
-            e = np.empty(0, _I64)
-            return Gaps(ops, e, e, e, e, e)
+            return Gaps.empty(ops)
         return Gaps(ops, *(np.concatenate([getattr(p, f) for p in parts]) for f in ("t0", "t1", "full_ns", "prev", "next")))
 
     def take(self, index: Any) -> Gaps:
@@ -140,8 +144,7 @@ def gaps_between(ops: Ops, window: tuple[int, int]) -> Gaps:
     w0, w1 = window
     n = len(ops)
     if n < 2:
-        e = np.empty(0, _I64)
-        return Gaps(ops, e, e, e, e, e)
+        return Gaps.empty(ops)
     reach = np.maximum.accumulate(ops.t1)
     # the op holding the furthest end so far: the first to reach it (a later op only as far does not)
     new = np.empty(n, dtype=bool)
