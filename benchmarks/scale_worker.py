@@ -31,11 +31,11 @@ What is imported before the clock starts, the same for both tools: all of each t
 the measured path. HTA's entry point ``hta.trace_analysis`` imports all of HTA (and pandas and
 numpy; its parse and breakdown then import nothing of HTA's). Ours imports lazily, so every
 module of our trace and analysis layers and the check command is imported first
-(``_our_code``; ``msgspec`` and ``sqlite3`` come with them). What either tool's calls import
-after that (ours: ``locale``, through argparse's messages) is timed. ``gate-cold``: the ``gate`` stage with
-only our entry points imported (``analyze``, ``load_any`` and the command line's ``dispatch``),
-so the modules the check loads lazily are timed too: what a single ``photon-trace check``
-process pays. Both run from bytecode (``bench_scale.py`` compiles ours first, as installing
+(``_our_code``; ``msgspec`` and ``sqlite3`` come with them), for every stage. What either
+tool's calls import after that (ours: ``locale``, through argparse's messages) is timed.
+``gate-cold``: the ``gate`` stage with only our entry points imported (``analyze``,
+``load_any`` and the command line's ``dispatch``), so the modules the check loads lazily are
+timed too: what a single ``photon-trace check`` process pays. Both run from bytecode (``bench_scale.py`` compiles ours first, as installing
 does; pip compiled HTA's).
 """
 from __future__ import annotations
@@ -75,9 +75,9 @@ def _ours(stage: str, path: Path) -> tuple[dict, dict]:
 
     seconds: dict[str, float] = {}
     info: dict = {}
-    if stage == "gate-cold":
-        stage = "gate"
-    elif stage in ("import", "analysis", "gate"):
+    if stage.endswith("-cold"):
+        stage = stage.removesuffix("-cold")
+    else:
         _our_code()
     if stage == "gate":
         from photon_trace.cli.dispatch import main
